@@ -1,0 +1,37 @@
+# vlmrobust: robustness of (reasoning) vision-language models to perturbed images.
+# Data flow (DESIGN.md): datasets -> samples -> variants -> outputs -> scored -> metrics
+# -> tables, figures. Logic lives in the `vlmrobust` package (workflow/vlmrobust).
+#
+#   snakemake --cores 2                                  # embedded demo (config/config.yaml)
+#   snakemake --cores 8 --configfile config/paper.yaml   # the papers' full reproduction
+#   snakemake --cores 8 --profile slurm                  # on a SLURM cluster
+
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+# config/config.yaml is the default; a --configfile on the command line replaces it
+# (it is not merged into it, so a paper run carries no demo dataset).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    dataset=alternation(DATASETS),
+    condition=alternation(CONDITIONS),
+
+
+include: "workflow/rules/datasets.smk"
+include: "workflow/rules/variants.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

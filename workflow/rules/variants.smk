@@ -1,0 +1,22 @@
+# Stage 2: samples -> variants (one manifest per dataset x condition).
+
+
+rule variants:
+    input:
+        samples="results/samples/{dataset}/samples.jsonl",
+    output:
+        manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
+    log:
+        "logs/variants/{dataset}/{condition}.log",
+    benchmark:
+        "logs/benchmarks/variants/{dataset}/{condition}.tsv"
+    conda:
+        "../../envs/perturb.yaml"
+    threads: config["threads"]["variants"]
+    params:
+        spec=condition_spec,
+        seed=config["seed"],
+    shell:
+        "vlmrobust variants --samples {input.samples} --condition {wildcards.condition}"
+        " --spec {params.spec:q} --seed {params.seed} --threads {threads}"
+        " --out {output.manifest} > {log} 2>&1"

@@ -1,0 +1,189 @@
+"""Configuration: JSON-schema validation with defaults, and cross-checks.
+
+The Snakefile and the CLIs both call :func:`validate_config`, so a wrong key or type
+stops a run before any job starts, with a message that names the key.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from jsonschema import Draft202012Validator, validators
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the key and what would be right."""
+
+
+def _with_defaults(validator_class):
+    """A validator that fills `default` values of `properties` while it validates."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if isinstance(subschema, dict) and "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": set_defaults})
+
+
+_DefaultingValidator = _with_defaults(Draft202012Validator)
+
+
+def load_yaml(path: str | Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"file not found: {path}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+
+
+def load_schema(name: str) -> dict:
+    return load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
+
+
+def _key(path: Iterator[Any]) -> str:
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError, what: str) -> str:
+    base = list(error.absolute_path)
+    if error.validator in ("additionalProperties", "unevaluatedProperties"):
+        extra = _unexpected(error)
+        keys = ", ".join(repr(_key([*base, k])) for k in extra) or "?"
+        allowed = _allowed_keys(error.schema)
+        hint = f" (allowed here: {', '.join(allowed)})" if allowed else ""
+        return f"{what}: unknown key {keys}{hint}"
+    if error.validator == "required":
+        return f"{what}: key {_key(base)!r} lacks {error.message}"
+    if error.validator == "propertyNames":
+        return (
+            f"{what}: name {error.instance!r} under {_key(base)!r} is not allowed: {error.message}"
+        )
+    desc = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if desc is None and isinstance(error.parent, jsonschema.ValidationError):
+        desc = error.parent.schema.get("description")
+    msg = f"{what}: key {_key(base)!r}: {error.message}"
+    if desc:
+        msg += f" -- expected: {' '.join(str(desc).split())}"
+    return msg
+
+
+def _unexpected(error: jsonschema.ValidationError) -> list[str]:
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    known = set(_allowed_keys(error.schema))
+    return sorted(k for k in instance if k not in known) or [
+        m for m in error.message.split("'")[1::2]
+    ]
+
+
+def _allowed_keys(schema: Any) -> list[str]:
+    if not isinstance(schema, dict):
+        return []
+    keys = list(schema.get("properties", {}))
+    for sub in schema.get("allOf", []):
+        for branch in ("then", "else"):
+            keys += [k for k in sub.get(branch, {}).get("properties", {}) if k not in keys]
+    return keys
+
+
+def validate(data: Any, schema: dict, what: str) -> dict:
+    """Validate ``data`` (filled with defaults in place) or raise :class:`ConfigError`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what}: expected a mapping at the top level, got {type(data).__name__}")
+    validator = _DefaultingValidator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.message))
+    if errors:
+        # Ignore errors inside an `if` that merely did not match; report the first real one.
+        lines = [_describe(e, what) for e in errors[:5]]
+        raise ConfigError("\n".join(lines))
+    return data
+
+
+def validate_registry(registry: Any, source: str = "model registry") -> dict:
+    registry = validate(registry, load_schema("models"), source)
+    models = registry["models"]
+    for mid, m in models.items():
+        where = f"{source}: models.{mid}"
+        if m["role"] == "reasoning" and m["base"] is not None:
+            base = models.get(m["base"])
+            if base is None:
+                raise ConfigError(f"{where}.base: unknown model id {m['base']!r}")
+            if base["role"] != "base":
+                raise ConfigError(
+                    f"{where}.base: {m['base']!r} has role {base['role']!r}, not 'base'"
+                )
+        if m["role"] == "base" and m["base"] is not None:
+            raise ConfigError(f"{where}.base: only reasoning models name a base model")
+        if m["backend"] in ("hf", "vllm") and not (m["hf_repo"] or m["local_path"]):
+            raise ConfigError(f"{where}: backend {m['backend']!r} needs hf_repo or local_path")
+        if m["backend"] in ("openai", "gemini") and not m["api_model"]:
+            raise ConfigError(f"{where}: backend {m['backend']!r} needs api_model")
+    return registry
+
+
+def validate_config(config: dict, registry: dict | None = None) -> dict:
+    """Validate a run configuration in place (defaults filled) and cross-check it.
+
+    ``registry`` is the model registry; when None it is read from
+    ``config["model_registry"]``.
+    """
+    config = validate(config, load_schema("config"), "config")
+    for name, ds in config["datasets"].items():
+        if ds["on_bad_row"] is None:
+            ds["on_bad_row"] = config["samples"]["on_bad_row"]
+        for cond in ds["conditions"]:
+            if cond not in config["conditions"]:
+                raise ConfigError(
+                    f"config: datasets.{name}.conditions: unknown condition {cond!r} "
+                    f"(defined under `conditions`: {', '.join(config['conditions'])})"
+                )
+        if ds["source"] == "local" and not ds["path"]:
+            raise ConfigError(
+                f"config: datasets.{name}.path: source is 'local' but no path is given"
+            )
+        if ds["adapter"] == "demo":
+            if ds["source"] != "local" or not ds["path"]:
+                raise ConfigError(
+                    f"config: datasets.{name}: adapter 'demo' reads the generated demo data: "
+                    "set source: local and path: results/raw/demo/<family>"
+                )
+            family = demo_family(ds["path"])
+            if family not in config["demo"]["families"]:
+                raise ConfigError(
+                    f"config: datasets.{name}.path: demo family {family!r} is not generated "
+                    f"(demo.families: {', '.join(config['demo']['families'])})"
+                )
+    if registry is None:
+        registry = validate_registry(load_yaml(config["model_registry"]), config["model_registry"])
+    for mid in config["models"]:
+        if mid not in registry["models"]:
+            raise ConfigError(
+                f"config: models: unknown model id {mid!r} (not in {config['model_registry']}; "
+                f"known: {', '.join(registry['models'])})"
+            )
+    return config
+
+
+DEMO_ROOT = "results/raw/demo"
+
+
+def demo_family(path: str) -> str:
+    """The demo family of a demo dataset's path (``results/raw/demo/chart`` -> ``chart``)."""
+    p = Path(path)
+    if p.parent.as_posix() != DEMO_ROOT:
+        raise ConfigError(f"demo dataset path {path!r} must be {DEMO_ROOT}/<family>")
+    return p.name

@@ -1,0 +1,110 @@
+"""The records that flow between stages (DESIGN.md): samples and variants.
+
+Every dataset adapter produces :class:`Sample` rows; every condition turns samples
+into :class:`Variant` rows (the variant manifest). Both are plain JSON lines on disk.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .io import read_jsonl, write_jsonl
+
+ANSWER_TYPES = ("letter", "number", "text", "yes/no", "list", "label")
+_SAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_id(*parts: object) -> str:
+    """A filesystem-safe, dataset-qualified id: ``safe_id("mathvista", 12) == "mathvista-12"``."""
+    out = "-".join(_SAFE_ID.sub("_", str(p)).strip("_") or "_" for p in parts)
+    return out
+
+
+@dataclass
+class Sample:
+    """One benchmark item in the schema every dataset is normalized to.
+
+    ``images`` are paths (relative to the working directory of the workflow) in the
+    order the question refers to them. ``answer`` is the canonical answer (a letter
+    for multiple choice with letter answers, the option text for MathVista multiple
+    choice, a number as text, ``yes``/``no``, a class label); further accepted answers
+    (TextVQA's ten, InfoVQA's list) are in ``meta["answers"]``.
+    """
+
+    sample_id: str
+    dataset: str
+    images: list[str]
+    question: str
+    answer: str
+    answer_type: str
+    choices: list[str] = field(default_factory=list)
+    precision: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.answer_type not in ANSWER_TYPES:
+            raise ValueError(
+                f"sample {self.sample_id!r}: answer_type {self.answer_type!r} is not one of "
+                f"{', '.join(ANSWER_TYPES)}"
+            )
+        if safe_id(self.sample_id) != self.sample_id:
+            raise ValueError(
+                f"sample id {self.sample_id!r} is not filesystem-safe; build it with safe_id()"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> Sample:
+        known = {f: row[f] for f in cls.__dataclass_fields__ if f in row}
+        return cls(**known)
+
+
+@dataclass
+class Variant:
+    """One row of a variant manifest: a sample under one condition.
+
+    ``variant_id`` equals ``sample_id`` when a condition makes one variant per sample;
+    with several per sample (corruption assignment ``all``) it is qualified by the
+    parameters, e.g. ``mmmu-validation_Art_1__fog-s3``.
+    """
+
+    variant_id: str
+    sample_id: str
+    dataset: str
+    condition: str
+    perturbation: str
+    images: list[str]
+    sha256: list[str]
+    question: str
+    params: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    masks: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> Variant:
+        known = {f: row[f] for f in cls.__dataclass_fields__ if f in row}
+        return cls(**known)
+
+
+def read_samples(path: str | Path) -> list[Sample]:
+    return [Sample.from_dict(r) for r in read_jsonl(path)]
+
+
+def write_samples(path: str | Path, samples: list[Sample]) -> int:
+    return write_jsonl(path, (s.to_dict() for s in samples))
+
+
+def read_variants(path: str | Path) -> list[Variant]:
+    return [Variant.from_dict(r) for r in read_jsonl(path)]
+
+
+def write_variants(path: str | Path, variants: list[Variant]) -> int:
+    return write_jsonl(path, (v.to_dict() for v in variants))
