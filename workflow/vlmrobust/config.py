@@ -118,6 +118,8 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
     models = registry["models"]
     for mid, m in models.items():
         where = f"{source}: models.{mid}"
+        if m["family"] is None:
+            m["family"] = mid
         if m["role"] == "reasoning" and m["base"] is not None:
             base = models.get(m["base"])
             if base is None:
@@ -143,6 +145,14 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
     """
     config = validate(config, load_schema("config"), "config")
     for name, ds in config["datasets"].items():
+        if ds["adapter"] is None:
+            adapters = load_schema("config")["$defs"]["dataset"]["properties"]["adapter"]["enum"]
+            if name not in adapters:
+                raise ConfigError(
+                    f"config: datasets.{name}.adapter: not given, and {name!r} is not an "
+                    f"adapter name (known: {', '.join(a for a in adapters if a)})"
+                )
+            ds["adapter"] = name
         if ds["on_bad_row"] is None:
             ds["on_bad_row"] = config["samples"]["on_bad_row"]
         for cond in ds["conditions"]:

@@ -1,0 +1,60 @@
+"""Shared test helpers: the repository root and a runner for the workflow's CLIs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO.parent / "shared" / "fixtures"
+BIN = Path(sys.executable).parent
+
+# What a copy of the repository for a workflow run leaves out (generated or local).
+_COPY_IGNORE = shutil.ignore_patterns(
+    ".venv",
+    ".git",
+    "results",
+    "figures",
+    "logs",
+    ".snakemake",
+    "__pycache__",
+    "*.egg-info",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+)
+
+
+def tool_env() -> dict[str, str]:
+    """The environment for subprocesses: this interpreter's scripts first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run(cmd: list[str], cwd: Path, check: bool = True, timeout: float = 900):
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=timeout
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(cmd)} failed ({proc.returncode})\nstdout:\n{proc.stdout[-4000:]}\n"
+            f"stderr:\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+def copy_repo(dest: Path) -> Path:
+    """A copy of the working tree (without generated files) to run the workflow in."""
+    shutil.copytree(REPO, dest, ignore=_COPY_IGNORE, symlinks=True)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO

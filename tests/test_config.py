@@ -1,0 +1,180 @@
+"""Configuration: schemas, defaults, cross-checks and the messages that name the key."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+
+from vlmrobust.config import (
+    ConfigError,
+    load_schema,
+    load_yaml,
+    validate_config,
+    validate_registry,
+)
+
+from .conftest import REPO
+
+
+def _config(path="config/config.yaml"):
+    return load_yaml(REPO / path)
+
+
+def _registry():
+    return validate_registry(load_yaml(REPO / "config/models.yaml"))
+
+
+def _walk(schema, path=""):
+    """Yield (dotted path, subschema) for every key a schema declares."""
+    for name, sub in schema.get("properties", {}).items():
+        yield f"{path}{name}", sub
+        yield from _walk(sub, f"{path}{name}.")
+    for sub in schema.get("allOf", []):
+        for branch in ("then", "else"):
+            if branch in sub:
+                yield from _walk(sub[branch], path)
+    add = schema.get("additionalProperties")
+    if isinstance(add, dict):
+        yield from _walk(add, f"{path}<name>.")
+    for name, sub in schema.get("$defs", {}).items():
+        yield from _walk(sub, f"<{name}>.")
+
+
+@pytest.mark.parametrize("name", ["config", "models"])
+def test_every_key_has_description_and_default(name):
+    keys = list(_walk(load_schema(name)))
+    assert len(keys) > 10
+    missing = [k for k, sub in keys if "description" not in sub or "default" not in sub]
+    assert missing == []
+
+
+def test_config_readme_explains_every_key():
+    readme = (REPO / "config/README.md").read_text()
+    leaves = {
+        k.rsplit(".", 1)[-1] for name in ("config", "models") for k, _ in _walk(load_schema(name))
+    }
+    unexplained = sorted(k for k in leaves if not re.search(rf"`([\w.<>-]+\.)?{re.escape(k)}`", readme))
+    assert unexplained == []
+
+
+def test_shipped_configs_are_valid_and_filled_with_defaults():
+    registry = _registry()
+    demo = validate_config(_config(), registry)
+    assert demo["conditions"]["corrupt"]["severities"] == [1, 2, 3, 4, 5]
+    assert demo["conditions"]["corrupt"]["assignment"] == "random"
+    assert len(demo["conditions"]["corrupt"]["methods"]) == 20
+    assert demo["datasets"]["demo-chart"]["on_bad_row"] == "error"
+    assert demo["threads"]["variants"] == 2
+    paper = validate_config(_config("config/paper.yaml"), registry)
+    sizes = {n: d["expected_size"] for n, d in paper["datasets"].items()}
+    assert sizes == {
+        "chartqa": 2500,
+        "hallusionbench": 951,
+        "infovqa": 2801,
+        "mmmu": 900,
+        "mmstar": 1500,
+        "textvqa": 5000,
+        "mathvision": 304,
+        "mathvista": 1000,
+        "distract-bench": 506,
+    }
+    # Table 6 of the paper: 14,956 samples in the eight benchmarks.
+    assert sum(v for k, v in sizes.items() if k != "distract-bench") == 14956
+    assert paper["datasets"]["mathvista"]["adapter"] == "mathvista"
+    groups = {n: d["group"] for n, d in paper["datasets"].items()}
+    assert {n for n, g in groups.items() if g == "reasoning"} == {"mathvision", "mathvista"}
+
+
+def test_registry_pairs():
+    models = _registry()["models"]
+    reasoning_of_q25 = sorted(m for m, s in models.items() if s["base"] == "qwen2.5-vl-7b")
+    assert reasoning_of_q25 == [
+        "mm-eureka-qwen-7b",
+        "mmr1-7b-rl",
+        "openvlthinker-7b",
+        "r1-onevision-7b",
+        "vision-r1-7b",
+    ]
+    assert models["qwen3-vl-8b-thinking"]["base"] == "qwen3-vl-8b-instruct"
+    assert models["gpt-5"]["backend"] == "openai" and models["gpt-5"]["api_model"] == "gpt-5"
+    paper_models = set(_config("config/paper.yaml")["models"])
+    assert paper_models == set(models)
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c.update(seed="abc"), "key 'seed': 'abc' is not of type 'integer'"),
+        (lambda c: c.update(sed=1), "unknown key 'sed'"),
+        (
+            lambda c: c["datasets"]["demo-chart"].update(limt=3),
+            "unknown key 'datasets.demo-chart.limt'",
+        ),
+        (
+            lambda c: c["conditions"]["corrupt"].update(severities=[0]),
+            "key 'conditions.corrupt.severities.0': 0 is less than the minimum of 1",
+        ),
+        (
+            lambda c: c["conditions"]["corrupt"].update(severties=[1]),
+            "unknown key 'conditions.corrupt.severties'",
+        ),
+        (
+            lambda c: c["conditions"]["corrupt"].update(methods=["fogg"]),
+            "key 'conditions.corrupt.methods.0': 'fogg' is not one of",
+        ),
+        (
+            lambda c: c["datasets"]["demo-chart"].update(conditions=["clean", "blur"]),
+            "datasets.demo-chart.conditions: unknown condition 'blur'",
+        ),
+        (lambda c: c.update(models=["no-such-model"]), "unknown model id 'no-such-model'"),
+        (
+            lambda c: c["datasets"].update({"my-set": {"source": "local", "path": "x"}}),
+            "datasets.my-set.adapter: not given, and 'my-set' is not an adapter name",
+        ),
+        (
+            lambda c: c["datasets"].update({"mathvista": {"source": "local"}}),
+            "datasets.mathvista.path: source is 'local' but no path is given",
+        ),
+        (
+            lambda c: c["datasets"]["demo-chart"].update(path="results/raw/demo/charts"),
+            "demo family 'charts' is not generated",
+        ),
+        (lambda c: c["demo"].update(n_per_family=0), "key 'demo.n_per_family'"),
+    ],
+)
+def test_bad_config_names_the_key(mutate, message):
+    config = copy.deepcopy(_config())
+    mutate(config)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_config(config, _registry())
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (
+            lambda r: r["models"]["vision-r1-7b"].update(base="qwen9"),
+            "models.vision-r1-7b.base: unknown model id 'qwen9'",
+        ),
+        (
+            lambda r: r["models"]["vision-r1-7b"].update(base="mmr1-7b-rl"),
+            "has role 'reasoning', not 'base'",
+        ),
+        (
+            lambda r: r["models"]["gpt-4o"].update(api_model=None),
+            "models.gpt-4o: backend 'openai' needs api_model",
+        ),
+        (lambda r: r["models"]["gpt-4o"].update(backend="claude"), "key 'models.gpt-4o.backend'"),
+        (
+            lambda r: r["models"]["gpt-4o"].update(api_key="sk-123"),
+            "unknown key 'models.gpt-4o.api_key'",
+        ),
+    ],
+)
+def test_bad_registry_names_the_key(mutate, message):
+    registry = load_yaml(REPO / "config/models.yaml")
+    mutate(registry)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_registry(registry)
