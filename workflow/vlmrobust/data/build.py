@@ -1,0 +1,240 @@
+"""The datasets -> samples stage: one configured dataset to ``samples.jsonl`` + images.
+
+:func:`build_samples` reads the rows (hub or local folder) through the dataset's
+adapter, verifies and stores every image under ``<out dir>/images/``, applies the
+bad-row policy and writes the samples file and a JSON report. Nothing is written
+unless the whole dataset converts (images are staged in a temporary folder that
+replaces ``images/`` only at the end; the samples and report files are written
+atomically).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ..io import atomic_write_bytes, write_json
+from ..records import Sample, safe_id, write_samples
+from .adapters import ADAPTERS
+from .base import Adapter, BadRowError, EncodedImage, RowProblem, load_image
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("hub", "local")
+ON_BAD_ROW = ("error", "skip")
+
+
+def get_adapter(name: str, spec: dict[str, Any]) -> Adapter:
+    adapter_name = spec.get("adapter")
+    if adapter_name not in ADAPTERS:
+        raise ValueError(
+            f"datasets.{name}.adapter: unknown adapter {adapter_name!r}; expected one of "
+            f"{', '.join(sorted(ADAPTERS))}"
+        )
+    return ADAPTERS[adapter_name]
+
+
+def _check_spec(name: str, spec: dict[str, Any]) -> tuple[str, str, int | None]:
+    key = f"datasets.{name}"
+    source = spec.get("source") or "hub"
+    if source not in SOURCES:
+        raise ValueError(f"{key}.source: {source!r} is not one of {', '.join(SOURCES)}")
+    on_bad = spec.get("on_bad_row") or "error"
+    if on_bad not in ON_BAD_ROW:
+        raise ValueError(f"{key}.on_bad_row: {on_bad!r} is not one of {', '.join(ON_BAD_ROW)}")
+    limit = spec.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"{key}.limit: {limit!r} is not a positive integer (or null for all rows)")
+    return source, on_bad, limit
+
+
+def _replace_dir(staged: Path, final: Path) -> None:
+    if final.exists() or final.is_symlink():
+        old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(final, old)
+        os.replace(staged, final)
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+    else:
+        os.replace(staged, final)
+
+
+def _convert_row(
+    adapter: Adapter,
+    name: str,
+    sid: str,
+    src_id: str,
+    row: dict[str, Any],
+    index: int,
+    base_dir: Path | None,
+    images_dir: Path,
+) -> tuple[Sample, list[tuple[str, EncodedImage]]]:
+    try:
+        draft = adapter.convert(row, index)
+    except RowProblem:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RowProblem(f"unexpected row content ({type(exc).__name__}: {exc})") from exc
+    files: list[tuple[str, EncodedImage]] = []
+    paths: list[str] = []
+    for k, value in enumerate(draft.images):
+        enc = load_image(value, base_dir)
+        fname = f"{sid}_{k}{enc.suffix}"
+        files.append((fname, enc))
+        paths.append(str(images_dir / fname))
+    if not paths:
+        raise RowProblem("image is missing")
+    meta = {"source_id": src_id, **draft.meta}
+    meta["source_id"] = src_id
+    for meta_key, values in draft.extra_images.items():
+        tag = meta_key.removesuffix("_images")
+        extra = []
+        for k, value in enumerate(values):
+            try:
+                enc = load_image(value, base_dir)
+            except RowProblem as exc:
+                raise RowProblem(f"{meta_key}[{k}]: {exc.reason}") from exc
+            fname = f"{sid}_{tag}_{k}{enc.suffix}"
+            files.append((fname, enc))
+            extra.append(str(images_dir / fname))
+        meta[meta_key] = extra
+    try:
+        sample = Sample(
+            sample_id=sid,
+            dataset=name,
+            images=paths,
+            question=draft.question,
+            answer=draft.answer,
+            answer_type=draft.answer_type,
+            choices=list(draft.choices),
+            precision=draft.precision,
+            meta=meta,
+        )
+    except ValueError as exc:
+        raise RowProblem(str(exc)) from exc
+    return sample, files
+
+
+def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> dict[str, Any]:
+    """Convert the configured dataset ``name`` into ``out`` (samples JSONL) + report.
+
+    ``spec`` is the validated ``datasets.<name>`` config (adapter, source, hub_id,
+    hub_config, split, revision, path, limit, expected_size, on_bad_row; other keys
+    are ignored). Images go to ``out.parent / "images"``. Returns the report dict
+    (also written to ``report``). Raises :class:`BadRowError` for a bad row under
+    ``on_bad_row: error`` and ``ValueError`` for a config that cannot work; in both
+    cases nothing is written.
+    """
+    out, report = Path(out), Path(report)
+    key = f"datasets.{name}"
+    adapter = get_adapter(name, spec)
+    source, on_bad, limit = _check_spec(name, spec)
+    src = adapter.load_rows(spec, key)
+
+    images_dir = out.parent / "images"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=".images.", suffix=".tmp", dir=out.parent))
+    samples: list[Sample] = []
+    skipped_rows: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    rows_read = 0
+    n_images = 0
+    try:
+        total = None
+        if limit is None and hasattr(src.rows, "__len__"):
+            total = len(src.rows)  # type: ignore[arg-type]
+        bar = tqdm(src.rows, total=total, desc=f"samples {name}", unit="row", disable=None)
+        for index, row in enumerate(bar):
+            rows_read += 1
+            src_id: str | None = None
+            try:
+                src_id = adapter.source_id(row, index)
+                sid = safe_id(name, src_id)
+                if sid in seen:
+                    raise RowProblem(
+                        f"duplicate id: sample id {sid!r} is already used by row {seen[sid]}"
+                    )
+                sample, files = _convert_row(
+                    adapter, name, sid, src_id, row, index, src.base_dir, images_dir
+                )
+            except RowProblem as exc:
+                where = (
+                    f"{adapter.id_label} {src_id!r}"
+                    if src_id is not None
+                    else (f"{adapter.id_label} missing")
+                )
+                if on_bad == "error":
+                    raise BadRowError(
+                        f"dataset {name!r}, row {index} ({where}): {exc.reason}"
+                    ) from exc
+                skipped_rows.append({"row": index, "id": src_id, "reason": exc.reason})
+                log.warning("dataset %r, row %d (%s): skipped: %s", name, index, where, exc.reason)
+                continue
+            for fname, enc in files:
+                atomic_write_bytes(staged / fname, enc.data)
+            n_images += len(files)
+            seen[sid] = index
+            samples.append(sample)
+            if limit is not None and len(samples) >= limit:
+                break
+        bar.close()
+        if not samples:
+            reasons = "; ".join(f"row {s['row']}: {s['reason']}" for s in skipped_rows[:3])
+            raise ValueError(
+                f"{key}: no usable rows ({rows_read} read"
+                + (f", all skipped; first reasons: {reasons})" if skipped_rows else ")")
+            )
+        _replace_dir(staged, images_dir)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+
+    write_samples(out, samples)
+    expected = spec.get("expected_size")
+    warnings: list[str] = []
+    if skipped_rows:
+        warnings.append(
+            f"{len(skipped_rows)} bad row(s) skipped (on_bad_row: skip); see skipped_rows"
+        )
+    if expected is not None and expected != len(samples):
+        why = f" (limit {limit})" if limit is not None else ""
+        warnings.append(f"expected {expected} samples, wrote {len(samples)}{why}")
+    warnings.extend(adapter.check(samples))
+    rep: dict[str, Any] = {
+        "dataset": name,
+        "adapter": adapter.name,
+        "source": source,
+        "hub_id": None,
+        "hub_config": None,
+        "split": None,
+        "revision": None,
+        "path": None,
+        **src.info,
+        "limit": limit,
+        "on_bad_row": on_bad,
+        "rows_read": rows_read,
+        "samples_written": len(samples),
+        "images_written": n_images,
+        "skipped": len(skipped_rows),
+        "skipped_rows": skipped_rows,
+        "expected_size": expected,
+        "answer_types": dict(sorted(Counter(s.answer_type for s in samples).items())),
+        "warnings": warnings,
+        "samples": str(out),
+        "images": str(images_dir),
+    }
+    write_json(report, rep)
+    for w in warnings:
+        log.warning("dataset %r: %s", name, w)
+    log.info("dataset %r: %d samples from %d rows", name, len(samples), rows_read)
+    return rep

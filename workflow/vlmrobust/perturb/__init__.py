@@ -1,0 +1,33 @@
+"""Perturbations: conditions turn samples into variants (DESIGN.md).
+
+* :data:`PERTURBATIONS` — the registry, name → :class:`Perturbation` (``none``,
+  ``corruption``; later ones plug in with :func:`register`). A perturbation's
+  ``apply`` is a plain function ``(image, params, seed) -> image`` or
+  ``-> (image, mask)``.
+* :func:`build_variants` — the stage: a samples JSONL → a variant manifest + images.
+* :func:`corrupt_image` — the 20 vision corruptions of Distract-Bench
+  (:data:`CORRUPTION_METHODS`, paper Table 7 order).
+"""
+
+from .corruption import CORRUPTION_METHODS, SEVERITIES, corrupt_image, result_mode
+from .variants import (
+    PERTURBATIONS,
+    Perturbation,
+    VariantPlan,
+    build_variants,
+    corruption_variant_id,
+    register,
+)
+
+__all__ = [
+    "CORRUPTION_METHODS",
+    "PERTURBATIONS",
+    "SEVERITIES",
+    "Perturbation",
+    "VariantPlan",
+    "build_variants",
+    "corrupt_image",
+    "corruption_variant_id",
+    "register",
+    "result_mode",
+]

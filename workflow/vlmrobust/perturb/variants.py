@@ -1,0 +1,442 @@
+"""The perturbation stage: samples → variants (DESIGN.md).
+
+A *condition* (a named entry of ``conditions`` in the config) names a perturbation and
+its parameters. :func:`build_variants` turns the samples of one dataset into the
+variant manifest of one condition: a JSONL of :class:`~vlmrobust.records.Variant` rows
+plus the perturbed image files under ``out.parent / "images"``.
+
+Because the image files are named ``<variant_id>_<k>.png`` (``variant_id`` is the
+sample id for one-variant-per-sample conditions), ``out.parent`` must belong to one
+(dataset, condition) alone, e.g. ``results/variants/{dataset}/{condition}/manifest.jsonl``.
+
+Perturbations live in the registry :data:`PERTURBATIONS` (re-exported by
+``vlmrobust.perturb``). Each is a :class:`Perturbation`:
+
+* ``prepare(condition, spec) -> spec``: checks the condition's config and fills in
+  defaults; errors name ``conditions.<condition>.<key>``.
+* ``plan(sample, condition, spec, seed) -> list[VariantPlan]``: the variants of one
+  sample (id, recorded params, seed, optionally a changed question).
+* ``apply(image, params, seed) -> image | (image, mask)``: a plain function applied to
+  every image of the variant, with ``params`` = the prepared spec overlaid with the
+  variant's params and ``seed`` = ``derive_seed(seed, condition, variant_id, k)`` for
+  image ``k``. ``apply=None`` means the variant keeps the sample's own image files.
+
+A later perturbation (edit, composite, mask, ...) plugs in with :func:`register`, called
+at import time of a module that ``vlmrobust/perturb/__init__.py`` imports: with
+``threads > 1`` the worker processes (spawned, not forked) look the perturbation up by
+name, so ``apply`` must be a module-level function and the registration must happen on
+import. A returned mask is written as ``<variant_id>_<k>_mask.png`` and listed in
+``Variant.masks`` (one per image; a perturbation returns a mask for every image or none).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageColor, ImageOps
+from tqdm import tqdm
+
+from ..io import atomic_write_bytes, sha256_bytes, sha256_file
+from ..records import Sample, Variant, read_samples, write_variants
+from ..seeding import derive_seed, rng_for
+from .corruption import CORRUPTION_METHODS, SEVERITIES, corrupt_image
+
+__all__ = [
+    "PERTURBATIONS",
+    "Perturbation",
+    "VariantPlan",
+    "build_variants",
+    "corruption_variant_id",
+    "register",
+]
+
+ApplyResult = Image.Image | tuple[Image.Image, Image.Image | None]
+ApplyFn = Callable[[Image.Image, dict[str, Any], int], ApplyResult]
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    """One variant of a sample: what :func:`build_variants` records and applies."""
+
+    variant_id: str
+    params: dict[str, Any]
+    seed: int | None
+    question: str | None = None  # None: the sample's question, unchanged
+
+
+PlanFn = Callable[[Sample, str, dict[str, Any], int], list[VariantPlan]]
+PrepareFn = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """A registered perturbation (see the module docstring)."""
+
+    name: str
+    prepare: PrepareFn
+    plan: PlanFn
+    apply: ApplyFn | None
+
+
+#: name → perturbation; the names a condition's ``perturbation`` key may take.
+PERTURBATIONS: dict[str, Perturbation] = {}
+
+
+def register(perturbation: Perturbation) -> Perturbation:
+    """Add ``perturbation`` to :data:`PERTURBATIONS` (a name can be registered once)."""
+    if perturbation.name in PERTURBATIONS:
+        raise ValueError(f"perturbation {perturbation.name!r} is already registered")
+    PERTURBATIONS[perturbation.name] = perturbation
+    return perturbation
+
+
+def _key(condition: str, key: str) -> str:
+    return f"conditions.{condition}.{key}"
+
+
+def _check_keys(condition: str, spec: dict[str, Any], allowed: Iterable[str]) -> None:
+    allowed = set(allowed) | {"perturbation"}
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise ValueError(
+            f"{_key(condition, unknown[0])}: unknown key for perturbation "
+            f"{spec.get('perturbation')!r}; allowed keys: {', '.join(sorted(allowed))}"
+        )
+
+
+# ---------------------------------------------------------------- none
+
+
+def _prepare_none(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
+    _check_keys(condition, spec, ())
+    return dict(spec)
+
+
+def _plan_none(
+    sample: Sample, condition: str, spec: dict[str, Any], seed: int
+) -> list[VariantPlan]:
+    return [VariantPlan(sample.sample_id, {}, None)]
+
+
+register(Perturbation("none", _prepare_none, _plan_none, None))
+
+
+# ---------------------------------------------------------------- corruption
+
+_CORRUPTION_DEFAULTS: dict[str, Any] = {
+    "assignment": "random",
+    "methods": list(CORRUPTION_METHODS),
+    "severities": list(SEVERITIES),
+    "blank_fill": "white",
+}
+_ASSIGNMENTS = ("random", "all")
+
+
+def _prepare_corruption(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
+    _check_keys(condition, spec, _CORRUPTION_DEFAULTS)
+    out = {**_CORRUPTION_DEFAULTS, **spec}
+    if out["assignment"] not in _ASSIGNMENTS:
+        raise ValueError(
+            f"{_key(condition, 'assignment')}: {out['assignment']!r} is not one of "
+            f"{', '.join(_ASSIGNMENTS)}"
+        )
+    methods = out["methods"]
+    if isinstance(methods, str) or not isinstance(methods, list | tuple) or not methods:
+        raise ValueError(
+            f"{_key(condition, 'methods')}: expected a non-empty list of methods from "
+            f"{', '.join(CORRUPTION_METHODS)}; got {methods!r}"
+        )
+    bad = [m for m in methods if m not in CORRUPTION_METHODS]
+    if bad:
+        raise ValueError(
+            f"{_key(condition, 'methods')}: unknown method {bad[0]!r}; allowed: "
+            f"{', '.join(CORRUPTION_METHODS)}"
+        )
+    if len(set(methods)) != len(methods):
+        raise ValueError(f"{_key(condition, 'methods')}: methods repeat in {methods!r}")
+    sevs = out["severities"]
+    if isinstance(sevs, str) or not isinstance(sevs, list | tuple) or not sevs:
+        raise ValueError(
+            f"{_key(condition, 'severities')}: expected a non-empty list of integers 1-5; "
+            f"got {sevs!r}"
+        )
+    bad = [s for s in sevs if isinstance(s, bool) or not isinstance(s, int) or s not in SEVERITIES]
+    if bad:
+        raise ValueError(
+            f"{_key(condition, 'severities')}: severity {bad[0]!r} is not an integer 1-5"
+        )
+    if len(set(sevs)) != len(sevs):
+        raise ValueError(f"{_key(condition, 'severities')}: severities repeat in {sevs!r}")
+    fill = out["blank_fill"]
+    try:
+        if not isinstance(fill, str):
+            raise ValueError("not a string")
+        ImageColor.getrgb(fill)
+    except ValueError:
+        raise ValueError(
+            f"{_key(condition, 'blank_fill')}: {fill!r} is not a colour (use a PIL colour "
+            f"name such as 'white' or '#rrggbb')"
+        ) from None
+    out["methods"] = list(methods)
+    out["severities"] = [int(s) for s in sevs]
+    return out
+
+
+def corruption_variant_id(sample_id: str, method: str, severity: int | None) -> str:
+    """The variant id of assignment ``all``: ``<sample_id>__<method>-s<k>`` (blank: ``__blank``)."""
+    if method == "blank":
+        return f"{sample_id}__blank"
+    return f"{sample_id}__{method}-s{severity}"
+
+
+def _plan_corruption(
+    sample: Sample, condition: str, spec: dict[str, Any], seed: int
+) -> list[VariantPlan]:
+    sid = sample.sample_id
+    if spec["assignment"] == "random":
+        rng = rng_for(seed, condition, sid)
+        method = spec["methods"][int(rng.integers(len(spec["methods"])))]
+        severity = (
+            None
+            if method == "blank"
+            else spec["severities"][int(rng.integers(len(spec["severities"])))]
+        )
+        pairs = [(sid, method, severity)]
+    else:
+        pairs = []
+        for method in spec["methods"]:
+            sevs = [None] if method == "blank" else spec["severities"]
+            for severity in sevs:
+                pairs.append((corruption_variant_id(sid, method, severity), method, severity))
+    return [
+        VariantPlan(vid, {"method": m, "severity": s}, derive_seed(seed, condition, vid))
+        for vid, m, s in pairs
+    ]
+
+
+def _apply_corruption(image: Image.Image, params: dict[str, Any], seed: int) -> Image.Image:
+    return corrupt_image(
+        image,
+        params["method"],
+        params["severity"],
+        seed,
+        blank_fill=params.get("blank_fill", "white"),
+    )
+
+
+register(Perturbation("corruption", _prepare_corruption, _plan_corruption, _apply_corruption))
+
+
+# ---------------------------------------------------------------- the stage
+
+
+@dataclass(frozen=True)
+class _Task:
+    perturbation: str
+    sample_id: str
+    source: str
+    image_path: str
+    mask_path: str
+    params: dict[str, Any]
+    seed: int
+
+
+def _load_image(sample_id: str, path: str) -> Image.Image:
+    """Open and decode ``path``; orientation from EXIF is applied (as viewers and
+    ``transformers.image_utils.load_image`` do), so the perturbed pixels are the ones a
+    model is shown."""
+    try:
+        with Image.open(path) as im:
+            im.load()
+            return ImageOps.exif_transpose(im)
+    except Exception as exc:
+        raise ValueError(f"sample {sample_id!r}: cannot read image {path}: {exc}") from exc
+
+
+def _check_image(sample_id: str, path: str) -> None:
+    """Fail, naming the sample and the file, unless ``path`` decodes as an image."""
+    try:
+        with Image.open(path) as im:
+            im.load()
+    except Exception as exc:
+        raise ValueError(f"sample {sample_id!r}: cannot read image {path}: {exc}") from exc
+
+
+def _png_bytes(image: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _run_task(task: _Task) -> tuple[str, str | None]:
+    """Perturb one image, write it (and its mask); return their sha256 (mask: or None)."""
+    image = _load_image(task.sample_id, task.source)
+    apply = PERTURBATIONS[task.perturbation].apply
+    assert apply is not None
+    try:
+        result = apply(image, task.params, task.seed)
+    except Exception as exc:
+        raise RuntimeError(
+            f"sample {task.sample_id!r}: perturbation {task.perturbation!r} "
+            f"{task.params} failed on {task.source}: {exc}"
+        ) from exc
+    mask = None
+    if isinstance(result, tuple):
+        result, mask = result
+    data = _png_bytes(result)
+    atomic_write_bytes(task.image_path, data)
+    mask_sha = None
+    if mask is not None:
+        mdata = _png_bytes(mask)
+        atomic_write_bytes(task.mask_path, mdata)
+        mask_sha = sha256_bytes(mdata)
+    return sha256_bytes(data), mask_sha
+
+
+def _init_worker() -> None:
+    """One process = one core: keep the libraries' own thread pools to one thread."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[var] = "1"
+    try:
+        import cv2
+
+        cv2.setNumThreads(1)
+    except ImportError:  # pragma: no cover - cv2 comes with imagecorruptions
+        pass
+
+
+def _run_tasks(tasks: list[_Task], threads: int, desc: str) -> list[tuple[str, str | None]]:
+    bar = tqdm(total=len(tasks), desc=desc, unit="img", file=sys.stderr, dynamic_ncols=True)
+    results: list[tuple[str, str | None]] = []
+    try:
+        workers = min(threads, len(tasks))
+        if workers <= 1:
+            for task in tasks:
+                results.append(_run_task(task))
+                bar.update()
+        else:
+            # spawn: a fresh interpreter per worker, never a fork of a process whose
+            # thread pools (OpenMP, cv2, tqdm's monitor) may hold locks.
+            with ProcessPoolExecutor(
+                max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker
+            ) as pool:
+                for res in pool.map(_run_task, tasks, chunksize=1):
+                    results.append(res)
+                    bar.update()
+    finally:
+        bar.close()
+    return results
+
+
+def build_variants(
+    samples_path: str | os.PathLike,
+    condition: str,
+    spec: dict[str, Any],
+    seed: int,
+    out: str | os.PathLike,
+    threads: int = 1,
+) -> int:
+    """Build the variant manifest of ``condition`` for the samples in ``samples_path``.
+
+    Writes the manifest JSONL at ``out`` (atomically, after every image is written) and
+    the perturbed images as ``out.parent / "images" / f"{variant_id}_{k}.png"``;
+    returns the number of manifest rows. ``spec`` is the condition's config
+    (``{"perturbation": "none"}``, ``{"perturbation": "corruption", "assignment": ...}``);
+    ``seed`` the global seed; ``threads`` > 1 perturbs images in that many processes
+    (the result is identical to ``threads=1``).
+    """
+    out = Path(out)
+    if not isinstance(spec, dict):
+        raise ValueError(f"conditions.{condition}: expected a mapping, got {spec!r}")
+    name = spec.get("perturbation")
+    if name not in PERTURBATIONS:
+        raise ValueError(
+            f"{_key(condition, 'perturbation')}: unknown perturbation {name!r}; known: "
+            f"{', '.join(PERTURBATIONS)}"
+        )
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    pert = PERTURBATIONS[name]
+    spec = pert.prepare(condition, dict(spec))
+    samples = read_samples(samples_path)
+    images_dir = out.parent / "images"
+
+    variants: list[Variant] = []
+    tasks: list[_Task] = []
+    slots: list[tuple[int, int]] = []  # (variant index, image index) of each task
+    seen: dict[str, str] = {}
+    for sample in samples:
+        if not sample.images:
+            raise ValueError(f"sample {sample.sample_id!r} in {samples_path} has no images")
+        for plan in pert.plan(sample, condition, spec, seed):
+            if plan.variant_id in seen:
+                raise ValueError(
+                    f"variant id {plan.variant_id!r} occurs twice (samples "
+                    f"{seen[plan.variant_id]!r} and {sample.sample_id!r}); sample ids in "
+                    f"{samples_path} must be unique"
+                )
+            seen[plan.variant_id] = sample.sample_id
+            variant = Variant(
+                variant_id=plan.variant_id,
+                sample_id=sample.sample_id,
+                dataset=sample.dataset,
+                condition=condition,
+                perturbation=name,
+                images=[],
+                sha256=[],
+                question=sample.question if plan.question is None else plan.question,
+                params=dict(plan.params),
+                seed=plan.seed,
+                masks=[],
+            )
+            vi = len(variants)
+            variants.append(variant)
+            if pert.apply is None:  # the sample's own files, hashed
+                for path in sample.images:
+                    _check_image(sample.sample_id, path)
+                    variant.images.append(path)
+                    variant.sha256.append(sha256_file(path))
+                continue
+            params = {**spec, **plan.params}
+            for k, path in enumerate(sample.images):
+                stem = f"{plan.variant_id}_{k}"
+                target = images_dir / f"{stem}.png"
+                variant.images.append(str(target))
+                tasks.append(
+                    _Task(
+                        perturbation=name,
+                        sample_id=sample.sample_id,
+                        source=path,
+                        image_path=str(target),
+                        mask_path=str(images_dir / f"{stem}_mask.png"),
+                        params=params,
+                        seed=derive_seed(seed, condition, plan.variant_id, k),
+                    )
+                )
+                slots.append((vi, k))
+
+    if tasks:
+        images_dir.mkdir(parents=True, exist_ok=True)
+        results = _run_tasks(tasks, threads, desc=f"variants {condition}")
+        masks: dict[int, list[str | None]] = {}
+        for task, (vi, _k), (sha, mask_sha) in zip(tasks, slots, results, strict=True):
+            variants[vi].sha256.append(sha)
+            masks.setdefault(vi, []).append(task.mask_path if mask_sha is not None else None)
+        for vi, mlist in masks.items():
+            if all(m is None for m in mlist):
+                continue
+            if any(m is None for m in mlist):
+                raise RuntimeError(
+                    f"perturbation {name!r} returned a mask for some images of variant "
+                    f"{variants[vi].variant_id!r} but not for all"
+                )
+            variants[vi].masks = [m for m in mlist if m is not None]
+    return write_variants(out, variants)
