@@ -178,3 +178,15 @@ def test_bad_registry_names_the_key(mutate, message):
     mutate(registry)
     with pytest.raises(ConfigError, match=re.escape(message)):
         validate_registry(registry)
+
+
+def test_schema_enums_match_the_package_registries():
+    from vlmrobust.data import ADAPTERS
+    from vlmrobust.perturb import CORRUPTION_METHODS, PERTURBATIONS
+
+    schema = load_schema("config")["$defs"]
+    adapters = {a for a in schema["dataset"]["properties"]["adapter"]["enum"] if a}
+    assert adapters == set(ADAPTERS)
+    assert set(schema["condition"]["properties"]["perturbation"]["enum"]) == set(PERTURBATIONS)
+    corruption = schema["condition"]["allOf"][0]["then"]["properties"]
+    assert corruption["methods"]["default"] == list(CORRUPTION_METHODS)
