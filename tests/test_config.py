@@ -55,7 +55,9 @@ def test_config_readme_explains_every_key():
     leaves = {
         k.rsplit(".", 1)[-1] for name in ("config", "models") for k, _ in _walk(load_schema(name))
     }
-    unexplained = sorted(k for k in leaves if not re.search(rf"`([\w.<>-]+\.)?{re.escape(k)}`", readme))
+    unexplained = sorted(
+        k for k in leaves if not re.search(rf"`([\w.<>-]+\.)?{re.escape(k)}`", readme)
+    )
     assert unexplained == []
 
 
@@ -190,3 +192,22 @@ def test_schema_enums_match_the_package_registries():
     assert set(schema["condition"]["properties"]["perturbation"]["enum"]) == set(PERTURBATIONS)
     corruption = schema["condition"]["allOf"][0]["then"]["properties"]
     assert corruption["methods"]["default"] == list(CORRUPTION_METHODS)
+
+
+def test_strings_from_the_command_line_are_read_as_yaml_where_no_string_is_expected():
+    # snakemake --config 'demo={n_per_family: 3}' hands '3' over as a string.
+    config = _config()
+    config["demo"] = {"n_per_family": "3", "families": "[chart, text]"}
+    config["conditions"]["corrupt"]["severities"] = ["1", "5"]
+    config["datasets"] = {"mathvista": {"split": "2023", "limit": "7", "conditions": ["clean"]}}
+    config = validate_config(config, _registry())
+    assert config["demo"]["n_per_family"] == 3
+    assert config["demo"]["families"] == ["chart", "text"]
+    assert config["conditions"]["corrupt"]["severities"] == [1, 5]
+    assert config["datasets"]["mathvista"]["limit"] == 7
+    assert config["datasets"]["mathvista"]["split"] == "2023"  # declared a string: kept
+    config["demo"]["n_per_family"] = "three"
+    with pytest.raises(
+        ConfigError, match="key 'demo.n_per_family': 'three' is not of type 'integer'"
+    ):
+        validate_config(config, _registry())

@@ -98,12 +98,71 @@ def _allowed_keys(schema: Any) -> list[str]:
     return keys
 
 
+def _resolve(schema: Any, root: dict) -> Any:
+    while isinstance(schema, dict) and "$ref" in schema:
+        ref = schema["$ref"]
+        if not ref.startswith("#/"):
+            return schema
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target[part]
+        schema = target
+    return schema
+
+
+def _expects_string(schema: dict) -> bool:
+    types = schema.get("type")
+    if types is not None:
+        return "string" in ([types] if isinstance(types, str) else types)
+    if "enum" in schema:
+        return any(isinstance(v, str) for v in schema["enum"])
+    return True
+
+
+def coerce_strings(data: Any, schema: Any, root: dict | None = None) -> Any:
+    """Read strings as YAML where the schema expects no string.
+
+    ``snakemake --config 'demo={n_per_family: 3}'`` hands nested values over as
+    strings ('3'); this turns them into the integer, boolean, list... they spell,
+    guided by the schema, so a key declared as a string is never changed.
+    """
+    root = schema if root is None else root
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict):
+        return data
+    if isinstance(data, str) and not _expects_string(schema):
+        try:
+            parsed = yaml.safe_load(data)
+        except yaml.YAMLError:
+            return data
+        if not isinstance(parsed, str):
+            data = parsed
+    branches = [schema] + [
+        sub[b] for sub in schema.get("allOf", []) for b in ("then", "else") if b in sub
+    ]
+    if isinstance(data, dict):
+        for key in list(data):
+            for branch in branches:
+                props = branch.get("properties", {})
+                if key in props:
+                    data[key] = coerce_strings(data[key], props[key], root)
+                    break
+            else:
+                extra = schema.get("additionalProperties")
+                if isinstance(extra, dict):
+                    data[key] = coerce_strings(data[key], extra, root)
+    elif isinstance(data, list) and isinstance(schema.get("items"), dict):
+        data[:] = [coerce_strings(v, schema["items"], root) for v in data]
+    return data
+
+
 def validate(data: Any, schema: dict, what: str) -> dict:
     """Validate ``data`` (filled with defaults in place) or raise :class:`ConfigError`."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{what}: expected a mapping at the top level, got {type(data).__name__}")
+    data = coerce_strings(data, schema)
     validator = _DefaultingValidator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.message))
     if errors:

@@ -1,0 +1,169 @@
+"""Workflow jobs through a real single-node SLURM cluster (started by tests/slurm_cluster.py).
+
+Snakemake runs as users type it on a cluster, `--profile slurm` (the link to
+profiles/slurm) plus `--profile tests/slurm-local` (what a cluster without accounting
+and GPUs needs); every job must go through sbatch, run inside its SLURM job, leave a
+SLURM log, and produce the same files as a local run. Skipped, with the reason, where
+the machine has no SLURM or munge (`.ci/install-slurm.sh` installs them) or is not root.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vlmrobust.io import read_jsonl
+
+from .conftest import BIN, REPO, copy_repo, run
+from .slurm_cluster import ClusterError, missing_requirements, start_cluster, stop_cluster
+
+pytestmark = pytest.mark.slurm
+
+LOCAL_PROFILE = REPO / "tests" / "slurm-local"
+# "Job 3 has been submitted with SLURM jobid 7 (log: /.../slurm_logs/rule_samples/...)."
+SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (.+?)\)\.?$")
+
+
+def _skip_or_fail(reason: str) -> None:
+    # CI installs SLURM (.ci/install-slurm.sh) and sets VLMROBUST_REQUIRE_SLURM=1, so a
+    # cluster that cannot start there is a failure, not a silent skip.
+    if os.environ.get("VLMROBUST_REQUIRE_SLURM") == "1":
+        pytest.fail(f"VLMROBUST_REQUIRE_SLURM=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A private one-node cluster for the whole session; stopped (no daemons left) after."""
+    problems = missing_requirements()
+    if problems:
+        _skip_or_fail("the SLURM test cluster needs " + "; ".join(problems))
+    try:
+        cluster = start_cluster(timeout=30)
+    except ClusterError as exc:
+        _skip_or_fail(f"the SLURM test cluster did not start: {exc}")
+    try:
+        yield cluster
+    finally:
+        stop_cluster(cluster)
+
+
+def snakemake_on_slurm(cluster, workdir: Path, *args: str, profile: str | Path = "slurm"):
+    """Run Snakemake in `workdir` with the SLURM profiles against the test cluster."""
+    env = cluster.env
+    env["PATH"] = f"{BIN}:{env['PATH']}"
+    cmd = [str(BIN / "snakemake"), "--cores", "2", "--profile", str(profile)]
+    cmd += ["--profile", str(LOCAL_PROFILE), *args]
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (
+        f"{' '.join(cmd)} failed ({proc.returncode})\n{proc.stderr[-8000:]}\n{cluster.log_tail()}"
+    )
+    return proc
+
+
+def submissions(log: str) -> list[tuple[str, str, Path]]:
+    """(rule, SLURM job id, SLURM log file) of every job Snakemake submitted."""
+    found = []
+    for line in log.splitlines():
+        m = SUBMITTED.search(line)
+        if m:
+            logfile = Path(m.group(3))
+            rule = next(p for p in logfile.parts if p.startswith("rule_"))[len("rule_") :]
+            found.append((rule, m.group(2), logfile))
+    return found
+
+
+def test_profile_resources_reach_sbatch(slurm_cluster, tmp_path):
+    """Default resources, threads and the no-GPU overlay arrive in the SLURM jobs."""
+    (tmp_path / "Snakefile").write_text(
+        textwrap.dedent(
+            """\
+            rule all:
+                input: "light.txt"
+
+            rule heavy:
+                output: "heavy.txt"
+                threads: 2
+                shell: "echo $SLURM_JOB_ID > {output}"
+
+            rule infer_hf:
+                input: "heavy.txt"
+                output: "light.txt"
+                resources: gpu=1, mem_mb=500, runtime=5
+                shell: "cat {input} > {output}; echo $SLURM_JOB_ID >> {output}"
+            """
+        )
+    )
+    proc = snakemake_on_slurm(slurm_cluster, tmp_path, profile=REPO / "profiles" / "slurm")
+    jobs = {rule: job_id for rule, job_id, _ in submissions(proc.stderr)}
+    assert sorted(jobs) == ["heavy", "infer_hf"]
+    # Each shell command ran inside its own SLURM job.
+    assert (tmp_path / "light.txt").read_text().split() == [jobs["heavy"], jobs["infer_hf"]]
+
+    heavy = slurm_cluster.job_info(jobs["heavy"])
+    assert heavy["JobState"] == "COMPLETED"
+    assert heavy["Partition"] == "debug"
+    assert heavy["NumCPUs"] == "2"  # threads: 2 -> cpus_per_task: threads
+    assert heavy["TimeLimit"] == "01:00:00"  # default-resources runtime: 60
+    assert heavy["MinMemoryNode"] == "4000M"  # default-resources mem_mb: 4000
+
+    infer = slurm_cluster.job_info(jobs["infer_hf"])
+    assert infer["JobState"] == "COMPLETED"
+    assert infer["NumCPUs"] == "1"
+    assert infer["TimeLimit"] == "00:05:00"
+    assert infer["MinMemoryNode"] == "500M"
+    assert "gpu" not in " ".join(infer.values())  # gpu=1 overridden by slurm-local
+
+
+@pytest.fixture(scope="module")
+def workflow_run(slurm_cluster, tmp_path_factory):
+    """The demo workflow, up to the variants, on the cluster: two families, 3 samples each."""
+    workdir = copy_repo(tmp_path_factory.mktemp("slurm-wf") / "repo")
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    keep = ["demo-chart", "demo-objects"]
+    config["datasets"] = {name: config["datasets"][name] for name in keep}
+    config["demo"].update(n_per_family=3, families=["chart", "objects"])
+    (workdir / "slurm-test.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    args = ["--configfile", "slurm-test.yaml", "--until", "variants"]
+    proc = snakemake_on_slurm(slurm_cluster, workdir, *args)
+    return workdir, config, args, proc
+
+
+def test_every_job_went_through_slurm(slurm_cluster, workflow_run):
+    workdir, config, _, proc = workflow_run
+    jobs = submissions(proc.stderr)
+    n_variants = sum(len(spec["conditions"]) for spec in config["datasets"].values())
+    assert Counter(rule for rule, _, _ in jobs) == {
+        "demo_data": 1,
+        "samples": len(config["datasets"]),
+        "variants": n_variants,
+    }
+    assert "localrule" not in proc.stderr  # nothing ran on the submit host
+    states = slurm_cluster.job_states([job_id for _, job_id, _ in jobs])
+    assert states == {job_id: "COMPLETED" for _, job_id, _ in jobs}
+    for rule, job_id, logfile in jobs:
+        assert logfile.is_relative_to(workdir / ".snakemake" / "slurm_logs" / f"rule_{rule}")
+        assert logfile.name == f"{job_id}.log"
+        assert f"rule {rule}:" in logfile.read_text()  # the job step's Snakemake ran it
+
+
+def test_outputs_of_the_slurm_run(workflow_run):
+    workdir, config, args, _ = workflow_run
+    for dataset, spec in config["datasets"].items():
+        samples = read_jsonl(workdir / f"results/samples/{dataset}/samples.jsonl")
+        assert len(samples) == 3
+        for condition in spec["conditions"]:
+            rows = read_jsonl(workdir / f"results/variants/{dataset}/{condition}/manifest.jsonl")
+            assert [r["sample_id"] for r in rows] == [s["sample_id"] for s in samples]
+            for row in rows:
+                assert row["condition"] == condition
+                assert all((workdir / image).is_file() for image in row["images"])
+    dry = run([str(BIN / "snakemake"), "--cores", "2", "-n", *args], workdir)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
