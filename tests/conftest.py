@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO.parent / "shared" / "fixtures"
+# Small slices of real released data (copied from the project's shared/fixtures).
+FIXTURES = REPO / "tests" / "fixtures"
 BIN = Path(sys.executable).parent
 
 # What a copy of the repository for a workflow run leaves out (generated or local).

@@ -1,7 +1,7 @@
 """Dataset adapters: small local folders in each benchmark's real hub schema -> samples.
 
 Every expectation below is written by hand from the rows the test builds (or, for
-Distract-Bench, from the real rows in ``shared/fixtures/distract-bench``).
+Distract-Bench, from the real rows in ``tests/fixtures/distract-bench``).
 """
 
 from __future__ import annotations
