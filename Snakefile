@@ -25,10 +25,16 @@ include: "workflow/rules/common.smk"
 wildcard_constraints:
     dataset=alternation(DATASETS),
     condition=alternation(CONDITIONS),
+    model=alternation(set(MODELS) | set(DEMO_MODELS)),
+    prompt=r"[A-Za-z0-9-]+",
+    shard=r"\d+",
+    shards=r"\d+",
 
 
 include: "workflow/rules/datasets.smk"
 include: "workflow/rules/variants.smk"
+include: "workflow/rules/inference.smk"
+include: "workflow/rules/scoring.smk"
 
 
 rule all:

@@ -38,9 +38,20 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], cwd: Path, check: bool = True, timeout: float = 900):
+def run(
+    cmd: list[str],
+    cwd: Path,
+    check: bool = True,
+    timeout: float = 900,
+    env: dict[str, str] | None = None,
+):
     proc = subprocess.run(
-        cmd, cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=timeout
+        cmd,
+        cwd=cwd,
+        env={**tool_env(), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if check and proc.returncode != 0:
         raise AssertionError(

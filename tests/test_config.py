@@ -69,6 +69,9 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
     assert len(demo["conditions"]["corrupt"]["methods"]) == 20
     assert demo["datasets"]["demo-chart"]["on_bad_row"] == "error"
     assert demo["threads"]["variants"] == 2
+    assert demo["models"] == ["demo-base", "demo-reasoning"]
+    assert demo["datasets"]["demo-chart"]["scorer"] == "generic"
+    assert demo["decoding"] == {"max_new_tokens": 24, "temperature": 0.0, "top_p": 1.0, "n": 1}
     paper = validate_config(_config("config/paper.yaml"), registry)
     sizes = {n: d["expected_size"] for n, d in paper["datasets"].items()}
     assert sizes == {
@@ -85,6 +88,17 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
     # Table 6 of the paper: 14,956 samples in the eight benchmarks.
     assert sum(v for k, v in sizes.items() if k != "distract-bench") == 14956
     assert paper["datasets"]["mathvista"]["adapter"] == "mathvista"
+    assert paper["datasets"]["mathvista"]["scorer"] == "mathvista"
+    tokens = {
+        n: d["max_new_tokens"] or paper["decoding"]["max_new_tokens"]
+        for n, d in paper["datasets"].items()
+    }
+    assert tokens == {**{n: 4096 for n in sizes}, "mathvista": 16384, "mathvision": 16384}
+    assert paper["datasets"]["mathvista"]["prompts"] == [
+        "mathvista-cot",
+        "mathvista-format",
+        "mathvista-solution",
+    ]
     groups = {n: d["group"] for n, d in paper["datasets"].items()}
     assert {n for n, g in groups.items() if g == "reasoning"} == {"mathvision", "mathvista"}
 
@@ -102,7 +116,11 @@ def test_registry_pairs():
     assert models["qwen3-vl-8b-thinking"]["base"] == "qwen3-vl-8b-instruct"
     assert models["gpt-5"]["backend"] == "openai" and models["gpt-5"]["api_model"] == "gpt-5"
     paper_models = set(_config("config/paper.yaml")["models"])
-    assert paper_models == set(models)
+    assert paper_models == {m for m, s in models.items() if s["demo_seed"] is None}
+    demo = {m: s for m, s in models.items() if s["demo_seed"] is not None}
+    assert sorted(demo) == ["demo-base", "demo-extra", "demo-reasoning"]
+    assert demo["demo-reasoning"]["base"] == "demo-base"
+    assert len({s["demo_seed"] for s in demo.values()}) == 3
 
 
 @pytest.mark.parametrize(
@@ -144,6 +162,14 @@ def test_registry_pairs():
             "demo family 'charts' is not generated",
         ),
         (lambda c: c["demo"].update(n_per_family=0), "key 'demo.n_per_family'"),
+        (
+            lambda c: c["decoding"].update(n=5),
+            "decoding.n is 5 but decoding.temperature is 0",
+        ),
+        (
+            lambda c: c["datasets"]["demo-chart"].update(prompts=["cot"]),
+            "key 'datasets.demo-chart.prompts.0': 'cot' is not one of",
+        ),
     ],
 )
 def test_bad_config_names_the_key(mutate, message):

@@ -93,7 +93,7 @@ def test_profile_resources_reach_sbatch(slurm_cluster, tmp_path):
                 threads: 2
                 shell: "echo $SLURM_JOB_ID > {output}"
 
-            rule infer_hf:
+            rule infer:
                 input: "heavy.txt"
                 output: "light.txt"
                 resources: gpu=1, mem_mb=500, runtime=5
@@ -103,9 +103,9 @@ def test_profile_resources_reach_sbatch(slurm_cluster, tmp_path):
     )
     proc = snakemake_on_slurm(slurm_cluster, tmp_path, profile=REPO / "profiles" / "slurm")
     jobs = {rule: job_id for rule, job_id, _ in submissions(proc.stderr)}
-    assert sorted(jobs) == ["heavy", "infer_hf"]
+    assert sorted(jobs) == ["heavy", "infer"]
     # Each shell command ran inside its own SLURM job.
-    assert (tmp_path / "light.txt").read_text().split() == [jobs["heavy"], jobs["infer_hf"]]
+    assert (tmp_path / "light.txt").read_text().split() == [jobs["heavy"], jobs["infer"]]
 
     heavy = slurm_cluster.job_info(jobs["heavy"])
     assert heavy["JobState"] == "COMPLETED"
@@ -114,7 +114,7 @@ def test_profile_resources_reach_sbatch(slurm_cluster, tmp_path):
     assert heavy["TimeLimit"] == "01:00:00"  # default-resources runtime: 60
     assert heavy["MinMemoryNode"] == "4000M"  # default-resources mem_mb: 4000
 
-    infer = slurm_cluster.job_info(jobs["infer_hf"])
+    infer = slurm_cluster.job_info(jobs["infer"])
     assert infer["JobState"] == "COMPLETED"
     assert infer["NumCPUs"] == "1"
     assert infer["TimeLimit"] == "00:05:00"

@@ -49,6 +49,27 @@ def test_default_run_writes_every_manifest(demo_run):
                 )
 
 
+def test_every_answer_is_scored(demo_run):
+    import csv
+
+    with open(demo_run / "results/scored/summary.csv") as fh:
+        summary = list(csv.DictReader(fh))
+    assert {r["model"] for r in summary} == {"demo-base", "demo-reasoning"}
+    assert {(r["dataset"], r["condition"]) for r in summary} == {
+        (f"demo-{f}", c) for f in FAMILIES for c in ("clean", "corrupt")
+    }
+    per_model = {}
+    for r in summary:
+        per_model[(r["model"], r["dataset"], r["condition"])] = per_model.get(
+            (r["model"], r["dataset"], r["condition"]), 0
+        ) + int(r["n"])
+    assert set(per_model.values()) == {3}  # every sample answered once, under its prompt
+    outputs = read_jsonl(demo_run / "results/outputs/demo-base/demo-chart/corrupt/default.jsonl")
+    manifest = read_jsonl(demo_run / "results/variants/demo-chart/corrupt/manifest.jsonl")
+    assert [o["image_sha256"] for o in outputs] == [m["sha256"] for m in manifest]
+    assert all(o["backend"] == "hf" and o["max_new_tokens"] == 24 for o in outputs)
+
+
 def test_samples_reports(demo_run):
     report = json.loads((demo_run / "results/samples/demo-objects/report.json").read_text())
     assert report["samples_written"] == 3
@@ -70,7 +91,16 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
     )
     out = proc.stdout + proc.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
-    assert jobs == {"variants": "7", "all": "1", "total": "8"}
+    # Only the corrupt variants and what reads them: 7 datasets x 2 models downstream.
+    assert jobs == {
+        "variants": "7",
+        "infer": "14",
+        "gather_outputs": "14",
+        "score": "14",
+        "score_summary": "1",
+        "all": "1",
+        "total": "51",
+    }
     rerun = re.findall(r"wildcards: dataset=([\w-]+), condition=(\w+)", out)
     assert sorted(rerun) == sorted((f"demo-{f}", "corrupt") for f in FAMILIES)
 
@@ -86,4 +116,8 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(repo):
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, flags=re.M))
     assert jobs["samples"] == "9"
     assert jobs["variants"] == "18"
+    # 8 open models x (7 benchmarks x 2 conditions + MathVista x 3 prompts x 2) = 160,
+    # plus Distract-Bench x 2 conditions for the 8 and GPT-4o/GPT-5 (API) = 20.
+    assert jobs["infer"] == "176" and jobs["infer_api"] == "4"
+    assert jobs["score"] == "180"
     assert "demo_data" not in jobs

@@ -108,6 +108,101 @@ def cmd_variants(args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_arg(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {exc}") from exc
+
+
+def cmd_demo_model(args: argparse.Namespace) -> int:
+    from .infer.demo_model import build_demo_model
+
+    t0 = time.perf_counter()
+    info = build_demo_model(Path(args.out), seed=args.seed)
+    log.info("demo model written to %s in %.2f s: %s", args.out, time.perf_counter() - t0, info)
+    return 0
+
+
+def cmd_infer(args: argparse.Namespace) -> int:
+    from .infer.run import Job, run_inference
+
+    spec = _json_arg(args.spec, "--spec")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    job = Job(**spec)
+    t0 = time.perf_counter()
+    stats = run_inference(job, Path(args.manifest), Path(args.samples), Path(args.out))
+    log.info("%s: %s (%.1f s)", args.out, stats, time.perf_counter() - t0)
+    return 0
+
+
+def cmd_gather(args: argparse.Namespace) -> int:
+    from .infer.run import gather_outputs
+
+    n = gather_outputs([Path(p) for p in args.shards], Path(args.manifest), Path(args.out))
+    log.info("%s: %d rows gathered from %d shards", args.out, n, len(args.shards))
+    return 0
+
+
+def _fallback(spec_json: str | None, cache_dir: str | None):
+    """The LLM extraction fallback of scoring.llm_fallback (None when not configured)."""
+    if not spec_json:
+        return None
+    spec = _json_arg(spec_json, "--fallback")
+    if spec is None:
+        return None
+    from .llm import LLMCache, make_llm
+    from .score import llm_extractor
+
+    return llm_extractor(make_llm(spec, LLMCache(Path(cache_dir or "results/cache/llm"))))
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from .io import read_jsonl
+    from .records import OutputRow, read_samples
+    from .score import score_outputs, write_scored
+
+    samples = {s.sample_id: s for s in read_samples(args.samples)}
+    rows = [OutputRow.from_dict(r) for r in read_jsonl(args.outputs)]
+    scored = score_outputs(
+        samples, rows, args.scorer, fallback=_fallback(args.fallback, args.cache_dir)
+    )
+    write_scored(Path(args.out), scored)
+    n_ok = sum(r["correct"] for r in scored)
+    log.info("%s: %d rows, %d correct", args.out, len(scored), n_ok)
+    return 0
+
+
+def cmd_score_summary(args: argparse.Namespace) -> int:
+    from .score import read_scored, summarize, write_summary
+
+    rows = [r for path in args.scored for r in read_scored(Path(path))]
+    summary = summarize(rows)
+    write_summary(Path(args.out), summary)
+    for line in summary:
+        log.info("%s", line)
+    return 0
+
+
+def cmd_score_released(args: argparse.Namespace) -> int:
+    from .score.released import score_released
+
+    rows = score_released(
+        args.format,
+        args.dataset,
+        Path(args.questions),
+        Path(args.samples),
+        Path(args.out),
+        model=args.model,
+        condition=args.condition,
+    )
+    log.info("%s: %d rows scored", args.out, len(rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vlmrobust",
@@ -151,6 +246,54 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int, default=1, help="worker processes")
     s.add_argument("--out", required=True, help="variant manifest JSONL (images go beside it)")
     s.set_defaults(func=cmd_variants)
+
+    s = sub.add_parser("demo-model", help="build an embedded random-weight demo model")
+    s.add_argument("--out", required=True, help="checkpoint folder (results/models/<id>)")
+    s.add_argument("--seed", type=int, required=True)
+    s.set_defaults(func=cmd_demo_model)
+
+    s = sub.add_parser("infer", help="variants -> outputs: one model on one manifest (resumable)")
+    s.add_argument("--spec", required=True, help="the job as JSON (model, model_spec, prompt, ...)")
+    s.add_argument("--manifest", required=True, help="variant manifest JSONL")
+    s.add_argument("--samples", required=True, help="samples JSONL of the dataset")
+    s.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    s.add_argument("--out", required=True, help="outputs JSONL (progress goes to <out>.partial)")
+    s.set_defaults(func=cmd_infer)
+
+    s = sub.add_parser("gather", help="concatenate the shards of one output in manifest order")
+    s.add_argument("--manifest", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("shards", nargs="+")
+    s.set_defaults(func=cmd_gather)
+
+    s = sub.add_parser("score", help="outputs -> scored: the benchmark's rules on every answer")
+    s.add_argument("--outputs", required=True, help="outputs JSONL")
+    s.add_argument("--samples", required=True, help="samples JSONL")
+    s.add_argument("--scorer", required=True, help="scoring rules (adapter name or generic)")
+    s.add_argument("--fallback", help="scoring.llm_fallback as JSON (LLM answer extraction)")
+    s.add_argument("--cache-dir", help="LLM cache folder (scoring.cache_dir)")
+    s.add_argument("--out", required=True, help="scored CSV")
+    s.set_defaults(func=cmd_score)
+
+    s = sub.add_parser("score-summary", help="accuracy and extraction failures per model x dataset")
+    s.add_argument("--out", required=True, help="summary CSV")
+    s.add_argument("scored", nargs="+", help="scored CSV files")
+    s.set_defaults(func=cmd_score_summary)
+
+    s = sub.add_parser(
+        "score-released",
+        help="score released lmms-eval / VLMEvalKit results with this project's rules",
+    )
+    s.add_argument("--format", required=True, choices=["lmms-eval", "vlmevalkit"])
+    s.add_argument(
+        "--dataset", required=True, help="adapter name: mathvista, mmmu, distract-bench, ..."
+    )
+    s.add_argument("--questions", required=True, help="the dataset's rows (JSON, JSONL or parquet)")
+    s.add_argument("--samples", required=True, help="released samples / predictions file")
+    s.add_argument("--model", default="released", help="model id recorded in the rows")
+    s.add_argument("--condition", default="clean", help="condition recorded in the rows")
+    s.add_argument("--out", required=True, help="scored CSV")
+    s.set_defaults(func=cmd_score_released)
     return p
 
 

@@ -191,6 +191,8 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
             raise ConfigError(f"{where}.base: only reasoning models name a base model")
         if m["backend"] in ("hf", "vllm") and not (m["hf_repo"] or m["local_path"]):
             raise ConfigError(f"{where}: backend {m['backend']!r} needs hf_repo or local_path")
+        if m["demo_seed"] is not None and (m["backend"] != "hf" or not m["local_path"]):
+            raise ConfigError(f"{where}: a demo model (demo_seed) needs backend 'hf' and a local_path")
         if m["backend"] in ("openai", "gemini") and not m["api_model"]:
             raise ConfigError(f"{where}: backend {m['backend']!r} needs api_model")
     return registry
@@ -212,6 +214,8 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                     f"adapter name (known: {', '.join(a for a in adapters if a)})"
                 )
             ds["adapter"] = name
+        if ds["scorer"] is None:
+            ds["scorer"] = "generic" if ds["adapter"] == "demo" else ds["adapter"]
         if ds["on_bad_row"] is None:
             ds["on_bad_row"] = config["samples"]["on_bad_row"]
         for cond in ds["conditions"]:
@@ -236,8 +240,21 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                     f"config: datasets.{name}.path: demo family {family!r} is not generated "
                     f"(demo.families: {', '.join(config['demo']['families'])})"
                 )
+    decoding = config["decoding"]
+    if decoding["n"] > 1 and decoding["temperature"] <= 0:
+        raise ConfigError(
+            f"config: decoding.n is {decoding['n']} but decoding.temperature is 0: greedy "
+            "draws would all be the same; set a temperature above 0"
+        )
     if registry is None:
         registry = validate_registry(load_yaml(config["model_registry"]), config["model_registry"])
+    for name, ds in config["datasets"].items():
+        for mid in ds["models"] or []:
+            if mid not in registry["models"]:
+                raise ConfigError(
+                    f"config: datasets.{name}.models: unknown model id {mid!r} "
+                    f"(not in {config['model_registry']})"
+                )
     for mid in config["models"]:
         if mid not in registry["models"]:
             raise ConfigError(

@@ -94,6 +94,58 @@ class Variant:
         return cls(**known)
 
 
+@dataclass
+class OutputRow:
+    """One model output: a (variant, draw) answered by one model (DESIGN.md "Output").
+
+    ``raw_text`` is everything the model generated; ``thinking`` the reasoning part
+    split off by the model family's markers (``<think>...</think>``; None when there
+    is none) and ``answer_text`` the rest, which scoring reads. ``image_sha256`` are the
+    hashes of the exact image files the model saw, so a row is never reused for a
+    different image. ``error`` is set (and ``finish_reason == "error"``) when the
+    generation failed after every retry; such a row is scored wrong with that reason.
+    """
+
+    key: str  # f"{variant_id}#{draw}"
+    variant_id: str
+    sample_id: str
+    dataset: str
+    condition: str
+    prompt: str
+    prompt_version: str
+    model: str
+    backend: str
+    model_revision: str
+    draw: int
+    raw_text: str
+    answer_text: str
+    thinking: str | None = None
+    finish_reason: str = "stop"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    thinking_tokens: int | None = None
+    latency_s: float | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    max_new_tokens: int | None = None
+    image_sha256: list[str] = field(default_factory=list)
+    error: str | None = None
+    source: str = "run"  # "run", or the importer: "lmms-eval", "vlmevalkit"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> OutputRow:
+        known = {f: row[f] for f in cls.__dataclass_fields__ if f in row}
+        return cls(**known)
+
+
+def output_key(variant_id: str, draw: int) -> str:
+    return f"{variant_id}#{draw}"
+
+
 def read_samples(path: str | Path) -> list[Sample]:
     return [Sample.from_dict(r) for r in read_jsonl(path)]
 

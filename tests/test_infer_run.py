@@ -1,0 +1,178 @@
+"""The inference runner: planning, resume from a partial file, hash checks, gathering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from vlmrobust.infer.base import Backend, Result
+from vlmrobust.infer.run import Job, gather_outputs, run_inference
+from vlmrobust.io import read_jsonl, sha256_file, write_jsonl
+from vlmrobust.records import Sample, Variant, write_samples, write_variants
+
+
+class EchoBackend(Backend):
+    """Answers every request with a text naming its key; records what it was asked."""
+
+    name = "echo"
+    default_batch_size = 2
+
+    def __init__(self, fail: set[str] = frozenset()):
+        super().__init__("echo-model", {"options": {}})
+        self.asked: list[str] = []
+        self.fail = set(fail)
+
+    @property
+    def revision(self) -> str:
+        return "echo-1"
+
+    def generate(self, requests):
+        for r in requests:
+            self.asked.append(r.key)
+            if r.key in self.fail:
+                yield Result(r.key, "", "error", error="HTTP 500 after 3 attempts")
+            else:
+                yield Result(
+                    r.key, f"<think>looking</think>answer for {r.key}", "stop", 10, 5, 0.01
+                )
+
+
+@pytest.fixture
+def dataset(tmp_path: Path):
+    samples, variants = [], []
+    for i in range(5):
+        img = tmp_path / f"img{i}.png"
+        Image.new("RGB", (40, 30), (i * 40, 0, 0)).save(img)
+        sid = f"demo-chart-{i:04d}"
+        samples.append(Sample(sid, "demo-chart", [str(img)], f"What is {i}?", str(i), "number"))
+        variants.append(
+            Variant(
+                sid,
+                sid,
+                "demo-chart",
+                "clean",
+                "none",
+                [str(img)],
+                [sha256_file(img)],
+                f"What is {i}?",
+            )
+        )
+    write_samples(tmp_path / "samples.jsonl", samples)
+    write_variants(tmp_path / "manifest.jsonl", variants)
+    return tmp_path
+
+
+def job(**kw) -> Job:
+    base = dict(model="echo-model", model_spec={"options": {}}, prompt="short", max_new_tokens=8)
+    return Job(**{**base, **kw})
+
+
+def run(dataset: Path, backend: Backend, **kw) -> tuple[dict, list[dict]]:
+    out = dataset / "out.jsonl"
+    stats = run_inference(
+        job(**kw), dataset / "manifest.jsonl", dataset / "samples.jsonl", out, backend
+    )
+    return stats, read_jsonl(out)
+
+
+def test_rows_in_manifest_order_with_thinking_split(dataset):
+    backend = EchoBackend()
+    stats, rows = run(dataset, backend)
+    assert stats == {"requests": 5, "reused": 0, "generated": 5, "errors": 0, "dropped": 0}
+    assert [r["key"] for r in rows] == [f"demo-chart-{i:04d}#0" for i in range(5)]
+    first = rows[0]
+    assert first["thinking"] == "looking"
+    assert first["answer_text"] == "answer for demo-chart-0000#0"
+    assert first["prompt"] == "short" and first["prompt_version"]
+    assert first["backend"] == "echo" and first["model_revision"] == "echo-1"
+    assert first["image_sha256"] == [sha256_file(dataset / "img0.png")]
+    assert first["seed"] is None and first["temperature"] == 0.0
+    assert not (dataset / "out.jsonl.partial").exists()
+
+
+def test_sampled_draws_have_their_own_seeds(dataset):
+    _, rows = run(dataset, EchoBackend(), n=3, temperature=0.7, top_p=0.9, seed=11)
+    assert len(rows) == 15
+    seeds = [r["seed"] for r in rows]
+    assert len(set(seeds)) == 15 and all(isinstance(s, int) for s in seeds)
+    _, again = run(dataset, EchoBackend(), n=3, temperature=0.7, top_p=0.9, seed=11)
+    assert [r["seed"] for r in again] == seeds
+
+
+def test_resume_keeps_matching_rows_and_regenerates_the_rest(dataset):
+    _, rows = run(dataset, EchoBackend())
+    partial = dataset / "out.jsonl.partial"
+    stale = dict(rows[1], image_sha256=["0" * 64])  # answered for another image
+    failed = dict(rows[2], error="timeout", finish_reason="error")  # retried on rerun
+    other_prompt = dict(rows[3], prompt="mcq")
+    write_jsonl(partial, [rows[0], stale, failed, other_prompt])
+    with open(partial, "a") as fh:
+        fh.write('{"key": "demo-chart-0004#0", "trunc')  # torn line of a killed job
+    (dataset / "out.jsonl").unlink()
+    backend = EchoBackend()
+    stats, resumed = run(dataset, backend)
+    assert backend.asked == [f"demo-chart-{i:04d}#0" for i in (1, 2, 3, 4)]
+    assert stats["reused"] == 1 and stats["generated"] == 4 and stats["dropped"] == 3
+    assert [r["key"] for r in resumed] == [r["key"] for r in rows]
+    assert resumed[0] == rows[0]
+
+
+def test_failures_are_rows_with_the_reason(dataset):
+    stats, rows = run(dataset, EchoBackend(fail={"demo-chart-0002#0"}))
+    assert stats["errors"] == 1
+    bad = rows[2]
+    assert bad["finish_reason"] == "error" and bad["error"] == "HTTP 500 after 3 attempts"
+    assert bad["raw_text"] == "" and bad["answer_text"] == ""
+
+
+def test_shards_split_and_gather_in_manifest_order(dataset):
+    outs = []
+    for shard in range(2):
+        out = dataset / f"shard{shard}.jsonl"
+        run_inference(
+            job(shard=shard, shards=2),
+            dataset / "manifest.jsonl",
+            dataset / "samples.jsonl",
+            out,
+            EchoBackend(),
+        )
+        outs.append(out)
+    assert [len(read_jsonl(o)) for o in outs] == [3, 2]
+    n = gather_outputs(outs, dataset / "manifest.jsonl", dataset / "all.jsonl")
+    assert n == 5
+    assert [r["variant_id"] for r in read_jsonl(dataset / "all.jsonl")] == [
+        f"demo-chart-{i:04d}" for i in range(5)
+    ]
+    with pytest.raises(ValueError, match="no output for 2 variants"):
+        gather_outputs(outs[:1], dataset / "manifest.jsonl", dataset / "x.jsonl")
+    with pytest.raises(ValueError, match="is in more than one shard"):
+        gather_outputs([outs[0], outs[0]], dataset / "manifest.jsonl", dataset / "x.jsonl")
+
+
+def test_unknown_sample_is_named(dataset):
+    rows = read_jsonl(dataset / "manifest.jsonl")
+    rows[0]["sample_id"] = "demo-chart-9999"
+    write_jsonl(dataset / "manifest.jsonl", rows)
+    with pytest.raises(ValueError, match="sample 'demo-chart-9999' is not in the samples file"):
+        run(dataset, EchoBackend())
+
+
+def test_rows_are_json_serializable_and_complete(dataset):
+    _, rows = run(dataset, EchoBackend())
+    for key in (
+        "raw_text",
+        "thinking",
+        "answer_text",
+        "prompt_tokens",
+        "completion_tokens",
+        "finish_reason",
+        "latency_s",
+        "backend",
+        "model_revision",
+        "image_sha256",
+    ):
+        assert key in rows[0]
+    json.dumps(rows)

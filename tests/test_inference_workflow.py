@@ -1,0 +1,193 @@
+"""Inference as the workflow runs it: API models against a local server (the key never
+reaches a file), and a job killed half-way that resumes without losing or repeating."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vlmrobust.io import read_jsonl
+
+from .api_server import FakeAPIServer
+from .conftest import BIN, REPO, copy_repo, run, tool_env
+
+SENTINEL = "sk-vlmrobust-sentinel-0123456789abcdefXYZ"
+
+
+def _registry_with(workdir: Path, name: str, entry: dict) -> str:
+    registry = yaml.safe_load((REPO / "config/models.yaml").read_text())
+    registry["models"][name] = entry
+    path = workdir / "config" / "test-models.yaml"
+    path.write_text(yaml.safe_dump(registry))
+    return "config/test-models.yaml"
+
+
+def _config(workdir: Path, registry: str, models: list[str], **extra) -> str:
+    config = {
+        "model_registry": registry,
+        "models": models,
+        "demo": {"n_per_family": 4, "families": ["chart", "yesno"]},
+        "decoding": {"max_new_tokens": 16},
+        "conditions": {
+            "clean": {"perturbation": "none"},
+            "corrupt": {"perturbation": "corruption"},
+        },
+        "datasets": {
+            "demo-chart": {
+                "adapter": "demo",
+                "source": "local",
+                "path": "results/raw/demo/chart",
+                "conditions": ["clean", "corrupt"],
+            },
+            "demo-yesno": {
+                "adapter": "demo",
+                "source": "local",
+                "path": "results/raw/demo/yesno",
+                "conditions": ["clean"],
+            },
+        },
+        **extra,
+    }
+    path = workdir / "config" / "test-run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return "config/test-run.yaml"
+
+
+def test_api_run_retries_and_never_writes_the_key(tmp_path):
+    workdir = copy_repo(tmp_path / "repo")
+    with FakeAPIServer() as server:
+        server.reply_fn = lambda text, body: "The answer is yes."
+        server.add_fault("429", retry_after="0")
+        server.add_fault("500")
+        server.add_fault("not_json")
+        registry = _registry_with(
+            workdir,
+            "local-api",
+            {
+                "backend": "openai",
+                "api_model": "fake-vlm",
+                "base_url": f"{server.url}/v1",
+                "api_key_env": "VLMROBUST_TEST_KEY",
+                "family": "fake",
+                "role": "base",
+                "options": {"max_retries": 4, "base_delay": 0.01, "timeout_s": 5, "concurrency": 2},
+            },
+        )
+        configfile = _config(workdir, registry, ["local-api"])
+        run(
+            [str(BIN / "snakemake"), "--cores", "2", "--configfile", configfile],
+            workdir,
+            env={"VLMROBUST_TEST_KEY": SENTINEL},
+        )
+        auth = {
+            r.headers.get("Authorization") or r.headers.get("authorization")
+            for r in server.requests
+        }
+        assert auth == {f"Bearer {SENTINEL}"}  # the key was really used ...
+        n_requests = server.count
+    # ... but it appears in no file the run wrote.
+    leaks = []
+    for folder in ("results", "logs", ".snakemake"):
+        for path in (workdir / folder).rglob("*"):
+            if path.is_file() and SENTINEL.encode() in path.read_bytes():
+                leaks.append(str(path.relative_to(workdir)))
+    assert leaks == []
+    rows = read_jsonl(workdir / "results/outputs/local-api/demo-yesno/clean/default.jsonl")
+    assert len(rows) == 4 and all(r["error"] is None for r in rows)
+    assert {r["answer_text"] for r in rows} == {"The answer is yes."}
+    assert n_requests == 4 * 3 + 3  # 12 answers (chart clean+corrupt, yesno clean) + 3 faults
+    summary = (workdir / "results/scored/summary.csv").read_text()
+    assert "local-api" in summary
+
+
+@pytest.fixture(scope="module")
+def demo_inputs(tmp_path_factory) -> Path:
+    workdir = copy_repo(tmp_path_factory.mktemp("kill") / "repo")
+    registry = "config/models.yaml"
+    configfile = _config(workdir, registry, [])
+    run(
+        [
+            str(BIN / "snakemake"),
+            "results/variants/demo-chart/clean/manifest.jsonl",
+            "--cores",
+            "2",
+            "--configfile",
+            configfile,
+        ],
+        workdir,
+    )
+    run(
+        [str(BIN / "vlmrobust"), "demo-model", "--out", "results/models/demo-base", "--seed", "1"],
+        workdir,
+    )
+    return workdir
+
+
+def _infer_cmd(workdir: Path, out: str) -> list[str]:
+    spec = yaml.safe_load((REPO / "config/models.yaml").read_text())["models"]["demo-base"]
+    spec = {**spec, "options": {**spec["options"], "batch_size": 1}}
+    job = {
+        "model": "demo-base",
+        "model_spec": spec,
+        "prompt": "default",
+        "adapter": "demo",
+        "max_new_tokens": 64,
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "n": 3,
+        "seed": 0,
+    }
+    return [
+        str(BIN / "vlmrobust"),
+        "infer",
+        "--spec",
+        json.dumps(job),
+        "--threads",
+        "1",
+        "--manifest",
+        "results/variants/demo-chart/clean/manifest.jsonl",
+        "--samples",
+        "results/samples/demo-chart/samples.jsonl",
+        "--out",
+        out,
+    ]
+
+
+def test_sigkill_halfway_then_resume(demo_inputs):
+    workdir = demo_inputs
+    out = workdir / "results/outputs/kill-test.jsonl"
+    partial = Path(f"{out}.partial")
+    proc = subprocess.Popen(
+        _infer_cmd(workdir, str(out)),
+        cwd=workdir,
+        env=tool_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if partial.exists() and partial.read_text().count("\n") >= 4:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the job finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not out.exists()
+    before = [json.loads(line) for line in partial.read_text().splitlines() if line.endswith("}")]
+    assert 4 <= len(before) < 12
+    rerun = run(_infer_cmd(workdir, str(out)), workdir)
+    assert f"{len(before)} already answered" in rerun.stderr
+    rows = read_jsonl(out)
+    keys = [r["key"] for r in rows]
+    assert len(keys) == len(set(keys)) == 4 * 3  # every (sample, draw) exactly once
+    by_key = {r["key"]: r for r in rows}
+    for row in before:  # finished rows were kept as they were, not generated again
+        assert by_key[row["key"]] == row
+    assert not partial.exists()

@@ -1,0 +1,219 @@
+"""The vllm backend's request building (pure; runs without vllm) on the demo processor."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import SimpleNamespace
+
+import pytest
+from PIL import Image
+
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+
+from vlmrobust.infer.base import Request  # noqa: E402
+from vlmrobust.infer.demo_model import build_demo_model  # noqa: E402
+from vlmrobust.infer.vllm import (  # noqa: E402
+    VLLMBackend,
+    build_vllm_requests,
+    engine_kwargs,
+)
+
+PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    from transformers import AutoProcessor
+
+    root = tmp_path_factory.mktemp("vllm")
+    build_demo_model(root / "model", 0)
+    images = []
+    for i, size in enumerate([(30, 40), (50, 60), (70, 80)]):
+        path = root / f"im{i}.png"
+        Image.new("RGB", size, (i * 80, 10, 10)).save(path)
+        images.append(str(path))
+    return {
+        "processor": AutoProcessor.from_pretrained(root / "model"),
+        "images": images,
+        "model_dir": root / "model",
+    }
+
+
+def _interleaved(images: list[str]) -> Request:
+    return Request(
+        key="multi",
+        content=[
+            {"type": "text", "text": "First:"},
+            {"type": "image", "path": images[2]},
+            {"type": "text", "text": "Second:"},
+            {"type": "image", "path": images[0]},
+            {"type": "text", "text": "Third:"},
+            {"type": "image", "path": images[1]},
+            {"type": "text", "text": "Which differs?"},
+        ],
+        max_new_tokens=32,
+        system="Answer briefly.",
+    )
+
+
+def test_placeholders_match_images_in_order(env):
+    (item,) = build_vllm_requests([_interleaved(env["images"])], env["processor"])
+    prompt = item["prompt"]
+    assert prompt.count("<|image_pad|>") == 3 == len(item["multi_modal_data"]["image"])
+    assert prompt == (
+        "<|im_start|>system\nAnswer briefly.<|im_end|>\n<|im_start|>user\n"
+        f"First:{PLACEHOLDER}Second:{PLACEHOLDER}Third:{PLACEHOLDER}Which differs?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    # Images in content order (told apart by their sizes), RGB.
+    assert [im.size for im in item["multi_modal_data"]["image"]] == [(70, 80), (30, 40), (50, 60)]
+    assert all(im.mode == "RGB" for im in item["multi_modal_data"]["image"])
+    assert item["sampling_params"] == {
+        "n": 1,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 32,
+        "seed": None,
+        "repetition_penalty": 1.0,
+        "skip_special_tokens": False,
+    }
+
+
+def test_template_string_renders_like_the_processor(env):
+    reqs = [
+        _interleaved(env["images"]),
+        Request("t", [{"type": "text", "text": "No image here."}], 8),
+    ]
+    from_processor = build_vllm_requests(reqs, env["processor"])
+    from_string = build_vllm_requests(reqs, env["processor"].chat_template)
+    assert [x["prompt"] for x in from_processor] == [x["prompt"] for x in from_string]
+    assert "multi_modal_data" not in from_processor[1]
+    assert "<|image_pad|>" not in from_processor[1]["prompt"]
+
+
+def test_sampling_params_and_errors(env):
+    img = env["images"][0]
+    reqs = [
+        Request("s", [{"type": "image", "path": img}], 16, temperature=0.7, top_p=0.9, seed=5),
+        Request("bad", [{"type": "image", "path": img + ".missing"}], 16),
+        Request("g", [{"type": "text", "text": "hi"}], 4, seed=9),
+    ]
+    s, bad, g = build_vllm_requests(reqs, env["processor"])
+    assert s["sampling_params"] == {
+        "n": 1,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "max_tokens": 16,
+        "seed": 5,
+        "repetition_penalty": 1.0,
+        "skip_special_tokens": False,
+    }
+    assert bad["key"] == "bad" and ".missing" in bad["error"] and "prompt" not in bad
+    assert g["sampling_params"]["seed"] is None and g["sampling_params"]["temperature"] == 0.0
+    # Registry extras are added; the request's own fields cannot be overridden.
+    (x,) = build_vllm_requests(
+        reqs[:1], env["processor"], {"generation": {"repetition_penalty": 1.05}}
+    )
+    assert x["sampling_params"]["repetition_penalty"] == 1.05
+    (y,) = build_vllm_requests(reqs[:1], env["processor"], {"generation": {"temperature": 0}})
+    assert "decided by the request" in y["error"]
+
+
+def test_engine_kwargs():
+    spec = {"hf_repo": "org/model", "revision": "abc", "local_path": None}
+    kw = engine_kwargs(
+        "org/model",
+        spec,
+        {
+            "max_model_len": 32768,
+            "tensor_parallel_size": 2,
+            "min_pixels": 3136,
+            "max_pixels": 1003520,
+            "max_images_per_prompt": 4,
+            "engine": {"enable_prefix_caching": True},
+        },
+    )
+    assert kw == {
+        "model": "org/model",
+        "dtype": "bfloat16",
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.9,
+        "limit_mm_per_prompt": {"image": 4},
+        "trust_remote_code": False,
+        "enforce_eager": False,
+        "generation_config": "vllm",
+        "revision": "abc",
+        "tokenizer_revision": "abc",
+        "max_model_len": 32768,
+        "mm_processor_kwargs": {"min_pixels": 3136, "max_pixels": 1003520},
+        "enable_prefix_caching": True,
+    }
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
+def test_missing_vllm_is_named():
+    with pytest.raises(ImportError, match="`vllm` package"):
+        VLLMBackend("m", {"hf_repo": "org/model", "options": {}})
+
+
+class _FakeVLLM:
+    """Stands in for the vllm package: records the engine arguments and the prompts."""
+
+    def __init__(self) -> None:
+        self.engine: dict = {}
+        self.calls: list[int] = []
+        fake = self
+
+        class SamplingParams:
+            def __init__(self, **kw):
+                self.kw = kw
+
+        class LLM:
+            def __init__(self, **kw):
+                fake.engine = kw
+
+            def generate(self, prompts, sampling_params, use_tqdm):
+                fake.calls.append(len(prompts))
+                outs = []
+                for prompt, params in zip(prompts, sampling_params, strict=True):
+                    if "FAIL" in prompt["prompt"]:
+                        raise ValueError("prompt too long (simulated)")
+                    n = len(prompt.get("multi_modal_data", {}).get("image", []))
+                    cut = params.kw["max_tokens"] < 3
+                    text = "<think>x</think>B" + ("" if cut else "<|im_end|>")
+                    completion = SimpleNamespace(
+                        text=text,
+                        token_ids=list(range(2 if cut else 5)),
+                        finish_reason="length" if cut else "stop",
+                    )
+                    outs.append(
+                        SimpleNamespace(outputs=[completion], prompt_token_ids=[0] * (10 + n))
+                    )
+                return outs
+
+        self.SamplingParams, self.LLM = SamplingParams, LLM
+
+
+def test_engine_path_with_a_stand_in_vllm(env, monkeypatch):
+    fake = _FakeVLLM()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    model_dir = env["model_dir"]
+    backend = VLLMBackend("demo", {"local_path": str(model_dir), "options": {"batch_size": 8}})
+    assert fake.engine["model"] == str(model_dir) and fake.engine["generation_config"] == "vllm"
+    img = env["images"][0]
+    reqs = [
+        Request("a", [{"type": "image", "path": img}, {"type": "text", "text": "q"}], 16),
+        Request("fail", [{"type": "text", "text": "FAIL"}], 16),
+        Request("missing", [{"type": "image", "path": img + ".gone"}], 16),
+        Request("short", [{"type": "text", "text": "q"}], 2, temperature=1.0, seed=3),
+    ]
+    out = {r.key: r for r in backend.generate(reqs)}
+    assert fake.calls == [3, 1, 1, 1]  # the batch failed, then one by one
+    assert out["a"].text == "<think>x</think>B" and out["a"].finish_reason == "stop"
+    assert (out["a"].prompt_tokens, out["a"].completion_tokens) == (11, 5)
+    assert out["a"].extra == {"batch_size": 1, "seed": None}
+    assert out["short"].finish_reason == "length" and out["short"].extra["seed"] == 3
+    assert out["fail"].finish_reason == "error" and "simulated" in out["fail"].error
+    assert out["missing"].finish_reason == "error" and ".gone" in out["missing"].error

@@ -1,0 +1,34 @@
+# Stage 4: outputs -> scored (the benchmark's rules on every answer), and a summary.
+
+
+rule score:
+    input:
+        outputs="results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
+        samples="results/samples/{dataset}/samples.jsonl",
+    output:
+        "results/scored/{model}/{dataset}/{condition}/{prompt}.csv",
+    log:
+        "logs/score/{model}/{dataset}/{condition}/{prompt}.log",
+    conda:
+        "../../envs/data.yaml"
+    params:
+        scorer=scorer_of,
+        fallback=llm_fallback,
+        cache_dir=config["scoring"]["cache_dir"],
+    shell:
+        "vlmrobust score --outputs {input.outputs} --samples {input.samples}"
+        " --scorer {params.scorer} --fallback {params.fallback:q}"
+        " --cache-dir {params.cache_dir} --out {output} > {log} 2>&1"
+
+
+rule score_summary:
+    input:
+        scored_files(),
+    output:
+        "results/scored/summary.csv",
+    log:
+        "logs/score/summary.log",
+    conda:
+        "../../envs/data.yaml"
+    shell:
+        "vlmrobust score-summary --out {output} {input} > {log} 2>&1"

@@ -1,0 +1,108 @@
+"""The VLM backend interface (DESIGN.md: one small interface per role).
+
+A backend turns :class:`Request` objects (interleaved images and text, decoding
+parameters) into :class:`Result` objects. A new provider is one subclass of
+:class:`Backend` registered in :data:`vlmrobust.infer.BACKENDS`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Request:
+    """One generation.
+
+    ``content`` is the user turn, in order: ``{"type": "text", "text": ...}`` and
+    ``{"type": "image", "path": ...}`` parts (multi-image samples are interleaved where
+    the question refers to each image). ``system`` is an optional system prompt.
+    ``temperature == 0`` means greedy decoding; ``seed`` seeds sampled decoding.
+    """
+
+    key: str
+    content: list[dict[str, str]]
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    system: str | None = None
+
+    @property
+    def image_paths(self) -> list[str]:
+        return [p["path"] for p in self.content if p["type"] == "image"]
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass
+class Result:
+    """What a backend returns for one request.
+
+    ``finish_reason``: ``stop`` (end of sequence), ``length`` (max_new_tokens reached),
+    ``error`` (the request failed after every retry; ``error`` says why; ``text`` is
+    empty), or a provider-specific value (``content_filter``, ...).
+    """
+
+    key: str
+    text: str
+    finish_reason: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Backend(abc.ABC):
+    """A vision-language model behind one interface.
+
+    ``model_id`` is the registry id, ``spec`` its validated registry entry (hf_repo,
+    local_path, api_model, base_url, api_key_env, revision, options, ...). Secrets are
+    read from the environment variable the registry names, never stored.
+    """
+
+    name: str = "?"
+    #: Requests per :meth:`generate` batch the caller should group (the runner slices
+    #: its requests into chunks of this size so progress is written after each).
+    default_batch_size: int = 1
+
+    def __init__(self, model_id: str, spec: dict[str, Any]) -> None:
+        self.model_id = model_id
+        self.spec = spec
+        self.options: dict[str, Any] = dict(spec.get("options") or {})
+
+    @property
+    def revision(self) -> str:
+        """What exactly answers: a checkpoint commit or hash, or the API model name."""
+        return str(self.spec.get("revision") or self.spec.get("api_model") or "unknown")
+
+    @abc.abstractmethod
+    def generate(self, requests: list[Request]) -> Iterator[Result]:
+        """Yield one :class:`Result` per request (in any order; ``key`` matches).
+
+        A failure of one request yields a Result with ``finish_reason='error'`` and
+        the reason, never an exception that loses the others.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the model or the connections."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
+    for i in range(0, len(items), max(1, size)):
+        yield items[i : i + size]

@@ -1,0 +1,390 @@
+"""The ``openai`` backend: OpenAI and any OpenAI-compatible server.
+
+vLLM, SGLang, LMDeploy and Ollama serve the same chat-completions API; point a
+registry entry at one with ``base_url`` (``api_key_env: null`` when the server needs
+no key). The official ``openai`` client does the HTTP with its own retries switched
+off (``max_retries=0``); :mod:`vlmrobust.apicall` retries on top, the same way for
+every provider.
+
+Registry ``options`` (all optional):
+
+``concurrency`` (8)
+    Requests in flight at once.
+``timeout_s`` (120), ``max_retries`` (5), ``base_delay`` (1.0), ``max_delay`` (60), ``jitter`` (true)
+    The :class:`~vlmrobust.apicall.RetryPolicy`.
+``max_tokens_param`` ("max_tokens")
+    The request field for the output budget. GPT-5 and the o-series reject
+    ``max_tokens`` and need ``"max_completion_tokens"`` (which also counts their
+    hidden reasoning tokens).
+``send_temperature`` (true), ``send_top_p`` (= send_temperature), ``send_seed`` (true)
+    Whether to send these fields; GPT-5 and the o-series reject a temperature or
+    top_p other than the default, so set ``send_temperature: false`` for them.
+``reasoning_effort`` (unset)
+    Sent as ``reasoning_effort`` when set (``minimal``/``low``/``medium``/``high``).
+``image_detail`` (unset)
+    ``low``/``high``/``auto`` on every image part when set.
+``extra_body`` ({})
+    Extra request fields for the server (e.g. vLLM's ``top_k``,
+    ``chat_template_kwargs``, ``mm_processor_kwargs``).
+
+Results: ``text`` is the message content; when the server returns the reasoning in a
+separate field (``reasoning_content`` as vLLM/SGLang/DeepSeek, or ``reasoning`` as
+Ollama/OpenRouter) it is prepended as ``<think>...</think>`` so the common thinking
+split sees it. ``revision`` is the ``model`` the server reports.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..apicall import (
+    APICallError,
+    CallFailed,
+    Classified,
+    Completion,
+    MalformedResponse,
+    Redactor,
+    RetryPolicy,
+    api_key_from_env,
+    call_with_retries,
+    concurrency_from_options,
+    default_classify,
+    map_concurrent,
+    png_bytes,
+)
+from .base import Backend, Request, Result
+
+_MAX_TOKENS_PARAMS = ("max_tokens", "max_completion_tokens")
+
+
+def image_part(image: Any, detail: str | None = None) -> dict[str, Any]:
+    """An OpenAI ``image_url`` content part carrying the image as a base64 PNG data URL."""
+    url = "data:image/png;base64," + base64.b64encode(png_bytes(image)).decode("ascii")
+    image_url: dict[str, Any] = {"url": url}
+    if detail:
+        image_url["detail"] = detail
+    return {"type": "image_url", "image_url": image_url}
+
+
+def classify_openai(exc: BaseException) -> Classified:
+    """The openai SDK's exceptions in :mod:`vlmrobust.apicall` terms."""
+    import openai
+
+    if isinstance(exc, openai.APIResponseValidationError):
+        return Classified(True, f"malformed response: {exc.message}")
+    if isinstance(exc, openai.APITimeoutError):
+        return Classified(True, "timeout (no response within the client timeout)")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        detail = f" ({type(cause).__name__})" if cause is not None else ""
+        return Classified(True, f"connection error{detail}: {exc.message}")
+    if isinstance(exc, json.JSONDecodeError):
+        return Classified(True, f"malformed response: body is not JSON ({exc.msg})")
+    return default_classify(exc)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _field(obj: Any, name: str) -> Any:
+    """A field of an SDK model or a plain dict (the SDK keeps unknown fields as extras)."""
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(name)
+    value = getattr(obj, name, None)
+    if value is None:
+        extra = getattr(obj, "model_extra", None) or {}
+        value = extra.get(name)
+    return value
+
+
+def parse_chat_completion(completion: Any, latency_s: float) -> Completion:
+    """Read a chat completion; raise :class:`MalformedResponse` when it lacks the shape."""
+    if isinstance(completion, str | bytes):
+        snippet = completion[:80] if isinstance(completion, str) else repr(completion[:80])
+        raise MalformedResponse(f"body is not a JSON chat completion: {snippet!r}")
+    choices = _field(completion, "choices")
+    if not isinstance(choices, list) or not choices:
+        raise MalformedResponse("no 'choices' in the response")
+    choice = choices[0]
+    message = _field(choice, "message")
+    if message is None:
+        raise MalformedResponse("choices[0] has no 'message'")
+    content = _field(message, "content")
+    if content is not None and not isinstance(content, str):
+        raise MalformedResponse(f"message content is {type(content).__name__}, not text")
+    reasoning = _field(message, "reasoning_content") or _field(message, "reasoning")
+    if reasoning is not None and not isinstance(reasoning, str):
+        reasoning = None
+    refusal = _field(message, "refusal")
+    usage = _field(completion, "usage")
+    details = _field(usage, "completion_tokens_details")
+    model = _field(completion, "model")
+    return Completion(
+        text=content or "",
+        finish_reason=str(_field(choice, "finish_reason") or "unknown"),
+        reasoning=reasoning or None,
+        prompt_tokens=_int_or_none(_field(usage, "prompt_tokens")),
+        completion_tokens=_int_or_none(_field(usage, "completion_tokens")),
+        reasoning_tokens=_int_or_none(_field(details, "reasoning_tokens")),
+        model=model if isinstance(model, str) else None,
+        latency_s=latency_s,
+        refusal=refusal if isinstance(refusal, str) and refusal else None,
+    )
+
+
+class OpenAIChat:
+    """A chat-completions client with the shared retry policy and in-flight limit.
+
+    Used by :class:`OpenAIBackend` (VLM) and :class:`vlmrobust.llm.backends.OpenAILLM`.
+    The API key is handed to the SDK client and kept nowhere else.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str,
+        options: dict[str, Any] | None = None,
+        who: str = "openai",
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        import openai
+
+        self.model = model
+        self.who = who
+        self.options = dict(options or {})
+        self.policy = RetryPolicy.from_options(self.options)
+        self.concurrency = concurrency_from_options(self.options)
+        self.slots = threading.BoundedSemaphore(self.concurrency)
+        self.sleep = sleep
+        self.redact = Redactor(api_key)
+        param = self.options.get("max_tokens_param", "max_tokens")
+        if param not in _MAX_TOKENS_PARAMS:
+            raise ValueError(
+                f"{who}: options.max_tokens_param must be one of {', '.join(_MAX_TOKENS_PARAMS)}, "
+                f"got {param!r}"
+            )
+        self.max_tokens_param = param
+        self.send_temperature = bool(self.options.get("send_temperature", True))
+        self.send_top_p = bool(self.options.get("send_top_p", self.send_temperature))
+        self.send_seed = bool(self.options.get("send_seed", True))
+        extra_body = self.options.get("extra_body") or {}
+        if not isinstance(extra_body, dict):
+            raise ValueError(f"{who}: options.extra_body must be a mapping")
+        self.extra_body = extra_body
+        self.client = openai.OpenAI(
+            api_key=api_key,
+            base_url=base_url or None,
+            max_retries=0,
+            timeout=self.policy.timeout_s,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChat(model={self.model!r}, who={self.who!r})"
+
+    def request_kwargs(
+        self,
+        *,
+        max_tokens: int,
+        temperature: float,
+        top_p: float | None,
+        seed: int | None,
+        response_format: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The decoding fields of a request as this model accepts them."""
+        kwargs: dict[str, Any] = {self.max_tokens_param: int(max_tokens)}
+        if self.send_temperature:
+            kwargs["temperature"] = float(temperature)
+        if self.send_top_p and top_p is not None:
+            kwargs["top_p"] = float(top_p)
+        if self.send_seed and seed is not None:
+            kwargs["seed"] = int(seed)
+        if self.options.get("reasoning_effort"):
+            kwargs["reasoning_effort"] = str(self.options["reasoning_effort"])
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if self.extra_body:
+            kwargs["extra_body"] = dict(self.extra_body)
+        return kwargs
+
+    def attempt(self, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
+        """One request, no retry; raises on any failure (classified by the caller)."""
+        start = time.monotonic()
+        try:
+            completion = self.client.chat.completions.create(
+                model=self.model, messages=messages, **kwargs
+            )
+        except json.JSONDecodeError as exc:
+            raise MalformedResponse(f"body is not JSON ({exc.msg})") from None
+        try:
+            return parse_chat_completion(completion, time.monotonic() - start)
+        except APICallError:
+            raise
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            raise MalformedResponse(f"unexpected shape ({type(exc).__name__}: {exc})") from None
+
+    def call(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        describe: str,
+        check: Callable[[Completion], Any] | None = None,
+        **kwargs: Any,
+    ) -> Completion:
+        """:meth:`attempt` under the retry policy; ``check`` may raise
+        :class:`~vlmrobust.apicall.APICallError` to reject an answer (retried when
+        retryable). Raises :class:`~vlmrobust.apicall.CallFailed` when all fail."""
+
+        def once() -> Completion:
+            completion = self.attempt(messages, **kwargs)
+            if check is not None:
+                check(completion)
+            return completion
+
+        return call_with_retries(
+            once,
+            self.policy,
+            describe=describe,
+            classify=classify_openai,
+            sleep=self.sleep,
+            slots=self.slots,
+            redact=self.redact,
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def build_user_content(request: Request, detail: str | None = None) -> list[dict[str, Any]]:
+    """The user turn of ``request`` as OpenAI content parts, images and text in order."""
+    parts: list[dict[str, Any]] = []
+    for i, part in enumerate(request.content):
+        kind = part.get("type")
+        if kind == "text":
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "image":
+            try:
+                parts.append(image_part(part["path"], detail))
+            except (OSError, ValueError) as exc:
+                raise ValueError(
+                    f"request {request.key!r}: cannot read image {part.get('path')!r} "
+                    f"({type(exc).__name__}: {exc})"
+                ) from None
+        else:
+            raise ValueError(
+                f"request {request.key!r}: content part {i} has type {kind!r}; "
+                "expected 'text' or 'image'"
+            )
+    return parts
+
+
+class OpenAIBackend(Backend):
+    """A VLM behind the OpenAI chat-completions API (OpenAI or a compatible server)."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model_id: str,
+        spec: dict[str, Any],
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(model_id, spec)
+        api_model = spec.get("api_model")
+        if not api_model:
+            raise ValueError(
+                f"model {model_id!r}: backend openai needs api_model (the model name at the "
+                "API or the name the OpenAI-compatible server serves)"
+            )
+        self.api_model = str(api_model)
+        self.chat = OpenAIChat(
+            model=self.api_model,
+            base_url=spec.get("base_url"),
+            api_key=api_key_from_env(spec, who=f"model {model_id!r}", allow_none=True),
+            options=self.options,
+            who=f"model {model_id!r}",
+            sleep=sleep,
+        )
+        self.default_batch_size = 4 * self.chat.concurrency
+        self._reported_model: str | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model_id={self.model_id!r}, api_model={self.api_model!r})"
+
+    @property
+    def revision(self) -> str:
+        """The ``model`` the server reported (fallback: the registry revision or api_model)."""
+        return self._reported_model or super().revision
+
+    def _messages(self, request: Request) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        detail = self.options.get("image_detail")
+        messages.append({"role": "user", "content": build_user_content(request, detail)})
+        return messages
+
+    def _one(self, request: Request) -> Result:
+        describe = f"openai {self.api_model} request {request.key!r}"
+        start = time.monotonic()
+        try:
+            messages = self._messages(request)
+            kwargs = self.chat.request_kwargs(
+                max_tokens=request.max_new_tokens,
+                temperature=request.temperature,
+                top_p=request.top_p,
+                seed=request.seed,
+            )
+            completion = self.chat.call(messages, describe=describe, **kwargs)
+        except CallFailed as exc:
+            return _error_result(request, exc.reason, time.monotonic() - start, exc.attempts)
+        except Exception as exc:  # noqa: BLE001 - one bad request never loses the batch
+            reason = self.chat.redact(f"{describe} failed: {type(exc).__name__}: {exc}")
+            return _error_result(request, reason, time.monotonic() - start, 0)
+        if completion.model:
+            with self._lock:
+                self._reported_model = completion.model
+        extra: dict[str, Any] = {"model": completion.model or self.api_model}
+        if completion.reasoning_tokens is not None:
+            extra["reasoning_tokens"] = completion.reasoning_tokens
+        text = completion.text_with_thinking()
+        if completion.refusal:
+            extra["refusal"] = completion.refusal
+            text = text or completion.refusal
+        return Result(
+            key=request.key,
+            text=text,
+            finish_reason=completion.finish_reason,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s,
+            extra=extra,
+        )
+
+    def generate(self, requests: list[Request]) -> Iterator[Result]:
+        yield from map_concurrent(self._one, requests, self.chat.concurrency)
+
+    def close(self) -> None:
+        self.chat.close()
+
+
+def _error_result(request: Request, reason: str, latency_s: float, attempts: int) -> Result:
+    return Result(
+        key=request.key,
+        text="",
+        finish_reason="error",
+        latency_s=latency_s,
+        error=reason,
+        extra={"attempts": attempts},
+    )

@@ -1,0 +1,269 @@
+"""The inference runner: one (model, dataset, condition, prompt[, shard]) job.
+
+Reads the variant manifest and the samples, builds one request per (variant, draw),
+and appends one JSON line per finished answer to ``<out>.partial`` (flushed), so a
+killed job loses at most the batch in flight. A rerun keeps every partial row whose
+prompt, decoding and image hashes still match the manifest (a row is never reused for
+a different image) and generates only the rest. When every request has its row, the
+rows are written to ``out`` atomically, in manifest order, and the partial file is
+removed. Snakemake deletes a job's declared output before it runs, which is why the
+progress lives beside it rather than in it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ..io import write_jsonl
+from ..records import OutputRow, Sample, Variant, output_key, read_samples, read_variants
+from ..seeding import derive_seed
+from .base import Backend, Request, Result, chunks
+from .thinking import split_thinking
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one inference job answers, and how."""
+
+    model: str
+    model_spec: dict[str, Any]
+    prompt: str  # prompt setting (vlmrobust.prompts), or "default": the dataset's per sample
+    max_new_tokens: int
+    adapter: str = "demo"  # the dataset's adapter (chooses the default prompt)
+    temperature: float = 0.0
+    top_p: float = 1.0
+    n: int = 1
+    seed: int = 0
+    shard: int = 0
+    shards: int = 1
+
+
+@dataclass
+class Planned:
+    request: Request
+    variant: Variant
+    draw: int
+    prompt: str
+    prompt_version: str
+
+
+def plan_requests(job: Job, variants: list[Variant], samples: dict[str, Sample]) -> list[Planned]:
+    """One request per (variant, draw) of this job's shard, in manifest order."""
+    from ..prompts import build_prompt, default_prompt
+
+    if not 0 <= job.shard < job.shards:
+        raise ValueError(f"shard {job.shard} is outside 0..{job.shards - 1}")
+    planned = []
+    for index, variant in enumerate(variants):
+        if index % job.shards != job.shard:
+            continue
+        sample = samples.get(variant.sample_id)
+        if sample is None:
+            raise ValueError(
+                f"variant {variant.variant_id!r}: sample {variant.sample_id!r} is not in the samples file"
+            )
+        name = default_prompt(job.adapter, sample) if job.prompt == "default" else job.prompt
+        built = build_prompt(sample, variant, name)
+        for draw in range(job.n):
+            seed = None
+            if job.temperature > 0:
+                seed = derive_seed(job.seed, job.model, variant.variant_id, draw)
+            request = Request(
+                key=output_key(variant.variant_id, draw),
+                content=built.content,
+                max_new_tokens=job.max_new_tokens,
+                temperature=job.temperature,
+                top_p=job.top_p,
+                seed=seed,
+                system=built.system,
+            )
+            planned.append(Planned(request, variant, draw, built.name, built.version))
+    return planned
+
+
+def _reusable(row: dict[str, Any], plan: Planned, job: Job) -> bool:
+    """A partial row may be kept only if it answers exactly this request."""
+    r = plan.request
+    return (
+        row.get("error") is None
+        and row.get("image_sha256") == plan.variant.sha256
+        and row.get("prompt") == plan.prompt
+        and row.get("prompt_version") == plan.prompt_version
+        and row.get("model") == job.model
+        and row.get("max_new_tokens") == r.max_new_tokens
+        and row.get("temperature") == r.temperature
+        and row.get("top_p") == r.top_p
+        and row.get("seed") == r.seed
+    )
+
+
+def read_partial(path: Path) -> list[dict[str, Any]]:
+    """Rows of a partial file; a torn last line (the job was killed mid-write) is dropped."""
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if lineno < len(lines) - 1:
+                log.warning("%s:%d: unreadable line dropped", path, lineno)
+    return rows
+
+
+def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputRow:
+    markers = job.model_spec.get("options", {}).get("thinking_markers")
+    thinking, answer = split_thinking(result.text or "", markers)
+    thinking_tokens = result.extra.get("thinking_tokens") if result.extra else None
+    r = plan.request
+    return OutputRow(
+        key=r.key,
+        variant_id=plan.variant.variant_id,
+        sample_id=plan.variant.sample_id,
+        dataset=plan.variant.dataset,
+        condition=plan.variant.condition,
+        prompt=plan.prompt,
+        prompt_version=plan.prompt_version,
+        model=job.model,
+        backend=backend.name,
+        model_revision=backend.revision,
+        draw=plan.draw,
+        raw_text=result.text or "",
+        answer_text=answer,
+        thinking=thinking,
+        finish_reason=result.finish_reason,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        thinking_tokens=thinking_tokens,
+        latency_s=round(result.latency_s, 4),
+        temperature=r.temperature,
+        top_p=r.top_p,
+        seed=r.seed,
+        max_new_tokens=r.max_new_tokens,
+        image_sha256=list(plan.variant.sha256),
+        error=result.error,
+    )
+
+
+def run_inference(
+    job: Job,
+    manifest: Path,
+    samples_path: Path,
+    out: Path,
+    backend: Backend | None = None,
+    batch_size: int | None = None,
+) -> dict[str, int]:
+    """Answer every (variant, draw) of the job's shard; return counts.
+
+    ``backend`` defaults to the registry entry's backend (constructed only when there
+    is something left to generate).
+    """
+    variants = read_variants(manifest)
+    samples = {s.sample_id: s for s in read_samples(samples_path)}
+    plans = plan_requests(job, variants, samples)
+    by_key = {p.request.key: p for p in plans}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    done: dict[str, dict[str, Any]] = {}
+    dropped = 0
+    for row in read_partial(partial):
+        plan = by_key.get(row.get("key"))
+        if plan is not None and _reusable(row, plan, job):
+            done[row["key"]] = row
+        else:
+            dropped += 1
+    # Rewrite the partial file with the rows kept, so appends continue a clean file.
+    if partial.exists() or done:
+        write_jsonl(partial, done.values())
+    todo = [p for p in plans if p.request.key not in done]
+    log.info(
+        "%s: %d requests, %d already answered, %d stale rows dropped, %d to generate",
+        out,
+        len(plans),
+        len(done),
+        dropped,
+        len(todo),
+    )
+    generated = errors = 0
+    if todo:
+        own_backend = backend is None
+        if backend is None:
+            from . import make_backend
+
+            backend = make_backend(job.model, job.model_spec)
+        size = batch_size or backend.default_batch_size
+        try:
+            with open(partial, "a", encoding="utf-8") as fh:
+                bar = tqdm(total=len(todo), desc=f"infer {job.model}", unit="answer", disable=None)
+                for batch in chunks(todo, size):
+                    plans_by_key = {p.request.key: p for p in batch}
+                    t0 = time.perf_counter()
+                    for result in backend.generate([p.request for p in batch]):
+                        plan = plans_by_key.pop(result.key, None)
+                        if plan is None:
+                            raise RuntimeError(f"backend returned an unknown key {result.key!r}")
+                        row = to_row(result, plan, job, backend).to_dict()
+                        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        fh.flush()
+                        done[row["key"]] = row
+                        generated += 1
+                        errors += row["error"] is not None
+                        bar.update(1)
+                    if plans_by_key:
+                        raise RuntimeError(
+                            f"backend returned no result for {sorted(plans_by_key)[:3]}"
+                        )
+                    os.fsync(fh.fileno())
+                    log.debug("batch of %d in %.2f s", len(batch), time.perf_counter() - t0)
+                bar.close()
+        finally:
+            if own_backend:
+                backend.close()
+    rows = [done[p.request.key] for p in plans]
+    write_jsonl(out, rows)
+    partial.unlink(missing_ok=True)
+    return {
+        "requests": len(plans),
+        "reused": len(plans) - generated,
+        "generated": generated,
+        "errors": errors,
+        "dropped": dropped,
+    }
+
+
+def gather_outputs(shards: list[Path], manifest: Path, out: Path) -> int:
+    """Concatenate shard outputs in manifest order (then draw); every key exactly once."""
+    order = {v.variant_id: i for i, v in enumerate(read_variants(manifest))}
+    rows: dict[str, dict[str, Any]] = {}
+    for path in shards:
+        for row in _read_rows(path):
+            if row["key"] in rows:
+                raise ValueError(f"{path}: key {row['key']!r} is in more than one shard")
+            rows[row["key"]] = row
+    missing = set(order) - {r["variant_id"] for r in rows.values()}
+    if missing:
+        raise ValueError(
+            f"{out}: no output for {len(missing)} variants, e.g. {sorted(missing)[:3]}"
+        )
+    ordered = sorted(rows.values(), key=lambda r: (order[r["variant_id"]], r["draw"]))
+    return write_jsonl(out, ordered)
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    from ..io import read_jsonl
+
+    return read_jsonl(path)

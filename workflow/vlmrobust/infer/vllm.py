@@ -1,0 +1,303 @@
+"""The ``vllm`` backend: vLLM's offline batched engine (``LLM.generate``).
+
+``vllm`` is imported only when a :class:`VLLMBackend` is constructed, so the rest of
+the package (and the request building below, which is unit-tested on the demo model's
+processor) works without it.
+
+Prompts are built here, not by ``LLM.chat``: the model's own chat template (through
+its transformers processor) turns each :class:`~vlmrobust.infer.base.Request` into a
+prompt holding the model's image placeholder once per image, in the order of the
+request's content, and the images go in ``multi_modal_data`` in the same order (vLLM
+expands each placeholder into the image's tokens itself).
+
+Registry ``options`` read here (all optional): ``batch_size`` (64: requests per call
+of ``LLM.generate``; vLLM schedules them itself), ``max_model_len``,
+``tensor_parallel_size`` (1), ``gpu_memory_utilization`` (0.9), ``dtype``
+(``bfloat16``), ``max_images_per_prompt`` (8; vLLM's ``limit_mm_per_prompt``),
+``min_pixels`` / ``max_pixels`` (Qwen-VL processors; vLLM's ``mm_processor_kwargs``),
+``trust_remote_code`` (false), ``enforce_eager`` (false), ``chat_template_kwargs``,
+``generation`` (extra ``SamplingParams`` fields, e.g. ``repetition_penalty``),
+``engine`` (any further ``LLM(...)`` keyword arguments).
+
+Sampling: vLLM seeds each request by itself (``SamplingParams.seed``), so sampled
+requests are reproducible whatever they are batched with; ``temperature == 0`` is
+greedy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from .base import Backend, Request, Result, chunks
+from .media import load_image
+
+#: Tokens removed from the end of an output (ends of turn, padding); reasoning tags
+#: such as ``<think>`` are kept even where the tokenizer marks them special.
+_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>")
+
+
+def _chat_messages(req: Request) -> list[dict[str, Any]]:
+    content: list[dict[str, str]] = []
+    for part in req.content:
+        if part["type"] == "image":
+            content.append({"type": "image"})
+        elif part["type"] == "text":
+            content.append({"type": "text", "text": part["text"]})
+        else:
+            raise ValueError(f"request {req.key!r}: unknown content part type {part['type']!r}")
+    messages: list[dict[str, Any]] = []
+    if req.system:
+        messages.append({"role": "system", "content": [{"type": "text", "text": req.system}]})
+    messages.append({"role": "user", "content": content})
+    return messages
+
+
+def _render(processor_or_template: Any, messages: list[dict[str, Any]], kwargs: dict) -> str:
+    """Apply a processor's (or tokenizer's) chat template, or render a template string."""
+    if isinstance(processor_or_template, str):
+        from jinja2.ext import loopcontrols  # jinja2 ships with transformers
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message: str) -> None:
+            raise ValueError(f"chat template: {message}")
+
+        # The environment transformers renders chat templates in.
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+        )
+        env.globals["raise_exception"] = raise_exception
+        template = env.from_string(processor_or_template)
+        return template.render(messages=messages, add_generation_prompt=True, **kwargs)
+    return processor_or_template.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, **kwargs
+    )
+
+
+def sampling_params(req: Request, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``vllm.SamplingParams`` keyword arguments for ``req``.
+
+    Greedy (``temperature == 0``) carries no seed; the output keeps special tokens
+    (so ``<think>`` survives where a tokenizer marks it special) and the end-of-turn
+    token is removed by the backend. ``extra`` (``options.generation``, e.g.
+    ``{"repetition_penalty": 1.05}``) adds fields; the request's own cannot be changed.
+    """
+    greedy = req.greedy
+    params: dict[str, Any] = {
+        "n": 1,
+        "temperature": 0.0 if greedy else float(req.temperature),
+        "top_p": 1.0 if greedy else float(req.top_p),
+        "max_tokens": int(req.max_new_tokens),
+        "seed": None if greedy else req.seed,
+        "repetition_penalty": 1.0,
+        "skip_special_tokens": False,
+    }
+    clash = set(extra or {}) & {"n", "temperature", "top_p", "max_tokens", "seed"}
+    if clash:
+        raise ValueError(
+            f"options.generation: {sorted(clash)} are decided by the request, not the registry"
+        )
+    params.update(extra or {})
+    return params
+
+
+def build_vllm_request(
+    req: Request, processor_or_template: Any, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One vLLM prompt for ``req``: ``{"key", "prompt", "multi_modal_data", "sampling_params"}``.
+
+    ``prompt`` is the chat-templated text with one image placeholder per image in
+    content order; ``multi_modal_data`` is ``{"image": [PIL images in that order]}``
+    (absent without images); ``sampling_params`` are ``SamplingParams`` keyword
+    arguments. Raises when an image cannot be read (the message names the file).
+    """
+    options = options or {}
+    messages = _chat_messages(req)
+    prompt = _render(
+        processor_or_template, messages, dict(options.get("chat_template_kwargs") or {})
+    )
+    out: dict[str, Any] = {
+        "key": req.key,
+        "prompt": prompt,
+        "sampling_params": sampling_params(req, options.get("generation")),
+    }
+    images = [load_image(p) for p in req.image_paths]
+    if images:
+        out["multi_modal_data"] = {"image": images}
+    return out
+
+
+def build_vllm_requests(
+    requests: list[Request], processor_or_template: Any, options: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """:func:`build_vllm_request` for each request, in order.
+
+    A request that cannot be built (unreadable image, template error) gives
+    ``{"key": ..., "error": "<reason>"}`` instead, so the others still run.
+    """
+    built = []
+    for req in requests:
+        try:
+            built.append(build_vllm_request(req, processor_or_template, options))
+        except Exception as exc:
+            built.append({"key": req.key, "error": f"{type(exc).__name__}: {exc}"})
+    return built
+
+
+def engine_kwargs(source: str, spec: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """``vllm.LLM(...)`` keyword arguments from a registry entry."""
+    kwargs: dict[str, Any] = {
+        "model": source,
+        "dtype": options.get("dtype", "bfloat16"),
+        "tensor_parallel_size": int(options.get("tensor_parallel_size", 1)),
+        "gpu_memory_utilization": float(options.get("gpu_memory_utilization", 0.9)),
+        "limit_mm_per_prompt": {"image": int(options.get("max_images_per_prompt", 8))},
+        "trust_remote_code": bool(options.get("trust_remote_code", False)),
+        "enforce_eager": bool(options.get("enforce_eager", False)),
+        # vLLM's defaults, not the checkpoint's generation_config.json (Qwen2-VL's set
+        # repetition_penalty 1.05, top_k 1, ...): decoding is what the request says.
+        "generation_config": "vllm",
+    }
+    if spec.get("revision") and not spec.get("local_path"):
+        kwargs["revision"] = spec["revision"]
+        kwargs["tokenizer_revision"] = spec["revision"]
+    if options.get("max_model_len"):
+        kwargs["max_model_len"] = int(options["max_model_len"])
+    if options.get("seed") is not None:
+        kwargs["seed"] = int(options["seed"])
+    mm = {k: int(options[k]) for k in ("min_pixels", "max_pixels") if options.get(k) is not None}
+    if mm:
+        kwargs["mm_processor_kwargs"] = mm
+    kwargs.update(options.get("engine") or {})
+    return kwargs
+
+
+def _load_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:
+        raise ImportError(
+            "the vllm backend needs the `vllm` package (pip install vllm, on a machine with "
+            "a CUDA GPU); it is not installed in this environment. Use backend `hf` or "
+            "`openai` (against a vLLM server) instead."
+        ) from exc
+    return vllm
+
+
+class VLLMBackend(Backend):
+    """vLLM's offline engine; one ``LLM.generate`` call per batch of requests."""
+
+    name = "vllm"
+
+    def __init__(self, model_id: str, spec: dict[str, Any]) -> None:
+        super().__init__(model_id, spec)
+        vllm = _load_vllm()
+        from transformers import AutoProcessor
+
+        self.default_batch_size = int(self.options.get("batch_size", 64))
+        source = spec.get("local_path") or spec.get("hf_repo")
+        if not source:
+            raise ValueError(f"models.{model_id}: the vllm backend needs `local_path` or `hf_repo`")
+        self.source = str(source)
+        revision = None if spec.get("local_path") else spec.get("revision")
+        self.processor = AutoProcessor.from_pretrained(
+            self.source,
+            revision=revision,
+            trust_remote_code=bool(self.options.get("trust_remote_code", False)),
+        )
+        self._sampling_cls = vllm.SamplingParams
+        self.llm = vllm.LLM(**engine_kwargs(self.source, spec, self.options))
+        tok = getattr(self.processor, "tokenizer", self.processor)
+        ends = set(_END_TOKENS)
+        for attr in ("eos_token", "pad_token"):
+            value = getattr(tok, attr, None)
+            if isinstance(value, str) and value:
+                ends.add(value)
+        self._end_tokens = tuple(sorted(ends, key=len, reverse=True))
+
+    def _clean(self, text: str) -> str:
+        changed = True
+        while changed:
+            changed = False
+            for end in self._end_tokens:
+                if text.endswith(end):
+                    text = text[: -len(end)]
+                    changed = True
+        return text
+
+    def generate(self, requests: list[Request]) -> Iterator[Result]:
+        built = build_vllm_requests(requests, self.processor, self.options)
+        ready = []
+        for req, item in zip(requests, built, strict=True):
+            if "error" in item:
+                yield Result(key=req.key, text="", finish_reason="error", error=item["error"])
+            else:
+                ready.append(item)
+        for batch in chunks(ready, self.default_batch_size):
+            results, reason = self._try_run(batch)
+            if results is not None:
+                yield from results
+                continue
+            if len(batch) == 1:
+                yield _error(batch[0]["key"], reason)
+                continue
+            for item in batch:  # one failing prompt must not lose the others
+                single, reason = self._try_run([item])
+                yield from single if single is not None else [_error(item["key"], reason)]
+
+    def _try_run(self, batch: list[dict[str, Any]]) -> tuple[list[Result] | None, str]:
+        try:
+            return self._run(batch), ""
+        except Exception as exc:
+            return None, f"{type(exc).__name__}: {exc}"[:1000]
+
+    def _run(self, batch: list[dict[str, Any]]) -> list[Result]:
+        prompts = []
+        for item in batch:
+            prompt: dict[str, Any] = {"prompt": item["prompt"]}
+            if "multi_modal_data" in item:
+                prompt["multi_modal_data"] = item["multi_modal_data"]
+            prompts.append(prompt)
+        params = [self._sampling_cls(**item["sampling_params"]) for item in batch]
+        t0 = time.perf_counter()
+        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
+        wall = time.perf_counter() - t0
+        results = []
+        for item, out in zip(batch, outputs, strict=True):
+            completion = out.outputs[0]
+            # vLLM says "stop" (end of sequence or a stop string) or "length"; anything
+            # else ("abort") is passed through as the provider's value.
+            finish = completion.finish_reason or "stop"
+            results.append(
+                Result(
+                    key=item["key"],
+                    text=self._clean(completion.text),
+                    finish_reason=str(finish),
+                    prompt_tokens=len(out.prompt_token_ids or []),
+                    completion_tokens=len(completion.token_ids),
+                    latency_s=wall / len(batch),
+                    extra={"batch_size": len(batch), "seed": item["sampling_params"]["seed"]},
+                )
+            )
+        return results
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        self.llm = None
+        with contextlib.suppress(Exception):
+            import gc
+
+            import torch
+
+            del llm
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+
+def _error(key: str, reason: str) -> Result:
+    return Result(key=key, text="", finish_reason="error", error=reason)

@@ -1,0 +1,432 @@
+"""Prompt builders, kept in one place: each has a ``name`` and a ``version``.
+
+:func:`build_prompt` turns a sample and one of its variants into the user turn a
+backend sends: a list of ``{"type": "text", "text": ...}`` and
+``{"type": "image", "path": ...}`` parts, plus an optional system prompt. The builder's
+``name`` and ``version`` are recorded in every output row (``prompt``,
+``prompt_version``); bump a builder's version whenever its text changes.
+
+The question is ``variant.question`` (a textual perturbation may have changed it), the
+images are ``variant.images``; everything else (choices, answer type, precision,
+meta) comes from the sample.
+
+Images and text
+    A sample with several images whose text holds MMMU-style markers
+    (``<image N>``) is interleaved: the first marker of each image is replaced in place
+    by that image (image N is ``images[meta["image_numbers"].index(N)]`` when the
+    sample has ``image_numbers``, else ``images[N - 1]``); a repeated marker of the
+    same image stays as text; images that no marker refers to come first. Every other
+    prompt (one image, or no markers) is the image(s) first, then the text, with the
+    text unchanged (markers such as Distract-Bench's ``<image1>`` stay in the text, as
+    in the released runs).
+
+Builders (``PROMPTS``)
+    ``mcq``                question, lettered options (``A. ...``; left out when the
+                           question already lists them), "Answer with the option's
+                           letter from the given choices."
+    ``yesno``              question, "Answer yes or no."
+    ``short``              question, "Answer the question using a single word or phrase."
+    ``label``              question, the class list when the question lacks it
+                           ("Choose exactly one from: ..."), "Answer with the category
+                           name only."
+    ``mathvision``         "Please solve the problem step by step and put your final
+                           answer in one "\\boxed{}"." + question + options (lmms-eval's
+                           MathVision prompt, with the missing line break added).
+    ``mathvista-solution`` lmms-eval's MathVista ``solution`` setting:
+                           ``Question: ...\\nChoices:\\n(A) ...\\nHint: ...\\nSolution:``
+    ``mathvista-cot``      lmms-eval's ``step-by-step`` setting (the paper's "cot"):
+                           the same without ``Solution:`` — reason, then the answer at
+                           the end as the hint asks.
+    ``mathvista-format``   lmms-eval's ``format-prompt`` setting: the question, the
+                           options as ``A. ...`` and only the required answer format
+                           ("Answer with the option's letter from the given choices
+                           directly." / "... a single integer number." / "... a single
+                           floating-point number with one decimal place." / "... a
+                           Python list.").
+    ``distract-open``      the open-ended Distract-Bench prompt of the released runs:
+                           the ``mathvista-solution`` layout for every row (no "answer
+                           briefly" instruction); multiple choice when the row has
+                           options, else a free-form hint chosen from the answer's form
+                           (integer, float with its decimals, list, text).
+
+MathVista hints (``mathvista-*`` and ``distract-open``) follow MathVista's
+``create_one_query``: question type ``multi_choice`` asks for the option letter;
+``free_form`` asks for an integer, a float with ``precision`` decimals (one, two,
+three, ... — MathVista itself has only one and two), or a Python list. A free-form
+``text`` answer (absent from MathVista, possible in Distract-Bench) gets "Please
+answer the question and provide the final answer at the end." — our choice, as
+MathVista has no hint for it.
+
+Default prompt per adapter (:func:`default_prompt`): ``mathvista`` →
+``mathvista-solution`` (the setting of the released Distract-Bench runs; ``cot`` and
+``format`` are selected per condition/run config); ``distract-bench`` →
+``distract-open``; ``mathvision`` → ``mathvision``; every other adapter by the
+sample's answer type: letter → ``mcq``, yes/no → ``yesno``, label → ``label``,
+number/text/list → ``short``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .records import Sample, Variant
+
+__all__ = [
+    "PROMPTS",
+    "BuiltPrompt",
+    "PromptBuilder",
+    "build_prompt",
+    "default_prompt",
+    "interleave",
+    "mathvista_problem",
+]
+
+
+@dataclass(frozen=True)
+class BuiltPrompt:
+    """A finished prompt: builder ``name`` and ``version``, user ``content``, ``system``."""
+
+    name: str
+    version: str
+    content: list[dict[str, str]]
+    system: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The text parts joined (images left out): handy for logs and tests."""
+        return "".join(p["text"] for p in self.content if p["type"] == "text")
+
+    @property
+    def image_paths(self) -> list[str]:
+        return [p["path"] for p in self.content if p["type"] == "image"]
+
+
+#: A builder's text function: (sample, question) -> (user text, system prompt or None).
+TextFn = Callable[[Sample, str], tuple[str, str | None]]
+
+
+@dataclass(frozen=True)
+class PromptBuilder:
+    name: str
+    version: str
+    description: str
+    text: TextFn
+
+
+# --------------------------------------------------------------------------- helpers
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MCQ_INSTRUCTION = "Answer with the option's letter from the given choices."
+YESNO_INSTRUCTION = "Answer yes or no."
+SHORT_INSTRUCTION = "Answer the question using a single word or phrase."
+LABEL_INSTRUCTION = "Answer with the category name only."
+MATHVISION_INSTRUCTION = (
+    'Please solve the problem step by step and put your final answer in one "\\boxed{}".'
+)
+MATHVISION_MC_NOTE = (
+    'If it is a multiple choice question, only one letter is allowed in the "\\boxed{}".'
+)
+
+
+def _letter(i: int) -> str:
+    if i >= len(LETTERS):
+        raise ValueError(f"too many options ({i + 1}); at most {len(LETTERS)} are supported")
+    return LETTERS[i]
+
+
+def _lists_options(question: str, choices: list[str]) -> bool:
+    """Whether ``question`` already lists ``choices`` (``A. x`` / ``(A) x`` / ``A: x``)."""
+    if not choices:
+        return True
+    markers = [
+        re.search(rf"(?m)^\s*\(?{_letter(i)}[.):]", question) for i in range(min(len(choices), 2))
+    ]
+    if not all(markers):
+        return False
+    return all(str(c).strip() in question for c in choices)
+
+
+def _append(text: str, line: str) -> str:
+    """``text`` + newline + ``line``, unless ``text`` already ends with ``line``."""
+    if text.rstrip().lower().endswith(line.lower()):
+        return text
+    return f"{text}\n{line}" if text else line
+
+
+def _with_options(question: str, choices: list[str], style: str = "dot") -> str:
+    if _lists_options(question, choices):
+        return question
+    if style == "paren":
+        lines = [f"({_letter(i)}) {c}" for i, c in enumerate(choices)]
+    else:
+        lines = [f"{_letter(i)}. {c}" for i, c in enumerate(choices)]
+    return "\n".join([question, *lines])
+
+
+# --------------------------------------------------------------------------- interleaving
+
+_MARKER = re.compile(r"<image\s*(\d+)>")
+
+
+def interleave(text: str, images: list[str], meta: dict[str, Any] | None = None) -> list[dict]:
+    """The user content: images and text (see the module docstring for the rules)."""
+    meta = meta or {}
+    parts: list[dict[str, str]] = []
+    markers = list(_MARKER.finditer(text)) if len(images) > 1 else []
+    numbers = meta.get("image_numbers")
+    if not isinstance(numbers, list) or len(numbers) != len(images):
+        numbers = None
+
+    def index_of(n: int) -> int | None:
+        if numbers is not None:
+            return numbers.index(n) if n in numbers else None
+        return n - 1 if 1 <= n <= len(images) else None
+
+    placed: dict[int, int] = {}  # image index -> marker position
+    for m in markers:
+        i = index_of(int(m.group(1)))
+        if i is not None and i not in placed:
+            placed[i] = m.start()
+    if not placed:
+        parts = [{"type": "image", "path": str(p)} for p in images]
+        if text:
+            parts.append({"type": "text", "text": text})
+        return parts
+    for i, path in enumerate(images):
+        if i not in placed:
+            parts.append({"type": "image", "path": str(path)})
+    pos = 0
+    for m in markers:
+        i = index_of(int(m.group(1)))
+        if i is None or placed.get(i) != m.start():
+            continue  # an unknown image number or a repeated marker: stays text
+        if m.start() > pos:
+            parts.append({"type": "text", "text": text[pos : m.start()]})
+        parts.append({"type": "image", "path": str(images[i])})
+        pos = m.end()
+    if pos < len(text):
+        parts.append({"type": "text", "text": text[pos:]})
+    return parts
+
+
+# --------------------------------------------------------------------------- simple builders
+
+
+def _mcq(sample: Sample, question: str) -> tuple[str, str | None]:
+    return _append(_with_options(question, sample.choices), MCQ_INSTRUCTION), None
+
+
+def _yesno(sample: Sample, question: str) -> tuple[str, str | None]:
+    return _append(question, YESNO_INSTRUCTION), None
+
+
+def _short(sample: Sample, question: str) -> tuple[str, str | None]:
+    return _append(question, SHORT_INSTRUCTION), None
+
+
+def _label(sample: Sample, question: str) -> tuple[str, str | None]:
+    text = question
+    labels = [str(c) for c in sample.choices]
+    if labels and not all(re.search(rf"\b{re.escape(c)}\b", text, re.I) for c in labels):
+        text = _append(text, f"Choose exactly one from: {', '.join(labels)}.")
+    return _append(text, LABEL_INSTRUCTION), None
+
+
+def _mathvision(sample: Sample, question: str) -> tuple[str, str | None]:
+    lines = [MATHVISION_INSTRUCTION, question]
+    if sample.choices and not _lists_options(question, sample.choices):
+        lines.append("Choices:")
+        lines += [f"{_letter(i)}. {c}" for i, c in enumerate(sample.choices)]
+    if sample.choices:
+        lines.append(MATHVISION_MC_NOTE)
+    return "\n".join(lines), None
+
+
+# --------------------------------------------------------------------------- MathVista
+
+_INT = re.compile(r"^[+-]?\d+$")
+_FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+)$")
+_LISTLIKE = re.compile(r"^\s*[\[(].*,.*[\])]\s*$", re.S)
+_NUM_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+
+def mathvista_problem(sample: Sample) -> dict[str, Any]:
+    """MathVista's problem fields for a sample: question_type, answer_type, precision, unit.
+
+    Taken from ``meta`` when the sample comes from MathVista (or a MathVista-style
+    Distract-Bench row); otherwise inferred: options -> ``multi_choice`` (answer type
+    ``text``); else ``free_form`` with ``integer`` / ``float`` (precision = the
+    answer's decimals unless the sample has one) / ``list`` (``[..]`` or ``(..)`` with
+    a comma) / ``text``, read from the answer's form.
+    """
+    meta = sample.meta or {}
+    qtype = str(meta.get("question_type") or "").strip()
+    atype = str(meta.get("answer_type") or "").strip()
+    precision = sample.precision
+    if precision is None and isinstance(meta.get("precision"), (int, float)):
+        precision = int(meta["precision"])
+    if qtype not in ("multi_choice", "free_form"):
+        qtype = "multi_choice" if sample.choices else "free_form"
+    if qtype == "multi_choice":
+        atype = "text"
+    elif atype not in ("integer", "float", "list", "text"):
+        answer = sample.answer.strip()
+        if sample.answer_type == "list" or _LISTLIKE.match(answer):
+            atype = "list"
+        elif _INT.match(answer):
+            atype = "integer"
+        elif _FLOAT.match(answer):
+            atype = "float"
+            if precision is None or precision <= 0:
+                precision = len(answer.split(".")[1])
+        else:
+            atype = "text"
+    if atype == "float" and (precision is None or precision <= 0):
+        atype = "integer"  # a float without decimals is asked as an integer
+    unit = meta.get("unit")
+    unit = str(unit).strip() if isinstance(unit, str) and unit.strip() else ""
+    return {"question_type": qtype, "answer_type": atype, "precision": precision, "unit": unit}
+
+
+def _float_examples(p: int) -> str:
+    digits = ("23456789", "34567890", "45678901")
+    return ", ".join(f"1.{d[:p]}" for d in digits)
+
+
+def _decimals(p: int) -> str:
+    word = _NUM_WORDS.get(p, str(p))
+    return f"{word} decimal place" + ("" if p == 1 else "s")
+
+
+def _hint(problem: dict[str, Any], setting: str) -> str:
+    qtype, atype, p = problem["question_type"], problem["answer_type"], problem["precision"]
+    if setting == "format":
+        if qtype == "multi_choice":
+            return "Answer with the option's letter from the given choices directly."
+        if atype == "integer":
+            return "Answer the question using a single integer number."
+        if atype == "float":
+            return f"Answer the question using a single floating-point number with {_decimals(p)}."
+        if atype == "list":
+            return "Answer the question using a Python list."
+        return "Answer the question using a single word or phrase."
+    if qtype == "multi_choice":
+        return (
+            "Hint: Please answer the question and provide the correct option letter, "
+            "e.g., A, B, C, D, at the end."
+        )
+    if atype == "integer":
+        return (
+            "Hint: Please answer the question requiring an integer answer and provide the "
+            "final value, e.g., 1, 2, 3, at the end."
+        )
+    if atype == "float":
+        return (
+            f"Hint: Please answer the question requiring a floating-point number with "
+            f"{_decimals(p)} and provide the final value, e.g., {_float_examples(p)}, at the end."
+        )
+    if atype == "list":
+        return (
+            "Hint: Please answer the question requiring a Python list as an answer and "
+            "provide the final list, e.g., [1, 2, 3], [1.2, 1.3, 1.4], at the end."
+        )
+    return "Hint: Please answer the question and provide the final answer at the end."
+
+
+def _mathvista_text(sample: Sample, question: str, setting: str) -> str:
+    problem = mathvista_problem(sample)
+    question_text = question if setting == "format" else f"Question: {question}"
+    if problem["unit"]:
+        question_text += f" (Unit: {problem['unit']})"
+    choices_text = ""
+    if sample.choices:
+        if setting == "format":
+            choices_text = "\n".join(f"{_letter(i)}. {c}" for i, c in enumerate(sample.choices))
+        else:
+            choices_text = "\n".join(
+                ["Choices:", *(f"({_letter(i)}) {c}" for i, c in enumerate(sample.choices))]
+            )
+    elements = [question_text, choices_text, _hint(problem, setting)]
+    if setting == "solution":
+        elements.append("Solution: ")
+    return "\n".join(e for e in elements if e != "").strip()
+
+
+def _mathvista(setting: str) -> TextFn:
+    def build(sample: Sample, question: str) -> tuple[str, str | None]:
+        return _mathvista_text(sample, question, setting), None
+
+    return build
+
+
+# --------------------------------------------------------------------------- registry
+
+PROMPTS: dict[str, PromptBuilder] = {
+    b.name: b
+    for b in (
+        PromptBuilder("mcq", "1", "multiple choice: options + answer with the letter", _mcq),
+        PromptBuilder("yesno", "1", "yes/no question", _yesno),
+        PromptBuilder("short", "1", "short answer: a single word or phrase", _short),
+        PromptBuilder("label", "1", "class label choice (ImageNet-9 style)", _label),
+        PromptBuilder("mathvision", "1", "step by step, final answer in \\boxed{}", _mathvision),
+        PromptBuilder("mathvista-cot", "1", "MathVista step-by-step (cot)", _mathvista("cot")),
+        PromptBuilder(
+            "mathvista-format", "1", "MathVista answer-format only", _mathvista("format")
+        ),
+        PromptBuilder(
+            "mathvista-solution", "1", "MathVista 'Solution:' write-up", _mathvista("solution")
+        ),
+        PromptBuilder(
+            "distract-open",
+            "1",
+            "Distract-Bench open-ended prompt of the released runs (solution layout)",
+            _mathvista("solution"),
+        ),
+    )
+}
+
+
+def build_prompt(sample: Sample, variant: Variant, name: str) -> BuiltPrompt:
+    """The prompt ``name`` for ``sample`` under ``variant`` (question and images of the variant)."""
+    builder = PROMPTS.get(name)
+    if builder is None:
+        raise ValueError(f"unknown prompt {name!r}; known prompts: {', '.join(sorted(PROMPTS))}")
+    if variant.sample_id != sample.sample_id:
+        raise ValueError(
+            f"variant {variant.variant_id!r} belongs to sample {variant.sample_id!r}, "
+            f"not {sample.sample_id!r}"
+        )
+    question = variant.question if variant.question is not None else sample.question
+    text, system = builder.text(sample, question)
+    content = interleave(text, list(variant.images), sample.meta)
+    return BuiltPrompt(builder.name, builder.version, content, system)
+
+
+_BY_ANSWER_TYPE = {
+    "letter": "mcq",
+    "yes/no": "yesno",
+    "label": "label",
+    "number": "short",
+    "text": "short",
+    "list": "short",
+}
+_BY_ADAPTER = {
+    "mathvista": "mathvista-solution",
+    "distract-bench": "distract-open",
+    "mathvision": "mathvision",
+}
+
+
+def default_prompt(adapter: str, sample: Sample) -> str:
+    """The prompt a dataset gets when the run config names none (module docstring)."""
+    if adapter in _BY_ADAPTER:
+        return _BY_ADAPTER[adapter]
+    try:
+        return _BY_ANSWER_TYPE[sample.answer_type]
+    except KeyError:
+        raise ValueError(
+            f"sample {sample.sample_id!r}: no default prompt for answer_type {sample.answer_type!r}"
+        ) from None

@@ -1,0 +1,303 @@
+"""Outputs -> scored rows -> per-group summaries.
+
+:func:`score_outputs` scores every output row with one scorer of
+:data:`~vlmrobust.score.scorers.SCORERS` (by adapter name; ``demo`` -> ``generic``)
+and returns one flat dict per row::
+
+    key, variant_id, sample_id, dataset, condition, prompt, model, draw, answer,
+    answer_type, prediction, correct (0/1), score, method (rule|llm|none), rule,
+    reason, finish_reason, error
+
+Scoring reads the row's ``answer_text`` (the part after the thinking split); when it
+is empty (e.g. generation stopped inside an unclosed thinking block) the last
+2,000 characters of ``raw_text`` are read instead, and the reason of a failure says
+so. A row with ``error`` set is wrong with reason ``generation failed: ...`` (counted
+under ``errors``, not as an extraction failure). A failed extraction of a truncated
+output (``finish_reason == "length"``) says so in its reason.
+
+:func:`summarize` groups scored rows by model x dataset x condition x prompt.
+:func:`write_scored` / :func:`read_scored` / :func:`write_summary` store them as CSV.
+:func:`llm_extractor` turns an LLM backend (:mod:`vlmrobust.llm`) into the
+``fallback`` of :func:`score_outputs`: asked only when the rules find nothing; its
+answer is read with the same rules and recorded with ``method == "llm"``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..io import atomic_write
+from ..records import OutputRow, Sample
+from .extract import Extraction
+from .scorers import SCORERS, Score, Scorer, get_scorer
+
+__all__ = [
+    "RAW_TAIL_CHARS",
+    "SCORERS",
+    "Extraction",
+    "Score",
+    "Scorer",
+    "get_scorer",
+    "llm_extractor",
+    "read_scored",
+    "score_outputs",
+    "summarize",
+    "write_scored",
+    "write_summary",
+]
+
+#: how much of the raw output is read when the answer text is empty
+RAW_TAIL_CHARS = 2000
+
+SCORED_COLUMNS = (
+    "key",
+    "variant_id",
+    "sample_id",
+    "dataset",
+    "condition",
+    "prompt",
+    "model",
+    "draw",
+    "answer",
+    "answer_type",
+    "prediction",
+    "correct",
+    "score",
+    "method",
+    "rule",
+    "reason",
+    "finish_reason",
+    "error",
+)
+
+
+def _as_row(row: OutputRow | Mapping[str, Any]) -> OutputRow:
+    return row if isinstance(row, OutputRow) else OutputRow.from_dict(dict(row))
+
+
+def score_row(
+    sample: Sample,
+    row: OutputRow,
+    scorer: Scorer,
+    fallback: Callable[[Sample, str], str | None] | None = None,
+) -> Score:
+    """The score of one output row (see the module docstring)."""
+    if row.error:
+        return Score(None, False, 0.0, "none", f"generation failed: {row.error}", None)
+    answer = row.answer_text or ""
+    from_raw = not answer.strip()
+    text = (row.raw_text or "")[-RAW_TAIL_CHARS:] if from_raw else answer
+    result = scorer.score(sample, text, fallback)
+    if result.prediction is None:
+        notes = []
+        if from_raw:
+            notes.append("the answer text is empty (read the end of the raw output)")
+        if row.finish_reason == "length":
+            notes.append("output truncated at max_new_tokens")
+        if notes:
+            reason = "; ".join([result.reason or "nothing extracted", *notes])
+            result = Score(None, False, 0.0, "none", reason, None)
+    return result
+
+
+def score_outputs(
+    samples: Mapping[str, Sample],
+    rows: Iterable[OutputRow | Mapping[str, Any]],
+    scorer: str,
+    fallback: Callable[[Sample, str], str | None] | None = None,
+) -> list[dict[str, Any]]:
+    """One scored dict per output row (columns: :data:`SCORED_COLUMNS`).
+
+    ``samples`` maps sample_id -> Sample; ``scorer`` is a key of ``SCORERS`` (or
+    ``demo``). A row whose sample is missing is an error naming both.
+    """
+    sc = get_scorer(scorer)
+    out: list[dict[str, Any]] = []
+    for raw in rows:
+        row = _as_row(raw)
+        sample = samples.get(row.sample_id)
+        if sample is None:
+            raise ValueError(
+                f"output row {row.key!r} (model {row.model!r}) refers to sample "
+                f"{row.sample_id!r}, which is not among the {len(samples)} samples given; "
+                "score the outputs against the samples file of the same dataset"
+            )
+        result = score_row(sample, row, sc, fallback)
+        out.append(
+            {
+                "key": row.key,
+                "variant_id": row.variant_id,
+                "sample_id": row.sample_id,
+                "dataset": row.dataset,
+                "condition": row.condition,
+                "prompt": row.prompt,
+                "model": row.model,
+                "draw": row.draw,
+                "answer": sample.answer,
+                "answer_type": sample.answer_type,
+                "prediction": result.prediction,
+                "correct": int(result.correct),
+                "score": float(result.score),
+                "method": result.method,
+                "rule": result.rule,
+                "reason": result.reason,
+                "finish_reason": row.finish_reason,
+                "error": row.error,
+            }
+        )
+    return out
+
+
+def summarize(scored_rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per model x dataset x condition x prompt: n, correct, accuracy, mean_score,
+    extraction_failures (no prediction although the generation succeeded),
+    extraction_failure_rate (over n), llm_extractions, errors (failed generations).
+    Groups are sorted by their keys."""
+    groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
+    for row in scored_rows:
+        key = (str(row["model"]), str(row["dataset"]), str(row["condition"]), str(row["prompt"]))
+        groups.setdefault(key, []).append(row)
+    out = []
+    for (model, dataset, condition, prompt), rows in sorted(groups.items()):
+        n = len(rows)
+        errors = sum(1 for r in rows if r.get("error"))
+        failures = sum(1 for r in rows if not r.get("error") and r.get("method") == "none")
+        correct = sum(int(r["correct"]) for r in rows)
+        out.append(
+            {
+                "model": model,
+                "dataset": dataset,
+                "condition": condition,
+                "prompt": prompt,
+                "n": n,
+                "correct": correct,
+                "accuracy": correct / n,
+                "mean_score": sum(float(r["score"]) for r in rows) / n,
+                "extraction_failures": failures,
+                "extraction_failure_rate": failures / n,
+                "llm_extractions": sum(1 for r in rows if r.get("method") == "llm"),
+                "errors": errors,
+            }
+        )
+    return out
+
+
+SUMMARY_COLUMNS = (
+    "model",
+    "dataset",
+    "condition",
+    "prompt",
+    "n",
+    "correct",
+    "accuracy",
+    "mean_score",
+    "extraction_failures",
+    "extraction_failure_rate",
+    "llm_extractions",
+    "errors",
+)
+
+
+def _write_csv(
+    path: str | Path, rows: Iterable[Mapping[str, Any]], columns: tuple[str, ...]
+) -> int:
+    n = 0
+    with atomic_write(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
+            n += 1
+    return n
+
+
+def write_scored(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:
+    """Write scored rows as CSV (columns :data:`SCORED_COLUMNS`; None -> empty)."""
+    return _write_csv(path, rows, SCORED_COLUMNS)
+
+
+def read_scored(path: str | Path) -> list[dict[str, Any]]:
+    """Read a scored CSV back: empty cells -> None, draw/correct int, score float."""
+    out = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for lineno, raw in enumerate(csv.DictReader(fh), 2):
+            row: dict[str, Any] = {k: (v if v != "" else None) for k, v in raw.items()}
+            try:
+                row["correct"] = int(row["correct"])
+                row["score"] = float(row["score"])
+                row["draw"] = int(row["draw"]) if row.get("draw") is not None else 0
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"{path}:{lineno}: not a scored row (correct/score/draw: {exc})"
+                ) from exc
+            out.append(row)
+    return out
+
+
+def write_summary(path: str | Path, summary: Iterable[Mapping[str, Any]]) -> int:
+    """Write :func:`summarize` rows as CSV (columns :data:`SUMMARY_COLUMNS`)."""
+    return _write_csv(path, summary, SUMMARY_COLUMNS)
+
+
+# --------------------------------------------------------------------------- LLM fallback
+
+EXTRACTION_PROMPT = """\
+Extract the final answer from a model's response to a question. Reply with the answer \
+only, in the requested form, with no explanation. If the response gives no final \
+answer, reply with NONE.
+
+Question: {question}
+{choices}Answer form: {form}
+
+Model response:
+{response}
+
+Extracted answer:"""
+
+
+def _answer_form(sample: Sample) -> str:
+    atype = sample.answer_type
+    if sample.choices and atype in ("letter", "text"):
+        return "the option letter (A, B, C, ...)"
+    if atype == "label" and sample.choices:
+        return "one of: " + ", ".join(sample.choices)
+    return {
+        "number": "a number",
+        "yes/no": "yes or no",
+        "list": "a Python list, e.g. [1, 2]",
+    }.get(atype, "a short word or phrase")
+
+
+def llm_extractor(
+    llm: Any, max_tokens: int = 64, response_chars: int = 4000
+) -> Callable[[Sample, str], str | None]:
+    """A scoring fallback that asks ``llm`` (an :class:`~vlmrobust.llm.LLMBackend`, or
+    anything with ``complete(prompt, temperature=, max_tokens=)`` returning an object
+    with ``text`` and ``error``) for the final answer of a response. Returns None for
+    NONE/empty; raises RuntimeError when the call failed (the scorer records it as the
+    reason). Only the last ``response_chars`` characters of the response are sent."""
+
+    def extract(sample: Sample, text: str) -> str | None:
+        choices = ""
+        if sample.choices:
+            letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+            lines = [f"({letters[i]}) {c}" for i, c in enumerate(sample.choices[:26])]
+            choices = "Choices:\n" + "\n".join(lines) + "\n"
+        prompt = EXTRACTION_PROMPT.format(
+            question=sample.question,
+            choices=choices,
+            form=_answer_form(sample),
+            response=text[-response_chars:],
+        )
+        response = llm.complete(prompt, temperature=0.0, max_tokens=max_tokens)
+        if getattr(response, "error", None):
+            raise RuntimeError(str(response.error))
+        value = (getattr(response, "text", "") or "").strip()
+        if not value or value.strip(" .").upper() == "NONE":
+            return None
+        return value
+
+    return extract

@@ -1,0 +1,664 @@
+"""One scorer per benchmark (``SCORERS``): a response text -> prediction and correctness.
+
+``SCORERS[name].score(sample, text, fallback=None) -> Score``. ``text`` is the answer
+the model gave (the caller passes the answer part after the thinking split). Rules
+first (:mod:`vlmrobust.score.extract`); only when they find nothing is ``fallback``
+(an LLM extractor: ``(sample, text) -> str | None``) asked, and its value is read with
+the same rules (``method == "llm"``). Nothing found -> ``prediction None``, wrong,
+``method "none"`` and a ``reason``; an empty or malformed output never raises.
+
+``Score.method`` is ``rule``, ``llm`` or ``none``; ``Score.rule`` names the rule that
+found the prediction (``boxed``, ``cue``, ``last-number``, ... or ``llm``).
+
+Scoring choices, per scorer:
+
+``mmmu``
+    multiple choice: the option letter (explicit cues first, then MMMU's mentions);
+    open: MMMU's ``parse_open_response``/``eval_open``: the key sub-responses (after
+    "is", "so", "therefore", "answer", "=" ...) or the final-answer marker when there
+    is one, numbers rounded to 2 decimals, correct when a number equals a gold number
+    or a gold string is a substring of a predicted string (gold may be a list literal).
+``mathvista``
+    multi_choice: letter -> option text, correct when it equals the answer text;
+    free_form as MathVista's ``normalize_extracted_answer``: integer = ``int(float(x))``
+    (truncation, as MathVista), float = rounded to ``precision`` and compared as numbers
+    (so ``0.5`` equals ``0.50``), list = item by item, text = normalized equality.
+``mathvision``
+    options: the letter (or the option text); else the value: numbers equal within
+    1e-6 relative (``\\frac{a}{b}`` read as its value), lists item by item, other
+    LaTeX compared after a light normalization (``$``, ``\\left``, ``\\text``, spaces).
+``chartqa``
+    relaxed accuracy: when the gold answer is a number, correct if the predicted
+    number is within 5% of it, inclusive (``|p - g| <= 0.05 |g|``, with 1e-9 slack for
+    float error; a gold 0 needs exactly 0); ``%`` is stripped from both sides (not
+    divided by 100); otherwise case-insensitive exact match (outer punctuation,
+    LaTeX-light markup and repeated spaces ignored).
+``infovqa``
+    ANLS: score = max over the accepted answers of ``1 - NL`` (normalized Levenshtein
+    distance on lowercased, space-collapsed text), set to 0 when below 0.5 (as
+    lmms-eval and VLMEvalKit: a distance of exactly 0.5 keeps 0.5); correct = score
+    >= 0.5, i.e. score > 0. ``accuracy`` of InfoVQA in the summary is therefore the
+    share of answers above the ANLS threshold; the paper-comparable number is ``score``.
+``textvqa``
+    VQA accuracy: the prediction and the ten answers normalized as the VQA eval
+    (punctuation, number words, articles, contractions); score = mean over the ten
+    leave-one-out subsets of ``min(1, matches / 3)``; correct = score > 0 (at least one
+    annotator gave this answer). Paper-comparable number: ``score``.
+``hallusionbench``
+    yes/no extraction; correct when it equals the answer.
+``mmstar``
+    the option letter (valid letters from the parsed options, else the letters the
+    question lists, else A-D).
+``distract-bench``
+    by the row's source style: a letter answer -> the letter; a MathVista-style row
+    -> the ``mathvista`` rules (option text for multi_choice); otherwise the value, as
+    ``mathvision``.
+``generic`` (demo data and anything else)
+    by answer_type: letter -> letter; number -> numbers equal after rounding to the
+    sample's precision (or within 1e-6 relative); text -> equal to the answer or one
+    of ``meta["answers"]`` after the VQA normalization (or the same number / list);
+    yes/no; list; label -> one of the choices (``<answer>X</answer>`` first).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..records import Sample
+from .extract import (
+    Extraction,
+    clean_latex,
+    extract_label,
+    extract_letter,
+    extract_list,
+    extract_number,
+    extract_short,
+    extract_yesno,
+    final_markers,
+    find_numbers,
+    fmt_number,
+    letters_for,
+    norm_text,
+    numbers_equal,
+    parse_list_value,
+    same_text,
+    to_number,
+)
+
+__all__ = [
+    "SCORERS",
+    "Fallback",
+    "Score",
+    "Scorer",
+    "anls",
+    "get_scorer",
+    "relaxed_correct",
+    "vqa_accuracy",
+    "vqa_normalize",
+]
+
+Fallback = Callable[[Sample, str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Score:
+    """The verdict on one response (see the module docstring for ``method``/``rule``)."""
+
+    prediction: str | None
+    correct: bool
+    score: float
+    method: str
+    reason: str | None = None
+    rule: str | None = None
+
+
+def _failed(reason: str) -> Score:
+    return Score(None, False, 0.0, "none", reason, None)
+
+
+def _verdict(pred: str, correct: bool, ext: Extraction, score: float | None = None) -> Score:
+    value = float(correct) if score is None else float(score)
+    return Score(pred, bool(correct), value, "rule", None, ext.method)
+
+
+class Scorer:
+    """Base class: ``judge`` applies the rules; ``score`` adds the LLM fallback."""
+
+    name = "?"
+
+    def judge(self, sample: Sample, text: str) -> Score:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def score(self, sample: Sample, text: str | None, fallback: Fallback | None = None) -> Score:
+        text = "" if text is None else str(text)
+        if not text.strip():
+            return _failed("empty output")
+        result = self._safe(sample, text)
+        if result.prediction is not None or fallback is None:
+            return result
+        try:
+            value = fallback(sample, text)
+        except Exception as exc:  # the fallback is an external call: never lose the row
+            return replace(result, reason=f"{result.reason}; LLM extraction failed: {exc}")
+        if value is None or not str(value).strip():
+            return replace(result, reason=f"{result.reason}; LLM extraction found nothing")
+        second = self._safe(sample, str(value))
+        if second.prediction is None:
+            return replace(
+                result,
+                reason=f"{result.reason}; LLM extraction {str(value)[:80]!r} could not be read",
+            )
+        return replace(second, method="llm", rule="llm")
+
+    def _safe(self, sample: Sample, text: str) -> Score:
+        try:
+            return self.judge(sample, text)
+        except (
+            ValueError,
+            TypeError,
+            IndexError,
+            KeyError,
+            ArithmeticError,
+            RecursionError,
+        ) as exc:
+            return _failed(f"could not score the output ({type(exc).__name__}: {exc})")
+
+
+# --------------------------------------------------------------------------- shared rules
+
+
+def _valid_letters(sample: Sample) -> str:
+    if sample.choices:
+        return letters_for(len(sample.choices))
+    found = re.findall(
+        r"(?:^|\s|\()([A-Z])[:.)]\s", sample.meta.get("raw_question") or sample.question
+    )
+    letters = ""
+    for i in range(26):
+        letter = chr(ord("A") + i)
+        if letter in found:
+            letters += letter
+        else:
+            break
+    return letters if len(letters) >= 2 else "ABCD"
+
+
+def _judge_letter(sample: Sample, text: str) -> Score:
+    letters = _valid_letters(sample)
+    ext = extract_letter(text, sample.choices, letters)
+    if not ext.ok:
+        return _failed(ext.reason or "no option letter found")
+    return _verdict(ext.value, ext.value == sample.answer.strip().upper(), ext)
+
+
+def _gold_list(answer: str) -> list[str] | None:
+    text = answer.strip()
+    if re.match(r"^[\[(].*,.*[\])]$", text, re.S):
+        return parse_list_value(text)
+    return None
+
+
+def _lists_equal(pred: list[str], gold: list[str]) -> bool:
+    if len(pred) != len(gold):
+        return False
+    for p, g in zip(pred, gold, strict=True):
+        pv, gv = to_number(p), to_number(g)
+        if pv is not None and gv is not None:
+            if not numbers_equal(pv, gv):
+                return False
+        elif not same_text(p, g):
+            return False
+    return True
+
+
+def _judge_list(sample: Sample, text: str) -> Score:
+    gold = _gold_list(sample.answer) or parse_list_value(f"[{sample.answer}]") or [sample.answer]
+    ext = extract_list(text)
+    if not ext.ok:
+        return _failed(ext.reason or "no list found")
+    pred = parse_list_value(ext.value) or []
+    return _verdict(ext.value, _lists_equal(pred, gold), ext)
+
+
+def _judge_number(sample: Sample, text: str, precision: int | None) -> Score:
+    gold = to_number(sample.answer)
+    if gold is None:
+        raise ValueError(f"the answer {sample.answer!r} of {sample.sample_id} is not a number")
+    ext = extract_number(text)
+    if not ext.ok:
+        return _failed(ext.reason or "no number found")
+    value = float(ext.value)
+    pred = ext.value if precision is None else fmt_number(round(value, precision))
+    return _verdict(pred, numbers_equal(value, gold, precision), ext)
+
+
+def _latex_key(text: str) -> str:
+    s = clean_latex(text)
+    s = re.sub(r"\\(?:quad|qquad)", " ", s)
+    return re.sub(r"\s+", "", s).rstrip(".").lower()
+
+
+def _judge_value(sample: Sample, text: str) -> Score:
+    """MathVision-style open answer: number, list, or LaTeX/text equality."""
+    if _gold_list(sample.answer) is not None:
+        return _judge_list(sample, text)
+    if to_number(sample.answer) is not None:
+        return _judge_number(sample, text, None)
+    ext = extract_short(text)
+    if not ext.ok:
+        return _failed(ext.reason or "no answer found")
+    correct = _latex_key(ext.value) == _latex_key(sample.answer) or same_text(
+        ext.value, sample.answer
+    )
+    return _verdict(ext.value, correct, ext)
+
+
+def _judge_yesno(sample: Sample, text: str) -> Score:
+    ext = extract_yesno(text)
+    if not ext.ok:
+        return _failed(ext.reason or "no yes/no found")
+    return _verdict(ext.value, ext.value == sample.answer.strip().lower(), ext)
+
+
+def _judge_label(sample: Sample, text: str) -> Score:
+    labels = sample.choices or [sample.answer]
+    ext = extract_label(text, labels)
+    if not ext.ok:
+        return _failed(ext.reason or "no label found")
+    return _verdict(ext.value, same_text(ext.value, sample.answer), ext)
+
+
+# --------------------------------------------------------------------------- VQA normalization
+
+_PUNCT = list(';/[]"{}()=+\\_->@`,?!<')
+_COMMA_STRIP = re.compile(r"(\d)(,)(\d)")
+_PERIOD_STRIP = re.compile(r"(?<!\d)\.(?!\d)")
+_NUMBER_WORDS = {
+    "none": "0",
+    "zero": "0",
+    "one": "1",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+}
+_ARTICLES = {"a", "an", "the"}
+_CONTRACTIONS = {
+    "aint": "ain't",
+    "arent": "aren't",
+    "cant": "can't",
+    "couldnt": "couldn't",
+    "didnt": "didn't",
+    "doesnt": "doesn't",
+    "dont": "don't",
+    "hadnt": "hadn't",
+    "hasnt": "hasn't",
+    "havent": "haven't",
+    "hes": "he's",
+    "im": "i'm",
+    "ive": "i've",
+    "isnt": "isn't",
+    "itll": "it'll",
+    "lets": "let's",
+    "shouldnt": "shouldn't",
+    "thats": "that's",
+    "theres": "there's",
+    "theyre": "they're",
+    "wasnt": "wasn't",
+    "werent": "weren't",
+    "whats": "what's",
+    "wont": "won't",
+    "wouldnt": "wouldn't",
+    "youre": "you're",
+}
+
+
+def vqa_normalize(text: str) -> str:
+    """The VQA eval's answer normalization (punctuation, number words, articles)."""
+    s = str(text).replace("\n", " ").replace("\t", " ").strip()
+    keep_joined = bool(_COMMA_STRIP.search(s))
+    out = s
+    for p in _PUNCT:
+        if (p + " " in s or " " + p in s) or keep_joined:
+            out = out.replace(p, "")
+        else:
+            out = out.replace(p, " ")
+    out = _PERIOD_STRIP.sub("", out)
+    words = []
+    for word in out.lower().split():
+        word = _NUMBER_WORDS.get(word, word)
+        if word not in _ARTICLES:
+            words.append(_CONTRACTIONS.get(word, word))
+    return " ".join(words)
+
+
+def vqa_accuracy(prediction: str, answers: list[str]) -> float:
+    """Mean over leave-one-out subsets of ``min(1, matches / 3)`` (one answer: exact)."""
+    gts = [vqa_normalize(a) for a in answers]
+    pred = vqa_normalize(prediction)
+    if not gts:
+        return 0.0
+    if len(gts) == 1:
+        return float(gts[0] == pred)
+    accs = []
+    for i in range(len(gts)):
+        matches = sum(1 for j, g in enumerate(gts) if j != i and g == pred)
+        accs.append(min(1.0, matches / 3.0))
+    return sum(accs) / len(accs)
+
+
+def _levenshtein(a: str, b: str) -> int:
+    if len(a) > len(b):
+        a, b = b, a
+    prev = list(range(len(a) + 1))
+    for j, cb in enumerate(b, 1):
+        cur = [j]
+        for i, ca in enumerate(a, 1):
+            cur.append(min(prev[i] + 1, cur[i - 1] + 1, prev[i - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def anls(prediction: str, answers: list[str], threshold: float = 0.5) -> float:
+    """ANLS of one prediction: best ``1 - NL`` over the answers, 0 below ``threshold``."""
+    pred = " ".join(str(prediction).strip().lower().split())
+    best = 0.0
+    for answer in answers:
+        gold = " ".join(str(answer).strip().lower().split())
+        length = max(len(gold), len(pred))
+        sim = 1.0 if length == 0 else 1.0 - _levenshtein(gold, pred) / length
+        best = max(best, sim)
+    return best if best >= threshold else 0.0
+
+
+def relaxed_correct(prediction: str, target: str, tolerance: float = 0.05) -> bool:
+    """ChartQA relaxed accuracy (see the module docstring)."""
+    gold = to_number(target)
+    if gold is not None:
+        pred = to_number(prediction)
+        if pred is None:
+            return False
+        if gold == 0:
+            return pred == 0
+        return abs(pred - gold) <= tolerance * abs(gold) + 1e-9 * abs(gold)
+    return norm_text(prediction) == norm_text(target)
+
+
+def _answers(sample: Sample) -> list[str]:
+    answers = sample.meta.get("answers")
+    if isinstance(answers, list) and answers:
+        return [str(a) for a in answers]
+    return [sample.answer]
+
+
+# --------------------------------------------------------------------------- scorers
+
+
+class LetterScorer(Scorer):
+    name = "mmstar"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        return _judge_letter(sample, text)
+
+
+class YesNoScorer(Scorer):
+    name = "hallusionbench"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        return _judge_yesno(sample, text)
+
+
+def _gold_open(answer: str) -> list[str]:
+    text = answer.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            value = ast.literal_eval(text)
+            if isinstance(value, list) and value:
+                return [str(v) for v in value]
+        except (ValueError, SyntaxError):
+            pass
+    return [text]
+
+
+def _mmmu_norm(text: str) -> list[float | str]:
+    s = text.strip()
+    value = None
+    if re.fullmatch(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d+", s):
+        value = float(s.replace(",", ""))
+    if value is not None and math.isfinite(value):
+        return [round(value, 2)]
+    s = s.lower()
+    return [" " + s, s + " "] if len(s) == 1 else [s]
+
+
+_MMMU_KEYS = ("could be ", "so ", "is ", "thus ", "therefore ", "final ", "answer ", "result ")
+
+
+def _mmmu_key_responses(text: str) -> list[str]:
+    response = text.strip().strip(".").lower()
+    parts = re.split(r"\.\s(?=[A-Z])|\n", text.strip().strip("."))
+    parts = [p.lower() for p in parts] if parts else [response]
+    keys: list[str] = []
+    for k, part in enumerate(parts):
+        indicators = list(_MMMU_KEYS) + (["="] if k == len(parts) - 1 else [])
+        shortest = None
+        for ind in indicators:
+            if ind in part:
+                tail = part.split(ind)[-1].strip()
+                if shortest is None or len(tail) < len(shortest):
+                    shortest = tail
+        if shortest and shortest not in (":", ",", ".", "!", "?", ";", "'"):
+            keys.append(shortest)
+    return keys or [response]
+
+
+class MMMUScorer(Scorer):
+    name = "mmmu"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        if sample.answer_type == "letter":
+            return _judge_letter(sample, text)
+        marked = final_markers(text)
+        if marked:
+            keys = [clean_latex(marked[0].segment).lower()]
+            rule = marked[0].method
+        else:
+            keys = _mmmu_key_responses(text)
+            rule = "mmmu-open"
+        preds: list[float | str] = []
+        for key in keys:
+            preds.extend(_mmmu_norm(key))
+            for number in find_numbers(key):
+                preds.append(round(number, 2))
+        gold: list[float | str] = []
+        for answer in _gold_open(sample.answer):
+            gold.extend(_mmmu_norm(answer))
+        correct = False
+        for pred in preds:
+            if isinstance(pred, str):
+                if any(isinstance(g, str) and g in pred for g in gold):
+                    correct = True
+                    break
+            elif pred in gold:
+                correct = True
+                break
+        ext = Extraction(keys[-1] if rule == "mmmu-open" else keys[0], rule)
+        return _verdict(ext.value, correct, ext)
+
+
+def _mathvista_types(sample: Sample) -> tuple[str, str, int | None]:
+    meta = sample.meta or {}
+    qtype = str(meta.get("question_type") or "").strip()
+    if qtype not in ("multi_choice", "free_form"):
+        qtype = "multi_choice" if sample.choices else "free_form"
+    atype = str(meta.get("answer_type") or "").strip()
+    precision = sample.precision
+    if precision is None and isinstance(meta.get("precision"), (int, float)):
+        precision = int(meta["precision"])
+    if atype not in ("integer", "float", "list", "text"):
+        if sample.answer_type == "list" or _gold_list(sample.answer) is not None:
+            atype = "list"
+        elif sample.answer_type == "number":
+            atype = "integer" if re.fullmatch(r"[-+]?\d+", sample.answer.strip()) else "float"
+        else:
+            atype = "text"
+    return qtype, atype, precision
+
+
+class MathVistaScorer(Scorer):
+    name = "mathvista"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        qtype, atype, precision = _mathvista_types(sample)
+        if qtype == "multi_choice" and sample.choices:
+            ext = extract_letter(text, sample.choices)
+            if not ext.ok:
+                return _failed(ext.reason or "no option found")
+            option = sample.choices[ord(ext.value) - ord("A")]
+            return _verdict(option, option.strip() == sample.answer.strip(), ext)
+        if atype == "integer":
+            gold = to_number(sample.answer)
+            ext = extract_number(text)
+            if not ext.ok:
+                return _failed(ext.reason or "no number found")
+            pred = str(int(float(ext.value)))
+            ok = gold is not None and int(pred) == gold
+            return _verdict(pred, ok, ext)
+        if atype == "float":
+            gold = to_number(sample.answer)
+            if precision is None:
+                part = sample.answer.strip().split(".")
+                precision = len(part[1]) if len(part) == 2 else 0
+            ext = extract_number(text)
+            if not ext.ok:
+                return _failed(ext.reason or "no number found")
+            value = round(float(ext.value), precision)
+            ok = gold is not None and value == round(gold, precision)
+            return _verdict(fmt_number(value), ok, ext)
+        if atype == "list":
+            return _judge_list(sample, text)
+        ext = extract_short(text)
+        if not ext.ok:
+            return _failed(ext.reason or "no answer found")
+        return _verdict(ext.value, same_text(ext.value, sample.answer), ext)
+
+
+class MathVisionScorer(Scorer):
+    name = "mathvision"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        if sample.answer_type == "letter" or sample.choices:
+            return _judge_letter(sample, text)
+        return _judge_value(sample, text)
+
+
+class ChartQAScorer(Scorer):
+    name = "chartqa"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        ext = extract_short(text)
+        if to_number(sample.answer) is not None and (not ext.ok or to_number(ext.value) is None):
+            ext = extract_number(text)
+        if not ext.ok:
+            return _failed(ext.reason or "no answer found")
+        return _verdict(ext.value, relaxed_correct(ext.value, sample.answer), ext)
+
+
+class InfoVQAScorer(Scorer):
+    name = "infovqa"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        ext = extract_short(text)
+        if not ext.ok:
+            return _failed(ext.reason or "no answer found")
+        value = anls(ext.value, _answers(sample))
+        return _verdict(ext.value, value >= 0.5, ext, value)
+
+
+class TextVQAScorer(Scorer):
+    name = "textvqa"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        ext = extract_short(text)
+        if not ext.ok:
+            return _failed(ext.reason or "no answer found")
+        value = vqa_accuracy(ext.value, _answers(sample))
+        return _verdict(ext.value, value > 0, ext, value)
+
+
+_MATHVISTA = MathVistaScorer()
+
+
+class DistractBenchScorer(Scorer):
+    name = "distract-bench"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        if sample.answer_type == "letter":
+            return _judge_letter(sample, text)
+        if sample.meta.get("source_style") == "mathvista":
+            return _MATHVISTA.judge(sample, text)
+        return _judge_value(sample, text)
+
+
+class GenericScorer(Scorer):
+    name = "generic"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        atype = sample.answer_type
+        if atype == "letter":
+            return _judge_letter(sample, text)
+        if atype == "number":
+            return _judge_number(sample, text, sample.precision)
+        if atype == "yes/no":
+            return _judge_yesno(sample, text)
+        if atype == "list":
+            return _judge_list(sample, text)
+        if atype == "label":
+            return _judge_label(sample, text)
+        ext = extract_short(text)
+        if not ext.ok:
+            return _failed(ext.reason or "no answer found")
+        answers = _answers(sample)
+        if sample.answer not in answers:
+            answers = [sample.answer, *answers]
+        pred = vqa_normalize(ext.value)
+        correct = any(pred == vqa_normalize(a) or same_text(ext.value, a) for a in answers)
+        if not correct and _gold_list(sample.answer) is not None:
+            items = parse_list_value(ext.value)
+            correct = items is not None and _lists_equal(items, _gold_list(sample.answer) or [])
+        if not correct and to_number(sample.answer) is not None:
+            value = to_number(ext.value)
+            correct = value is not None and numbers_equal(value, to_number(sample.answer) or 0.0)
+        return _verdict(ext.value, correct, ext)
+
+
+SCORERS: dict[str, Scorer] = {
+    "mmmu": MMMUScorer(),
+    "mathvista": MathVistaScorer(),
+    "mathvision": MathVisionScorer(),
+    "chartqa": ChartQAScorer(),
+    "hallusionbench": YesNoScorer(),
+    "infovqa": InfoVQAScorer(),
+    "mmstar": LetterScorer(),
+    "textvqa": TextVQAScorer(),
+    "distract-bench": DistractBenchScorer(),
+    "generic": GenericScorer(),
+}
+
+
+def get_scorer(name: str) -> Scorer:
+    """The scorer ``name``; ``demo`` (the demo adapter) maps to ``generic``."""
+    if name == "demo":
+        name = "generic"
+    if name not in SCORERS:
+        raise ValueError(f"unknown scorer {name!r}; known scorers: {', '.join(sorted(SCORERS))}")
+    return SCORERS[name]
