@@ -22,6 +22,9 @@ if not workflow.overwrite_configfiles:
 include: "workflow/rules/common.smk"
 
 
+report: "workflow/report/workflow.rst"
+
+
 wildcard_constraints:
     dataset=alternation(DATASETS),
     condition=alternation(CONDITIONS),
@@ -35,6 +38,7 @@ include: "workflow/rules/datasets.smk"
 include: "workflow/rules/variants.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/scoring.smk"
+include: "workflow/rules/metrics.smk"
 
 
 rule all:

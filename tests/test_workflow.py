@@ -98,8 +98,11 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
         "gather_outputs": "14",
         "score": "14",
         "score_summary": "1",
+        "metrics_corruption": "1",
+        "tables_corruption": "1",
+        "figures_corruption": "1",
         "all": "1",
-        "total": "51",
+        "total": "54",
     }
     rerun = re.findall(r"wildcards: dataset=([\w-]+), condition=(\w+)", out)
     assert sorted(rerun) == sorted((f"demo-{f}", "corrupt") for f in FAMILIES)
@@ -121,3 +124,36 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(repo):
     assert jobs["infer"] == "176" and jobs["infer_api"] == "4"
     assert jobs["score"] == "180"
     assert "demo_data" not in jobs
+
+
+def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
+    proc = snakemake(
+        demo_run,
+        "-n",
+        "--config",
+        "demo={n_per_family: 3}",
+        "models=[demo-base, demo-reasoning, demo-extra]",
+    )
+    out = proc.stdout + proc.stderr
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
+    jobs.pop("total")
+    per_model = {"demo_model": "1", "infer": "14", "gather_outputs": "14", "score": "14"}
+    aggregation = {
+        "score_summary",
+        "metrics_corruption",
+        "tables_corruption",
+        "figures_corruption",
+        "all",
+    }
+    assert jobs == {**per_model, **{name: "1" for name in aggregation}}
+    # Every per-model job is demo-extra's; nothing of the models already there reruns.
+    models = re.findall(r"wildcards: model=([\w.-]+)", out)
+    assert len(models) == 1 + 14 * 3 and set(models) == {"demo-extra"}
+
+
+def test_report_shows_every_table_and_figure(demo_run):
+    snakemake(demo_run, "--report", "report.html", *SMALL)
+    html = (demo_run / "report.html").read_text(errors="replace")
+    for name in ("figure4.png", "rr_heatmap.png", "table1.csv", "table2.csv", "table10.csv"):
+        assert name in html
+    assert "Vision-corruption study" in html

@@ -12,6 +12,8 @@ from vlmrobust.config import (
     validate_config,
     validate_registry,
 )
+from vlmrobust.figures import corruption_figure_names
+from vlmrobust.tables import corruption_table_names
 from vlmrobust.workflow import alternation, ensure_cli_on_path
 
 ensure_cli_on_path()
@@ -90,7 +92,7 @@ def all_targets():
     targets = variant_manifests()
     if MODELS:
         targets.append("results/scored/summary.csv")
-    return targets
+    return targets + corruption_targets()
 
 
 def prompts_of(dataset):
@@ -176,3 +178,123 @@ def scorer_of(wildcards):
 
 def llm_fallback(wildcards):
     return json.dumps(config["scoring"]["llm_fallback"], sort_keys=True)
+
+
+# --- metrics, tables, figures: the vision-corruption study ---------------------------
+
+CLEAN = config["metrics"]["clean_condition"]
+CORRUPTION_CONDITIONS = [
+    c for c, spec in CONDITIONS.items() if spec["perturbation"] == "corruption"
+]
+
+
+def corruption_datasets():
+    """Datasets with the clean condition and at least one corruption condition."""
+    return [
+        d
+        for d, spec in DATASETS.items()
+        if CLEAN in spec["conditions"]
+        and any(c in spec["conditions"] for c in CORRUPTION_CONDITIONS)
+    ]
+
+
+def corruption_study_inputs():
+    """Scored files and corruption manifests the corruption metrics read."""
+    scored, manifests = [], []
+    for dataset in corruption_datasets():
+        conditions = [
+            c
+            for c in DATASETS[dataset]["conditions"]
+            if c == CLEAN or c in CORRUPTION_CONDITIONS
+        ]
+        for condition in conditions:
+            if condition != CLEAN:
+                manifests.append(
+                    f"results/variants/{dataset}/{condition}/manifest.jsonl"
+                )
+            for model in models_of(dataset):
+                for prompt in prompts_of(dataset):
+                    scored.append(
+                        f"results/scored/{model}/{dataset}/{condition}/{prompt}.csv"
+                    )
+    return {"scored": scored, "manifests": manifests}
+
+
+def corruption_spec():
+    """What the corruption metrics, tables and figures need from the configuration
+    and the registry (vlmrobust.metrics / tables / figures)."""
+    return {
+        "models": MODELS,
+        "model_order": list(MODELS),
+        "datasets": {
+            d: {
+                "group": DATASETS[d]["group"],
+                "prompts": prompts_of(d),
+                "models": models_of(d),
+                "conditions": DATASETS[d]["conditions"],
+            }
+            for d in corruption_datasets()
+        },
+        "clean_condition": CLEAN,
+        "perturbed_conditions": CORRUPTION_CONDITIONS,
+        "conditions": {"clean": CLEAN, "perturbed": CORRUPTION_CONDITIONS},
+        "bootstrap": {
+            "resamples": config["metrics"]["bootstrap_resamples"],
+            "seed": config["seed"],
+            "level": config["metrics"]["ci_level"],
+        },
+    }
+
+
+def corruption_metrics_spec(wildcards):
+    return json.dumps(corruption_spec(), sort_keys=True)
+
+
+def corruption_targets():
+    """The study's final files (none when no model or no corruption condition runs)."""
+    if not MODELS or not corruption_datasets():
+        return []
+    return (
+        ["results/metrics/corruption/metrics.csv"]
+        + corruption_tables()
+        + corruption_figures()
+    )
+
+
+def corruption_tables():
+    return [
+        f"results/tables/corruption/{t}.{ext}"
+        for t in corruption_table_names(corruption_spec())
+        for ext in ("csv", "md", "tex")
+    ]
+
+
+def corruption_figures(ext=("png", "pdf")):
+    return [
+        f"figures/corruption/{f}.{e}"
+        for f in corruption_figure_names(corruption_spec())
+        for e in ext
+    ]
+
+
+# --- released outputs (reviewers) ----------------------------------------------------
+
+IMPORTS = {
+    f"{i['model']}/{i['dataset']}/{i['condition']}/{i['prompt']}": i
+    for i in config["imports"]
+}
+
+
+def import_input(wildcards):
+    spec = IMPORTS[wildcards.imported]
+    return {
+        "released": spec["path"],
+        "samples": f"results/samples/{spec['dataset']}/samples.jsonl",
+    }
+
+
+def import_spec(wildcards):
+    spec = IMPORTS[wildcards.imported]
+    return json.dumps(
+        {**spec, "adapter": DATASETS[spec["dataset"]]["adapter"]}, sort_keys=True
+    )

@@ -66,3 +66,26 @@ rule gather_outputs:
     shell:
         "vlmrobust gather --manifest {input.manifest} --out {output}"
         " {input.shards} > {log} 2>&1"
+
+
+# Released outputs (config `imports`) instead of a model run: reviewers rebuild every
+# table and figure without a GPU. They take precedence over running the model.
+ruleorder: import_outputs > gather_outputs
+
+
+rule import_outputs:
+    input:
+        unpack(import_input),
+    output:
+        "results/outputs/{imported}.jsonl",
+    log:
+        "logs/import/{imported}.log",
+    wildcard_constraints:
+        imported=alternation(IMPORTS),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        spec=import_spec,
+    shell:
+        "vlmrobust import-outputs --spec {params.spec:q} --samples {input.samples}"
+        " --released {input.released} --out {output} > {log} 2>&1"

@@ -203,6 +203,91 @@ def cmd_score_released(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_outputs(args: argparse.Namespace) -> int:
+    """A released lmms-eval / VLMEvalKit file as the outputs of one job (config `imports`)."""
+    from dataclasses import replace
+
+    from .io import write_jsonl
+    from .records import read_samples
+    from .score.released import import_lmms_eval, import_vlmevalkit
+
+    spec = _json_arg(args.spec, "--spec")
+    samples = read_samples(args.samples)
+    questions = {str(s.meta.get("source_id", s.sample_id)): s for s in samples}
+    dataset = samples[0].dataset if samples else spec["dataset"]
+    if spec["format"] == "lmms-eval":
+        rows = import_lmms_eval(
+            args.released,
+            dataset,
+            questions,
+            spec["model"],
+            spec["condition"],
+            id_field=spec.get("id_field") or "doc_id",
+        )
+    else:
+        rows = import_vlmevalkit(
+            args.released,
+            dataset,
+            questions,
+            spec["model"],
+            spec["condition"],
+            id_column=spec.get("id_field"),
+        )
+    # The rows stand for the run's prompt setting, so they sit where a run would put them.
+    rows = [replace(r, prompt=spec["prompt"]) for r in rows]
+    missing = len(samples) - len({r.sample_id for r in rows})
+    if missing:
+        log.warning("%s: %d samples have no released answer", args.released, missing)
+    n = write_jsonl(args.out, (r.to_dict() for r in rows))
+    log.info("%s: %d rows imported from %s", args.out, n, args.released)
+    return 0
+
+
+def cmd_metrics_corruption(args: argparse.Namespace) -> int:
+    from .io import atomic_write_text
+    from .metrics import compute_corruption_metrics, read_inputs, write_metrics
+
+    spec = _json_arg(args.spec, "--spec")
+    t0 = time.perf_counter()
+    scored, variants = read_inputs(args.scored, args.manifests or [])
+    metrics, warnings = compute_corruption_metrics(scored, variants, spec)
+    write_metrics(metrics, Path(args.out))
+    for w in warnings:
+        log.warning("%s", w)
+    if args.warnings:
+        atomic_write_text(args.warnings, "".join(f"{w}\n" for w in warnings))
+    log.info(
+        "%s: %d metric rows, %d warnings (%.1f s)",
+        args.out,
+        len(metrics),
+        len(warnings),
+        time.perf_counter() - t0,
+    )
+    return 0
+
+
+def cmd_tables_corruption(args: argparse.Namespace) -> int:
+    from .metrics import read_metrics
+    from .tables import write_corruption_tables
+
+    paths = write_corruption_tables(
+        read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir)
+    )
+    log.info("%d table files written to %s", len(paths), args.out_dir)
+    return 0
+
+
+def cmd_figures_corruption(args: argparse.Namespace) -> int:
+    from .figures import write_corruption_figures
+    from .metrics import read_metrics
+
+    paths = write_corruption_figures(
+        read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir)
+    )
+    log.info("%d figure files written to %s", len(paths), args.out_dir)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vlmrobust",
@@ -260,6 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="outputs JSONL (progress goes to <out>.partial)")
     s.set_defaults(func=cmd_infer)
 
+    s = sub.add_parser("import-outputs", help="released results as the outputs of one job")
+    s.add_argument("--spec", required=True, help="the `imports` entry as JSON")
+    s.add_argument("--samples", required=True, help="samples JSONL of the dataset")
+    s.add_argument("--released", required=True, help="the released file")
+    s.add_argument("--out", required=True, help="outputs JSONL")
+    s.set_defaults(func=cmd_import_outputs)
+
     s = sub.add_parser("gather", help="concatenate the shards of one output in manifest order")
     s.add_argument("--manifest", required=True)
     s.add_argument("--out", required=True)
@@ -294,6 +386,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--condition", default="clean", help="condition recorded in the rows")
     s.add_argument("--out", required=True, help="scored CSV")
     s.set_defaults(func=cmd_score_released)
+
+    s = sub.add_parser("metrics-corruption", help="scored -> metrics of the corruption study")
+    s.add_argument("--spec", required=True, help="models, datasets, conditions, bootstrap (JSON)")
+    s.add_argument("--scored", nargs="+", required=True, help="scored CSV files")
+    s.add_argument(
+        "--manifests", nargs="*", default=[], help="manifests of the perturbed conditions"
+    )
+    s.add_argument("--out", required=True, help="tidy metrics CSV")
+    s.add_argument("--warnings", help="a text file listing the warnings")
+    s.set_defaults(func=cmd_metrics_corruption)
+
+    s = sub.add_parser("tables-corruption", help="metrics -> Tables 1, 2, 8-10 (csv, md, tex)")
+    s.add_argument("--spec", required=True)
+    s.add_argument("--metrics", required=True)
+    s.add_argument("--out-dir", required=True)
+    s.set_defaults(func=cmd_tables_corruption)
+
+    s = sub.add_parser("figures-corruption", help="metrics -> Figure 4 and the RR heat map")
+    s.add_argument("--spec", required=True)
+    s.add_argument("--metrics", required=True)
+    s.add_argument("--out-dir", required=True)
+    s.set_defaults(func=cmd_figures_corruption)
     return p
 
 

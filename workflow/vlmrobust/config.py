@@ -240,6 +240,35 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                     f"config: datasets.{name}.path: demo family {family!r} is not generated "
                     f"(demo.families: {', '.join(config['demo']['families'])})"
                 )
+    seen_imports = set()
+    for i, imp in enumerate(config["imports"]):
+        where = f"config: imports.{i}"
+        if imp["dataset"] not in config["datasets"]:
+            raise ConfigError(f"{where}.dataset: {imp['dataset']!r} is not a dataset of the run")
+        ds = config["datasets"][imp["dataset"]]
+        if imp["condition"] not in ds["conditions"]:
+            raise ConfigError(
+                f"{where}.condition: {imp['condition']!r} is not among "
+                f"datasets.{imp['dataset']}.conditions ({', '.join(ds['conditions'])})"
+            )
+        prompts = ds["prompts"] or ["default"]
+        if imp["prompt"] not in prompts:
+            raise ConfigError(
+                f"{where}.prompt: {imp['prompt']!r} is not among the dataset's prompt "
+                f"settings ({', '.join(prompts)})"
+            )
+        if imp["model"] not in config["models"]:
+            raise ConfigError(f"{where}.model: {imp['model']!r} is not in the run's `models`")
+        key = (imp["model"], imp["dataset"], imp["condition"], imp["prompt"])
+        if key in seen_imports:
+            raise ConfigError(f"{where}: a second import for {'/'.join(key)}")
+        seen_imports.add(key)
+    clean = config["metrics"]["clean_condition"]
+    if config["datasets"] and clean not in config["conditions"]:
+        raise ConfigError(
+            f"config: metrics.clean_condition: {clean!r} is not a condition "
+            f"(defined: {', '.join(config['conditions'])})"
+        )
     decoding = config["decoding"]
     if decoding["n"] > 1 and decoding["temperature"] <= 0:
         raise ConfigError(

@@ -1,0 +1,16 @@
+"""Tables: views of the tidy metrics as CSV, Markdown and LaTeX."""
+
+from vlmrobust.tables.corruption import (
+    corruption_table_names,
+    corruption_tables,
+    write_corruption_tables,
+)
+from vlmrobust.tables.render import Table, write_table
+
+__all__ = [
+    "Table",
+    "corruption_table_names",
+    "corruption_tables",
+    "write_corruption_tables",
+    "write_table",
+]

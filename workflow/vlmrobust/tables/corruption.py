@@ -1,0 +1,675 @@
+"""Distract-Bench vision-corruption tables (paper Tables 1, 2, 8, 9, 10) from the metrics.
+
+Input: the tidy metrics table (``results/metrics/corruption/metrics.csv``) and the run's
+``spec`` (model registry entries, model order, datasets with their group, the clean and
+perturbed conditions). Output, in ``out_dir``: ``table1``, ``table2``, ``table8``,
+``table9``, ``table10`` as ``.csv``, ``.md`` and ``.tex``.
+
+* Table 1: models grouped by family (base first, then its reasoning models) × the
+  benchmark groups (Reasoning, General): clean accuracy, perturbed accuracy, RR.
+* Table 2: one row per base→reasoning pair, pooled over benchmarks: N, agreement,
+  retention gap with its 90% CI, error overlap (Jaccard), and a Mean row.
+* Tables 8, 9, 10: models × benchmarks (config order): clean accuracy, perturbed
+  accuracy, RR.
+
+Tables 1, 2, 9 and 10 depend on the perturbed condition: with more than one perturbed
+condition in the spec each gets one file per condition (``table1_<condition>``); the
+names depend on the spec only (:func:`corruption_table_names`), so a workflow rule can
+declare them. A value that is missing or undefined shows as "–" with a footnote giving
+the model, the benchmark and the reason from the metrics table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vlmrobust.tables.render import (
+    DASH,
+    Table,
+    fmt_count,
+    fmt_gap_ci,
+    fmt_jaccard,
+    fmt_pct,
+    fmt_signed_pct,
+    is_missing,
+    write_table,
+)
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "POOLED",
+    "Footnotes",
+    "MetricsIndex",
+    "ModelInfo",
+    "benchmark_label",
+    "benchmark_order",
+    "condition_label",
+    "corruption_table_names",
+    "corruption_tables",
+    "family_label",
+    "group_order",
+    "normalise_metrics",
+    "ordered_models",
+    "perturbed_conditions",
+    "write_corruption_tables",
+]
+
+#: The columns of the tidy metrics table, in order.
+METRIC_COLUMNS: tuple[str, ...] = (
+    "metric",
+    "model",
+    "base_model",
+    "family",
+    "role",
+    "benchmark",
+    "group",
+    "prompt",
+    "condition",
+    "method",
+    "severity",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n",
+    "note",
+)
+NUMERIC_COLUMNS: tuple[str, ...] = ("severity", "value", "ci_low", "ci_high", "n")
+TEXT_COLUMNS: tuple[str, ...] = tuple(c for c in METRIC_COLUMNS if c not in NUMERIC_COLUMNS)
+#: The ``benchmark`` of rows pooled over every benchmark.
+POOLED = "all"
+#: Benchmark groups shown first, in this order (the paper's Table 1); others follow.
+KNOWN_GROUPS: tuple[str, ...] = ("reasoning", "general")
+ROLE_LABELS = {"base": "Base", "reasoning": "Reas.", "closed": "Closed-s."}
+CONDITION_LABELS = {"corrupt": "Corrupted", "corruption": "Corrupted", "edit": "Distracted"}
+NO_OUTPUTS = "no scored outputs"
+NOT_EVALUATED = "not in the metrics table"
+
+
+# ---------------------------------------------------------------------------
+# Reading the metrics table
+# ---------------------------------------------------------------------------
+
+
+def normalise_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Check the columns; text columns as str ('' for empty), number columns as float."""
+    missing = [c for c in METRIC_COLUMNS if c not in metrics.columns]
+    if missing:
+        raise ValueError(
+            f"metrics table lacks column(s) {missing}; expected exactly {list(METRIC_COLUMNS)}"
+        )
+    out = pd.DataFrame(index=range(len(metrics)))
+    for col in TEXT_COLUMNS:
+        values = metrics[col].tolist()
+        out[col] = pd.Series(
+            ["" if is_missing(v) else str(v) for v in values], dtype=object, index=out.index
+        )
+    for col in NUMERIC_COLUMNS:
+        try:
+            out[col] = pd.to_numeric(metrics[col].reset_index(drop=True), errors="raise").astype(
+                float
+            )
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"metrics table: column {col!r} holds a non-number ({exc})") from exc
+    return out
+
+
+class MetricsIndex:
+    """Fast look-ups of metric rows by (metric, model, benchmark, condition)."""
+
+    def __init__(self, metrics: pd.DataFrame):
+        self.frame = normalise_metrics(metrics)
+        self._rows: list[dict[str, Any]] = self.frame.to_dict("records")
+        self._by_key: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+        self._by_metric: dict[str, list[dict[str, Any]]] = {}
+        for row in self._rows:
+            key = (row["metric"], row["model"], row["benchmark"], row["condition"])
+            self._by_key.setdefault(key, []).append(row)
+            self._by_metric.setdefault(row["metric"], []).append(row)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return self._rows
+
+    def metric_rows(self, metric: str) -> list[dict[str, Any]]:
+        return list(self._by_metric.get(metric, []))
+
+    def rows(
+        self, metric: str, model: str, benchmark: str, condition: str, base_model: str | None = None
+    ) -> list[dict[str, Any]]:
+        rows = self._by_key.get((metric, model, benchmark, condition), [])
+        if base_model is not None:
+            rows = [r for r in rows if r["base_model"] == base_model]
+        return rows
+
+    def one(
+        self, metric: str, model: str, benchmark: str, condition: str, base_model: str | None = None
+    ) -> dict[str, Any] | None:
+        """The single matching row, None if there is none; several are an error."""
+        rows = self.rows(metric, model, benchmark, condition, base_model)
+        if len(rows) > 1:
+            raise ValueError(
+                f"metrics table has {len(rows)} rows for metric={metric!r}, model={model!r}, "
+                f"benchmark={benchmark!r}, condition={condition!r}"
+                + (f", base_model={base_model!r}" if base_model is not None else "")
+                + "; expected at most one"
+            )
+        return rows[0] if rows else None
+
+    def models(self) -> list[str]:
+        """Every model named in the table (model and base_model columns), sorted."""
+        names = {r["model"] for r in self._rows if r["model"]}
+        names |= {r["base_model"] for r in self._rows if r["base_model"]}
+        return sorted(names)
+
+    def benchmarks(self) -> list[str]:
+        return sorted({r["benchmark"] for r in self._rows if r["benchmark"]})
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One looked-up value: the row (None if absent) and why it is missing, if it is."""
+
+    row: dict[str, Any] | None
+    note: str
+
+    @property
+    def value(self) -> float:
+        return math.nan if self.row is None else float(self.row["value"])
+
+    @property
+    def missing(self) -> bool:
+        return is_missing(self.value)
+
+
+def lookup(
+    index: MetricsIndex,
+    metric: str,
+    model: str,
+    benchmark: str,
+    condition: str,
+    base_model: str | None = None,
+) -> Cell:
+    """The row for one table cell and its footnote text ('' when there is nothing to say)."""
+    row = index.one(metric, model, benchmark, condition, base_model)
+    if row is None:
+        miss = index.one("missing", model, benchmark, condition) or index.one(
+            "missing", model, benchmark, ""
+        )
+        if miss is not None:
+            return Cell(None, miss["note"] or NO_OUTPUTS)
+        return Cell(None, NOT_EVALUATED)
+    note = row["note"]
+    if is_missing(row["value"]) and not note:
+        miss = index.one("missing", model, benchmark, condition) or index.one(
+            "missing", model, benchmark, ""
+        )
+        note = (miss["note"] or NO_OUTPUTS) if miss is not None else "undefined"
+    return Cell(row, note)
+
+
+# ---------------------------------------------------------------------------
+# Models, benchmarks, groups, conditions
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: str
+    name: str
+    family: str
+    role: str
+    base: str
+
+    @property
+    def type_label(self) -> str:
+        return ROLE_LABELS.get(self.role, self.role.title() if self.role else "")
+
+
+def _registry_entry(spec: Mapping[str, Any], model: str) -> Mapping[str, Any]:
+    entry = (spec.get("models") or {}).get(model)
+    return entry if isinstance(entry, Mapping) else {}
+
+
+def ordered_models(index: MetricsIndex, spec: Mapping[str, Any]) -> list[ModelInfo]:
+    """The run's models (``model_order``, then any other model in the metrics, sorted),
+    grouped by family in order of first appearance: bases first, then the others."""
+    order = [str(m) for m in spec.get("model_order") or []]
+    ids = list(dict.fromkeys(order + [m for m in index.models() if m not in order]))
+    fallback: dict[str, dict[str, str]] = {}
+    for row in index.records:
+        info = fallback.setdefault(row["model"], {})
+        for key in ("family", "role"):
+            if row[key] and key not in info:
+                info[key] = row[key]
+        if row["base_model"] and row["metric"] not in _PAIR_METRICS and "base" not in info:
+            info["base"] = row["base_model"]
+    infos = []
+    for mid in ids:
+        entry = _registry_entry(spec, mid)
+        meta = fallback.get(mid, {})
+        infos.append(
+            ModelInfo(
+                id=mid,
+                name=str(entry.get("name") or mid),
+                family=str(entry.get("family") or meta.get("family") or mid),
+                role=str(entry.get("role") or meta.get("role") or ""),
+                base=str(entry.get("base") or meta.get("base") or ""),
+            )
+        )
+    families = list(dict.fromkeys(m.family for m in infos))
+    out: list[ModelInfo] = []
+    for fam in families:
+        members = [m for m in infos if m.family == fam]
+        out += [m for m in members if m.role == "base"]
+        out += [m for m in members if m.role != "base"]
+    return out
+
+
+_PAIR_METRICS = frozenset(
+    {"pair_n", "agreement", "retention_gap", "error_jaccard", "rr_fingerprint_corr"}
+)
+
+
+def family_label(family: str, spec: Mapping[str, Any]) -> str:
+    """A family's display name: ``spec["families"][id]["name"]`` or from the id
+    ("qwen2.5-vl" -> "Qwen2.5-VL")."""
+    entry = (spec.get("families") or {}).get(family)
+    if isinstance(entry, Mapping) and entry.get("name"):
+        return str(entry["name"])
+    if isinstance(entry, str) and entry:
+        return entry
+    parts = []
+    for part in family.split("-"):
+        if len(part) <= 2 and part.isalpha():
+            parts.append(part.upper())
+        elif part.lower().startswith("gpt"):
+            parts.append("GPT" + part[3:])
+        else:
+            parts.append(part[:1].upper() + part[1:])
+    return "-".join(parts)
+
+
+def family_groups(models: list[ModelInfo], spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """Row groups ("<Family> family", n) for consecutive models of one family."""
+    groups: list[tuple[str, int]] = []
+    last = None
+    for m in models:
+        if m.family == last:
+            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
+        else:
+            groups.append((f"{family_label(m.family, spec)} family", 1))
+            last = m.family
+    return tuple(groups)
+
+
+def _dataset_entry(spec: Mapping[str, Any], dataset: str) -> Mapping[str, Any]:
+    entry = (spec.get("datasets") or {}).get(dataset)
+    return entry if isinstance(entry, Mapping) else {}
+
+
+def group_order(index: MetricsIndex, spec: Mapping[str, Any]) -> list[str]:
+    """Benchmark groups: reasoning, general, then any other (config order)."""
+    found = [str(_dataset_entry(spec, d).get("group") or "") for d in spec.get("datasets") or {}]
+    found = [g for g in dict.fromkeys(found) if g]
+    if not found:
+        found = sorted(
+            {
+                r["benchmark"]
+                for r in index.metric_rows("accuracy")
+                if r["benchmark"] in KNOWN_GROUPS
+            }
+        )
+    known = [g for g in KNOWN_GROUPS if g in found]
+    return known + [g for g in found if g not in known]
+
+
+def group_label(group: str) -> str:
+    return group[:1].upper() + group[1:]
+
+
+def benchmark_order(index: MetricsIndex, spec: Mapping[str, Any]) -> list[str]:
+    """Benchmarks in config order: a dataset, or its ``dataset:prompt`` benchmarks (in
+    the order of the dataset's ``prompts`` when given, else sorted); then any other
+    benchmark of the metrics table, sorted. Group names and "all" are not benchmarks."""
+    datasets = [str(d) for d in spec.get("datasets") or {}]
+    groups = set(group_order(index, spec)) | set(KNOWN_GROUPS) | {POOLED}
+    present = [b for b in index.benchmarks() if b not in groups]
+    out: list[str] = []
+    for ds in datasets:
+        variants = [b for b in present if b.startswith(ds + ":")]
+        prompts = [str(p) for p in _dataset_entry(spec, ds).get("prompts") or []]
+        ordered = [f"{ds}:{p}" for p in prompts if f"{ds}:{p}" in variants]
+        ordered += sorted(b for b in variants if b not in ordered)
+        if ds in present or not ordered:
+            out.append(ds)
+        out += ordered
+    out += sorted(b for b in present if b not in out)
+    return out
+
+
+def benchmark_label(benchmark: str, spec: Mapping[str, Any]) -> str:
+    """Display name: the dataset's ``display`` (or name), with "(prompt)" for variants;
+    a prompt named "<dataset>-x" shows as "x"."""
+    dataset, _, prompt = benchmark.partition(":")
+    display = str(_dataset_entry(spec, dataset).get("display") or dataset)
+    if not prompt:
+        return display
+    short = prompt[len(dataset) + 1 :] if prompt.startswith(dataset + "-") else prompt
+    return f"{display} ({short})"
+
+
+def perturbed_conditions(spec: Mapping[str, Any]) -> list[str]:
+    conditions = spec.get("conditions") or {}
+    perturbed = conditions.get("perturbed") or []
+    if isinstance(perturbed, str):
+        perturbed = [perturbed]
+    return [str(c) for c in perturbed]
+
+
+def clean_condition(spec: Mapping[str, Any]) -> str:
+    return str((spec.get("conditions") or {}).get("clean") or "clean")
+
+
+def condition_label(condition: str) -> str:
+    """ "corrupt" -> "Corrupted"; any other condition shows as its name."""
+    return CONDITION_LABELS.get(condition, condition)
+
+
+def condition_suffixes(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(condition, file-name suffix): no suffix when there is one perturbed condition."""
+    conds = perturbed_conditions(spec)
+    if len(conds) == 1:
+        return [(conds[0], "")]
+    return [(c, f"_{c}") for c in conds]
+
+
+# ---------------------------------------------------------------------------
+# Footnotes
+# ---------------------------------------------------------------------------
+
+
+class Footnotes:
+    """Collects (subject, where, note) and writes one line per (subject, note).
+
+    A note on a cell shown as "–" starts with "–"; a note on a cell that has a value
+    (e.g. a group mean that lacks a benchmark) is written without it."""
+
+    def __init__(self, joiner: str = " on "):
+        self.joiner = joiner
+        self._items: dict[tuple[str, str, bool], list[str]] = {}
+
+    def add(self, subject: str, where: str, note: str, missing: bool = True) -> None:
+        if not note:
+            return
+        wheres = self._items.setdefault((subject, note, bool(missing)), [])
+        if where and where not in wheres:
+            wheres.append(where)
+
+    def lines(self) -> tuple[str, ...]:
+        out = []
+        for (subject, note, missing), wheres in self._items.items():
+            text = note if note.endswith((".", "!", "?")) else note + "."
+            where = f"{self.joiner}{', '.join(wheres)}" if wheres else ""
+            line = f"{subject}{where}: {text}" if subject else text
+            out.append(f"{DASH} {line}" if missing else line)
+        return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# The tables
+# ---------------------------------------------------------------------------
+
+
+def _frame(rows: list[list[str]], columns: list[tuple[str, str]]) -> pd.DataFrame:
+    if any(g for g, _ in columns):
+        cols: Any = pd.MultiIndex.from_tuples(columns)
+    else:
+        cols = [c for _, c in columns]
+    return pd.DataFrame(rows, columns=cols, dtype=object)
+
+
+def _pct_cell(
+    index: MetricsIndex,
+    notes: Footnotes,
+    model: ModelInfo,
+    where: str,
+    metric: str,
+    benchmark: str,
+    condition: str,
+) -> str:
+    cell = lookup(index, metric, model.id, benchmark, condition)
+    notes.add(model.name, where, cell.note, missing=cell.missing)
+    return fmt_pct(cell.value)
+
+
+def table1(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> Table:
+    """Models × benchmark groups: clean accuracy, perturbed accuracy, RR."""
+    models = ordered_models(index, spec)
+    clean = clean_condition(spec)
+    label = condition_label(condition)
+    leaves = [
+        ("Clean Acc. (%)", "accuracy", clean),
+        (f"{label} Acc. (%)", "accuracy", condition),
+        ("RR (%)", "rr", condition),
+    ]
+    groups = group_order(index, spec)
+    columns = [("", "Model"), ("", "Type")]
+    columns += [(group_label(g), leaf) for g in groups for leaf, _, _ in leaves]
+    notes = Footnotes(joiner=", ")
+    rows = []
+    for m in models:
+        row = [m.name, m.type_label]
+        for g in groups:
+            for leaf, metric, cond in leaves:
+                where = f"{group_label(g)} {leaf}"
+                row.append(_pct_cell(index, notes, m, where, metric, g, cond))
+        rows.append(row)
+    return Table(
+        data=_frame(rows, columns),
+        row_groups=family_groups(models, spec),
+        footnotes=notes.lines(),
+        caption=(
+            f"Robustness under {label.lower()} inputs (condition '{condition}') across "
+            "benchmark groups: clean accuracy, perturbed accuracy and relative robustness "
+            "(RR = perturbed / clean accuracy)."
+        ),
+        label=f"tab:corruption-table1-{condition}",
+        row_group_column="Family",
+        stub_columns=2,
+    )
+
+
+def _pairs(index: MetricsIndex, spec: Mapping[str, Any]) -> list[tuple[ModelInfo, ModelInfo]]:
+    """(base, reasoning) pairs: every model with a ``base`` among the models, in table
+    order, then pairs only the metrics table knows."""
+    models = ordered_models(index, spec)
+    by_id = {m.id: m for m in models}
+    pairs = [(by_id[m.base], m) for m in models if m.base and m.base in by_id and m.base != m.id]
+    seen = {(b.id, r.id) for b, r in pairs}
+    extra = sorted(
+        {
+            (r["base_model"], r["model"])
+            for metric in ("pair_n", "agreement", "retention_gap", "error_jaccard")
+            for r in index.metric_rows(metric)
+            if r["base_model"] and r["model"]
+        }
+        - seen
+    )
+    for base, reas in extra:
+        if base in by_id and reas in by_id:
+            pairs.append((by_id[base], by_id[reas]))
+    return pairs
+
+
+def _mean(values: Iterable[float]) -> float:
+    vals = [v for v in values if not is_missing(v)]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def table2(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> Table:
+    """Pairs pooled over benchmarks: N, agreement, retention gap (90% CI), Jaccard, Mean."""
+    columns = [
+        ("", "Pair"),
+        ("", "N"),
+        ("", "Agreement (%)"),
+        ("", "Retention gap @ 90% CI"),
+        ("", "Error overlap (Jaccard)"),
+    ]
+    notes = Footnotes(joiner=", ")
+    rows = []
+    agreements, gaps, jaccards = [], [], []
+    for base, reas in _pairs(index, spec):
+        name = f"{base.name}\u2192{reas.name}"
+
+        def get(metric: str, where: str, base=base, reas=reas, name=name) -> Cell:
+            cell = lookup(index, metric, reas.id, POOLED, condition, base_model=base.id)
+            notes.add(name, where, cell.note, missing=cell.missing)
+            return cell
+
+        n = get("pair_n", "N")
+        agree = get("agreement", "agreement")
+        gap = get("retention_gap", "retention gap")
+        jac = get("error_jaccard", "error overlap")
+        n_value = n.value
+        if is_missing(n_value) and agree.row is not None and not is_missing(agree.row["n"]):
+            n_value = agree.row["n"]
+        gap_row = gap.row or {}
+        rows.append(
+            [
+                name,
+                fmt_count(n_value),
+                fmt_pct(agree.value),
+                fmt_gap_ci(gap.value, gap_row.get("ci_low"), gap_row.get("ci_high")),
+                fmt_jaccard(jac.value),
+            ]
+        )
+        agreements.append(agree.value)
+        gaps.append(gap.value)
+        jaccards.append(jac.value)
+    npairs = len(rows)
+    rows.append(
+        [
+            "Mean",
+            DASH,
+            fmt_pct(_mean(agreements)),
+            fmt_signed_pct(_mean(gaps)),
+            fmt_jaccard(_mean(jaccards)),
+        ]
+    )
+    lines = list(notes.lines())
+    if npairs == 0:
+        lines.append(f"{DASH} No base\u2192reasoning pair among the models.")
+    lines.append(
+        "N: samples correct on the clean input for both models of the pair. Retention gap: "
+        "base minus reasoning retention (percentage points); positive means the base model "
+        "retains more. Mean: over the pairs with a value."
+    )
+    return Table(
+        data=_frame(rows, columns),
+        row_groups=(("", npairs), ("", 1)),
+        footnotes=tuple(lines),
+        caption=(
+            "Matched-sample robustness similarity between reasoning models and their base "
+            f"models under condition '{condition}', pooled over benchmarks."
+        ),
+        label=f"tab:corruption-table2-{condition}",
+        stub_columns=1,
+    )
+
+
+def benchmark_table(
+    index: MetricsIndex,
+    spec: Mapping[str, Any],
+    metric: str,
+    condition: str,
+    caption: str,
+    label: str,
+) -> Table:
+    """Models × benchmarks (config order), one metric in percent."""
+    models = ordered_models(index, spec)
+    benches = benchmark_order(index, spec)
+    columns = [("", "Model"), ("", "Type")] + [("", benchmark_label(b, spec)) for b in benches]
+    notes = Footnotes(joiner=" on ")
+    rows = []
+    for m in models:
+        row = [m.name, m.type_label]
+        for b in benches:
+            row.append(_pct_cell(index, notes, m, benchmark_label(b, spec), metric, b, condition))
+        rows.append(row)
+    return Table(
+        data=_frame(rows, columns),
+        row_groups=family_groups(models, spec),
+        footnotes=notes.lines(),
+        caption=caption,
+        label=label,
+        row_group_column="Family",
+        stub_columns=2,
+    )
+
+
+def corruption_table_names(spec: Mapping[str, Any]) -> list[str]:
+    """The file stems :func:`write_corruption_tables` writes (each as .csv, .md, .tex)."""
+    names = []
+    suffixes = condition_suffixes(spec)
+    names += [f"table1{s}" for _, s in suffixes]
+    names += [f"table2{s}" for _, s in suffixes]
+    names.append("table8")
+    names += [f"table9{s}" for _, s in suffixes]
+    names += [f"table10{s}" for _, s in suffixes]
+    return names
+
+
+def corruption_tables(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> dict[str, Table]:
+    """Every table by file stem (see :func:`corruption_table_names`)."""
+    index = metrics if isinstance(metrics, MetricsIndex) else MetricsIndex(metrics)
+    suffixes = condition_suffixes(spec)
+    clean = clean_condition(spec)
+    tables: dict[str, Table] = {}
+    for cond, sfx in suffixes:
+        tables[f"table1{sfx}"] = table1(index, spec, cond)
+    for cond, sfx in suffixes:
+        tables[f"table2{sfx}"] = table2(index, spec, cond)
+    tables["table8"] = benchmark_table(
+        index,
+        spec,
+        "accuracy",
+        clean,
+        caption="Clean accuracy (Acc@1, %) of every model on every benchmark.",
+        label="tab:corruption-table8",
+    )
+    for cond, sfx in suffixes:
+        tables[f"table9{sfx}"] = benchmark_table(
+            index,
+            spec,
+            "accuracy",
+            cond,
+            caption=f"Accuracy (Acc@1, %) under condition '{cond}' on every benchmark.",
+            label=f"tab:corruption-table9-{cond}",
+        )
+    for cond, sfx in suffixes:
+        tables[f"table10{sfx}"] = benchmark_table(
+            index,
+            spec,
+            "rr",
+            cond,
+            caption=(f"Relative robustness (RR, %) under condition '{cond}' on every benchmark."),
+            label=f"tab:corruption-table10-{cond}",
+        )
+    return tables
+
+
+def write_corruption_tables(
+    metrics: pd.DataFrame, spec: Mapping[str, Any], out_dir: str | Path
+) -> list[Path]:
+    """Write Tables 1, 2, 8, 9, 10 as .csv/.md/.tex under ``out_dir``; return the paths."""
+    out_dir = Path(out_dir)
+    paths: list[Path] = []
+    for stem, table in corruption_tables(metrics, spec).items():
+        paths += write_table(table, out_dir / stem)
+    return paths
