@@ -192,7 +192,9 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
         if m["backend"] in ("hf", "vllm") and not (m["hf_repo"] or m["local_path"]):
             raise ConfigError(f"{where}: backend {m['backend']!r} needs hf_repo or local_path")
         if m["demo_seed"] is not None and (m["backend"] != "hf" or not m["local_path"]):
-            raise ConfigError(f"{where}: a demo model (demo_seed) needs backend 'hf' and a local_path")
+            raise ConfigError(
+                f"{where}: a demo model (demo_seed) needs backend 'hf' and a local_path"
+            )
         if m["backend"] in ("openai", "gemini") and not m["api_model"]:
             raise ConfigError(f"{where}: backend {m['backend']!r} needs api_model")
     return registry

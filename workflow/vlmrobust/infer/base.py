@@ -103,6 +103,24 @@ class Backend(abc.ABC):
         self.close()
 
 
+def chat_messages(req: Request) -> list[dict[str, Any]]:
+    """The request as chat-template messages (image placeholders in content order),
+    shared by the backends that apply a processor's chat template (hf, vllm)."""
+    content: list[dict[str, str]] = []
+    for part in req.content:
+        if part["type"] == "image":
+            content.append({"type": "image"})
+        elif part["type"] == "text":
+            content.append({"type": "text", "text": part["text"]})
+        else:
+            raise ValueError(f"request {req.key!r}: unknown content part type {part['type']!r}")
+    messages: list[dict[str, Any]] = []
+    if req.system:
+        messages.append({"role": "system", "content": [{"type": "text", "text": req.system}]})
+    messages.append({"role": "user", "content": content})
+    return messages
+
+
 def chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
     for i in range(0, len(items), max(1, size)):
         yield items[i : i + size]

@@ -60,7 +60,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import Backend, Request, Result, chunks
+from .base import Backend, Request, Result, chat_messages, chunks
 from .demo_model import read_demo_record
 from .media import load_image
 
@@ -436,18 +436,7 @@ class HFBackend(Backend):
         if req.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
         images = [load_image(p) for p in req.image_paths]
-        content: list[dict[str, str]] = []
-        for part in req.content:
-            if part["type"] == "image":
-                content.append({"type": "image"})
-            elif part["type"] == "text":
-                content.append({"type": "text", "text": part["text"]})
-            else:
-                raise ValueError(f"unknown content part type {part['type']!r}")
-        messages: list[dict[str, Any]] = []
-        if req.system:
-            messages.append({"role": "system", "content": [{"type": "text", "text": req.system}]})
-        messages.append({"role": "user", "content": content})
+        messages = chat_messages(req)
         prompt = self.processor.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=False, **self._template_kwargs
         )

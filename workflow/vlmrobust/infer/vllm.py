@@ -31,28 +31,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .base import Backend, Request, Result, chunks
+from .base import Backend, Request, Result, chat_messages, chunks
 from .media import load_image
 
 #: Tokens removed from the end of an output (ends of turn, padding); reasoning tags
 #: such as ``<think>`` are kept even where the tokenizer marks them special.
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>")
-
-
-def _chat_messages(req: Request) -> list[dict[str, Any]]:
-    content: list[dict[str, str]] = []
-    for part in req.content:
-        if part["type"] == "image":
-            content.append({"type": "image"})
-        elif part["type"] == "text":
-            content.append({"type": "text", "text": part["text"]})
-        else:
-            raise ValueError(f"request {req.key!r}: unknown content part type {part['type']!r}")
-    messages: list[dict[str, Any]] = []
-    if req.system:
-        messages.append({"role": "system", "content": [{"type": "text", "text": req.system}]})
-    messages.append({"role": "user", "content": content})
-    return messages
 
 
 def _render(processor_or_template: Any, messages: list[dict[str, Any]], kwargs: dict) -> str:
@@ -114,7 +98,7 @@ def build_vllm_request(
     arguments. Raises when an image cannot be read (the message names the file).
     """
     options = options or {}
-    messages = _chat_messages(req)
+    messages = chat_messages(req)
     prompt = _render(
         processor_or_template, messages, dict(options.get("chat_template_kwargs") or {})
     )

@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from vlmrobust.metrics.corruption import METRIC_COLUMNS as _METRIC_COLUMNS
 from vlmrobust.tables.render import (
     DASH,
     Table,
@@ -60,25 +61,8 @@ __all__ = [
     "write_corruption_tables",
 ]
 
-#: The columns of the tidy metrics table, in order.
-METRIC_COLUMNS: tuple[str, ...] = (
-    "metric",
-    "model",
-    "base_model",
-    "family",
-    "role",
-    "benchmark",
-    "group",
-    "prompt",
-    "condition",
-    "method",
-    "severity",
-    "value",
-    "ci_low",
-    "ci_high",
-    "n",
-    "note",
-)
+#: The columns of the tidy metrics table, in order (vlmrobust.metrics writes them).
+METRIC_COLUMNS: tuple[str, ...] = _METRIC_COLUMNS
 NUMERIC_COLUMNS: tuple[str, ...] = ("severity", "value", "ci_low", "ci_high", "n")
 TEXT_COLUMNS: tuple[str, ...] = tuple(c for c in METRIC_COLUMNS if c not in NUMERIC_COLUMNS)
 #: The ``benchmark`` of rows pooled over every benchmark.
