@@ -15,20 +15,19 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 BIN = Path(sys.executable).parent
 
-# What a copy of the repository for a workflow run leaves out (generated or local).
-_COPY_IGNORE = shutil.ignore_patterns(
-    ".venv",
-    ".git",
-    "results",
-    "figures",
-    "logs",
-    ".snakemake",
-    "__pycache__",
-    "*.egg-info",
-    ".pytest_cache",
-    ".ruff_cache",
-    ".hypothesis",
+# What a copy of the repository for a workflow run leaves out: generated folders at the
+# top level, caches anywhere.
+_TOP_LEVEL_GENERATED = {".venv", ".git", "results", "figures", "logs", ".snakemake", "report.html"}
+_CACHES = shutil.ignore_patterns(
+    "__pycache__", "*.egg-info", ".pytest_cache", ".ruff_cache", ".hypothesis"
 )
+
+
+def _copy_ignore(directory: str, names: list[str]) -> set[str]:
+    ignored = set(_CACHES(directory, names))
+    if Path(directory).resolve() == REPO:
+        ignored |= _TOP_LEVEL_GENERATED & set(names)
+    return ignored
 
 
 def tool_env() -> dict[str, str]:
@@ -63,7 +62,7 @@ def run(
 
 def copy_repo(dest: Path) -> Path:
     """A copy of the working tree (without generated files) to run the workflow in."""
-    shutil.copytree(REPO, dest, ignore=_COPY_IGNORE, symlinks=True)
+    shutil.copytree(REPO, dest, ignore=_copy_ignore, symlinks=True)
     return dest
 
 

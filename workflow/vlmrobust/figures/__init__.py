@@ -1,0 +1,9 @@
+"""Figures: views of the tidy metrics as PNG and PDF (matplotlib, no pyplot state)."""
+
+from vlmrobust.figures.corruption import (
+    corruption_figure_names,
+    corruption_figures,
+    write_corruption_figures,
+)
+
+__all__ = ["corruption_figure_names", "corruption_figures", "write_corruption_figures"]
