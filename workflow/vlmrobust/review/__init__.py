@@ -1,0 +1,55 @@
+"""Human verification of constructed distraction samples (Distract-Bench §3, SPEC §1b).
+
+Every generated sample (a *candidate*: question, choices, answer, original and edited
+image, distractor description, trap reasoning path and answer, edit instruction) is
+checked by a person against the paper's four criteria (:data:`CRITERIA`): obvious
+semantics; factually correct and plausible; irrelevant to the query, answer preserved;
+optionally leads to a dead end. The verdicts live in a decisions CSV under
+``resources/`` (format: :mod:`vlmrobust.review.decisions`); only accepted samples go
+downstream, undecided ones do not.
+
+- :mod:`.decisions`: the candidates and decisions files, their validation, and
+  :func:`apply_decisions` (accepted ids + report);
+- :mod:`.page`: the self-contained HTML review page;
+- :mod:`.server`: a local ``http.server`` that serves the page and the images and saves
+  each click to the decisions file (``python -m vlmrobust.review.server``).
+"""
+
+from .decisions import (
+    COLUMNS,
+    CRITERIA,
+    DECISIONS,
+    OPTIONAL_CRITERIA,
+    REQUIRED_CRITERIA,
+    Candidate,
+    Decision,
+    DecisionError,
+    apply_decisions,
+    make_decision,
+    read_candidates,
+    read_decisions,
+    remove_decision,
+    write_decision,
+    write_decisions,
+)
+from .page import build_review_page, render_review_page
+
+__all__ = [
+    "COLUMNS",
+    "CRITERIA",
+    "DECISIONS",
+    "OPTIONAL_CRITERIA",
+    "REQUIRED_CRITERIA",
+    "Candidate",
+    "Decision",
+    "DecisionError",
+    "apply_decisions",
+    "build_review_page",
+    "make_decision",
+    "read_candidates",
+    "read_decisions",
+    "remove_decision",
+    "render_review_page",
+    "write_decision",
+    "write_decisions",
+]
