@@ -186,7 +186,7 @@ def test_threads_give_identical_results(samples_path, tmp_path):
 def test_unknown_perturbation(samples_path, tmp_path):
     with pytest.raises(
         ValueError,
-        match=r"conditions\.odd\.perturbation: unknown perturbation 'rain'; known: none, corruption",
+        match=r"conditions\.odd\.perturbation: unknown perturbation 'rain'; known: none, distraction, corruption",
     ):
         build_variants(samples_path, "odd", {"perturbation": "rain"}, 0, tmp_path / "m.jsonl")
 
@@ -272,3 +272,41 @@ def test_a_plugged_in_perturbation_with_masks(samples_path, tmp_path, monkeypatc
     ]
     with Image.open(multi.masks[1]) as m:
         assert sorted(m.getcolors()) == [(16, 255), (64 * 33 - 16, 0)]
+
+
+def test_distraction_uses_the_released_edited_images(tmp_path):
+    src = tmp_path / "raw"
+    src.mkdir()
+    clean = _image(src / "c.png", "RGB", (40, 30), 1)
+    edited = _image(src / "e.png", "RGB", (40, 30), 2)
+    sample = Sample(
+        sample_id="distract-bench-1",
+        dataset="distract-bench",
+        images=[clean],
+        question="Q?",
+        answer="B",
+        answer_type="letter",
+        choices=["a", "b"],
+        meta={"distracted_images": [edited]},
+    )
+    write_samples(tmp_path / "s.jsonl", [sample])
+    n = build_variants(
+        tmp_path / "s.jsonl",
+        "distracted",
+        {"perturbation": "distraction"},
+        0,
+        tmp_path / "d" / "manifest.jsonl",
+    )
+    assert n == 1
+    row = read_jsonl(tmp_path / "d" / "manifest.jsonl")[0]
+    assert row["images"] == [edited] and row["sha256"] == [sha256_file(edited)]
+    assert row["variant_id"] == "distract-bench-1" and row["params"] == {"source": "released"}
+    write_samples(tmp_path / "s.jsonl", [Sample("x-1", "x", [clean], "Q?", "B", "letter")])
+    with pytest.raises(ValueError, match="sample 'x-1': condition 'distracted' uses the released"):
+        build_variants(
+            tmp_path / "s.jsonl",
+            "distracted",
+            {"perturbation": "distraction"},
+            0,
+            tmp_path / "d2" / "manifest.jsonl",
+        )

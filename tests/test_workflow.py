@@ -118,11 +118,11 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(repo):
     proc = snakemake(repo, "-n", "--configfile", "config/paper.yaml")
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, flags=re.M))
     assert jobs["samples"] == "9"
-    assert jobs["variants"] == "18"
+    assert jobs["variants"] == "19"  # 9 x (clean, corrupt) + Distract-Bench's distracted
     # 8 open models x (7 benchmarks x 2 conditions + MathVista x 3 prompts x 2) = 160,
-    # plus Distract-Bench x 2 conditions for the 8 and GPT-4o/GPT-5 (API) = 20.
-    assert jobs["infer"] == "176" and jobs["infer_api"] == "4"
-    assert jobs["score"] == "180"
+    # plus Distract-Bench x 3 conditions for the 8 (24) and GPT-4o/GPT-5 (6, API).
+    assert jobs["infer"] == "184" and jobs["infer_api"] == "6"
+    assert jobs["score"] == "190"
     assert "demo_data" not in jobs
 
 

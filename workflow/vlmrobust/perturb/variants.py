@@ -70,6 +70,7 @@ class VariantPlan:
     params: dict[str, Any]
     seed: int | None
     question: str | None = None  # None: the sample's question, unchanged
+    images: tuple[str, ...] | None = None  # existing files to use (apply is None); None: the sample's
 
 
 PlanFn = Callable[[Sample, str, dict[str, Any], int], list[VariantPlan]]
@@ -127,6 +128,39 @@ def _plan_none(
 
 
 register(Perturbation("none", _prepare_none, _plan_none, None))
+
+
+# ---------------------------------------------------------------- distraction
+
+DISTRACTION_SOURCES = ("released",)
+
+
+def _prepare_distraction(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
+    _check_keys(condition, spec, ("source",))
+    spec = {"source": "released", **spec}
+    if spec["source"] not in DISTRACTION_SOURCES:
+        raise ValueError(
+            f"{_key(condition, 'source')}: {spec['source']!r} is not one of "
+            f"{', '.join(DISTRACTION_SOURCES)}"
+        )
+    return spec
+
+
+def _plan_distraction(
+    sample: Sample, condition: str, spec: dict[str, Any], seed: int
+) -> list[VariantPlan]:
+    """The benchmark's own edited images (Distract-Bench: ``meta["distracted_images"]``)."""
+    images = sample.meta.get("distracted_images")
+    if not images:
+        raise ValueError(
+            f"sample {sample.sample_id!r}: condition {condition!r} uses the released "
+            "distracted images, but the sample has none (meta.distracted_images; the "
+            "distract-bench adapter provides them)"
+        )
+    return [VariantPlan(sample.sample_id, {"source": spec["source"]}, None, images=tuple(images))]
+
+
+register(Perturbation("distraction", _prepare_distraction, _plan_distraction, None))
 
 
 # ---------------------------------------------------------------- corruption
@@ -399,8 +433,8 @@ def build_variants(
             )
             vi = len(variants)
             variants.append(variant)
-            if pert.apply is None:  # the sample's own files, hashed
-                for path in sample.images:
+            if pert.apply is None:  # existing files (the sample's own by default), hashed
+                for path in plan.images if plan.images is not None else sample.images:
                     _check_image(sample.sample_id, path)
                     variant.images.append(path)
                     variant.sha256.append(sha256_file(path))
