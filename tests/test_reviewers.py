@@ -58,13 +58,14 @@ def reviewer_run(tmp_path_factory) -> Path:
         "conditions": {
             "clean": {"perturbation": "none"},
             "corrupt": {"perturbation": "corruption"},
+            "distracted": {"perturbation": "distraction"},
         },
         "datasets": {
             "distract-bench": {
                 "source": "local",
                 "path": str(data),
                 "group": "reasoning",
-                "conditions": ["clean", "corrupt"],
+                "conditions": ["clean", "corrupt", "distracted"],
             }
         },
         "metrics": {"bootstrap_resamples": 200},
@@ -93,6 +94,19 @@ def reviewer_run(tmp_path_factory) -> Path:
                 "condition": "corrupt",
                 "path": "released/eureka-corrupt.jsonl",
             },
+            # The released files really answer the distracted images.
+            {
+                "model": "qwen2.5-vl-7b",
+                "dataset": "distract-bench",
+                "condition": "distracted",
+                "path": str(QWEN),
+            },
+            {
+                "model": "mm-eureka-qwen-7b",
+                "dataset": "distract-bench",
+                "condition": "distracted",
+                "path": str(EUREKA),
+            },
         ],
     }
     (workdir / "config" / "reviewer-test.yaml").write_text(yaml.safe_dump(config))
@@ -102,7 +116,8 @@ def reviewer_run(tmp_path_factory) -> Path:
     )
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", dry.stdout + dry.stderr, flags=re.M))
     assert "infer" not in jobs and "demo_model" not in jobs  # no model runs
-    assert jobs["import_outputs"] == "4"
+    assert jobs["import_outputs"] == "6"
+    assert jobs["judge_reference"] == "2"
     run(
         [str(BIN / "snakemake"), "--cores", "2", "--configfile", "config/reviewer-test.yaml"],
         workdir,
@@ -136,3 +151,15 @@ def test_tables_and_figures_from_released_outputs(reviewer_run):
     table10 = (reviewer_run / "results/tables/corruption/table10.md").read_text()
     assert "80.0" in table10  # Eureka RR = 8/12 / 10/12
     assert "87.5" in table10  # Qwen2.5-VL RR = 7/12 / 8/12
+
+
+def test_distractor_reference_labels_for_the_distracted_outputs(reviewer_run):
+    from vlmrobust.io import read_jsonl
+
+    for model in ("qwen2.5-vl-7b", "mm-eureka-qwen-7b"):
+        rows = read_jsonl(
+            reviewer_run / f"results/judged/{model}/distract-bench/distracted/default.jsonl"
+        )
+        assert len(rows) == 12
+        assert {r["verdict"] for r in rows} <= {"yes", "no"}
+        assert all(r["judge"] and r["prompt_version"] for r in rows)

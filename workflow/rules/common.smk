@@ -92,7 +92,7 @@ def all_targets():
     targets = variant_manifests()
     if MODELS:
         targets.append("results/scored/summary.csv")
-    return targets + corruption_targets()
+    return targets + corruption_targets() + judged_files()
 
 
 def prompts_of(dataset):
@@ -298,3 +298,26 @@ def import_spec(wildcards):
     return json.dumps(
         {**spec, "adapter": DATASETS[spec["dataset"]]["adapter"]}, sort_keys=True
     )
+
+
+# --- judges --------------------------------------------------------------------------
+
+DISTRACTION_CONDITIONS = [
+    c for c, spec in CONDITIONS.items() if spec["perturbation"] == "distraction"
+]
+
+
+def judged_files():
+    """Distractor-reference labels of every output under a distraction condition."""
+    return [
+        f"results/judged/{model}/{dataset}/{condition}/{prompt}.jsonl"
+        for dataset, spec in DATASETS.items()
+        for condition in spec["conditions"]
+        if condition in DISTRACTION_CONDITIONS
+        for model in models_of(dataset)
+        for prompt in prompts_of(dataset)
+    ]
+
+
+def reference_judge_spec(wildcards):
+    return json.dumps(config["judge"]["reference"], sort_keys=True)

@@ -288,6 +288,30 @@ def cmd_figures_corruption(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_judge_reference(args: argparse.Namespace) -> int:
+    from .io import read_jsonl, write_jsonl
+    from .judge import describe_outputs, judge_reference, make_reference_judge
+    from .llm import LLMCache
+    from .records import OutputRow, read_samples
+
+    spec = _json_arg(args.spec, "--spec")
+    samples = {s.sample_id: s for s in read_samples(args.samples)}
+    rows = [OutputRow.from_dict(r) for r in read_jsonl(args.outputs)]
+    judge = make_reference_judge(spec, LLMCache(Path(args.cache_dir)))
+    judged = judge_reference(rows, judge, describe=describe_outputs(samples))
+    write_jsonl(args.out, judged)
+    n_yes = sum(r["verdict"] == "yes" for r in judged)
+    n_err = sum(r["verdict"] is None for r in judged)
+    log.info(
+        "%s: %d outputs judged, %d refer to the distractor, %d without a verdict",
+        args.out,
+        len(judged),
+        n_yes,
+        n_err,
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vlmrobust",
@@ -366,6 +390,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cache-dir", help="LLM cache folder (scoring.cache_dir)")
     s.add_argument("--out", required=True, help="scored CSV")
     s.set_defaults(func=cmd_score)
+
+    s = sub.add_parser(
+        "judge-reference", help="outputs -> does each output refer to the distractor?"
+    )
+    s.add_argument("--outputs", required=True, help="outputs JSONL of a distraction condition")
+    s.add_argument("--samples", required=True, help="samples JSONL (meta.edit: the distractor)")
+    s.add_argument("--spec", required=True, help="judge.reference as JSON")
+    s.add_argument("--cache-dir", required=True, help="LLM cache folder")
+    s.add_argument("--out", required=True, help="judged JSONL (one row per output)")
+    s.set_defaults(func=cmd_judge_reference)
 
     s = sub.add_parser("score-summary", help="accuracy and extraction failures per model x dataset")
     s.add_argument("--out", required=True, help="summary CSV")

@@ -1,0 +1,429 @@
+"""Metrics of the semantic-distraction study (Distract-Bench §5, Tables 3-5, Figs. 5-6).
+
+:func:`compute_distraction_metrics` turns the scored rows of Distract-Bench under the
+``clean``, ``distracted`` and ``corrupt`` conditions (same sample ids) and the
+distractor-reference judgments of the ``distracted`` outputs into one tidy table with
+the columns of :data:`vlmrobust.metrics.corruption.METRIC_COLUMNS` (same conventions:
+fractions in [0, 1], text ``""`` and numbers NaN when they do not apply, every problem
+a warning and a ``note``). It reuses the corruption study's code: every accuracy, RR,
+retention and pair statistic below is computed by
+:func:`~vlmrobust.metrics.corruption.compute_corruption_metrics` and relabelled, never
+recomputed here. ``benchmark`` is the Distract-Bench dataset name throughout.
+
+Table 3 (all scored rows of the dataset; one run with ``perturbed_conditions =
+[distracted]``)
+    ``accuracy`` (condition clean / distracted; ``n`` = rows), ``rr`` (distracted;
+    clean accuracy 0 -> NaN, note, warning), ``retention`` (distracted) and ``missing``
+    rows (a model without scored rows: note "no scored outputs", warning) exactly as the
+    corruption module gives them, plus
+    ``drop_pp``   clean accuracy - distracted accuracy, as a FRACTION (0.063 = 6.3 pp;
+                  tables multiply by 100); ``n`` = distracted rows. NaN (note) when
+                  either accuracy is missing.
+
+Table 4 (``group`` = ``matched``: only the samples that have scored rows under all
+three conditions — the paper's controlled 506-sample comparison; two runs on those
+rows, ``perturbed_conditions = [corrupt]`` and ``[distracted]``)
+    ``matched_accuracy`` per model x condition (clean once, corrupt, distracted),
+    ``matched_rr`` per model x perturbed condition: the corruption module's
+    ``accuracy`` / ``rr`` on the matched rows, renamed so they never clash with the
+    Table-3 rows.
+    Per registry pair (a reasoning model whose ``base`` is among the run's models;
+    ``model`` = reasoning, ``base_model`` = base) x condition (corrupt, distracted):
+    ``pair_n``, ``agreement``, ``retention_gap`` (with the paired-bootstrap CI),
+    ``error_jaccard``: the corruption module's pair statistics (definitions there), and
+    ``rr_gap``    matched RR of the base - matched RR of the reasoning model (positive =
+                  the base keeps more); ``n`` = matched samples. A pair the corruption
+                  module gives no row for (no outputs of both models under that
+                  condition) still gets its rows, NaN with a note.
+
+Table 5 / Figure 6 (condition distracted; :func:`vlmrobust.judge.reference_rates`)
+    ``drr``, ``hfr`` (``n`` = N judged rows with a verdict and a scored row),
+    ``ref_correct`` (``n`` = correct ones), ``ref_wrong`` (``n`` = wrong ones). A judged
+    row is matched to its scored ``distracted`` row by ``key`` (the model's rows only);
+    rows without a verdict, or whose key has no scored row, are excluded and counted in
+    ``note``; scored distracted rows with no judgment are counted in ``note`` too. No
+    judged rows for a model -> NaN rows, note "no judged rows" and a warning.
+    ``hfr_relative`` per registry pair: HFR of the reasoning model / HFR of its base
+    (Figure 6B); NaN with a note when either HFR is NaN or the base HFR is 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..io import read_jsonl
+from ..judge.reference import reference_rates
+from .corruption import METRIC_COLUMNS, compute_corruption_metrics
+
+__all__ = [
+    "MATCHED",
+    "REFERENCE_METRICS",
+    "compute_distraction_metrics",
+    "distraction_conditions",
+    "distraction_dataset",
+    "read_judged",
+]
+
+#: ``group`` of the Table-4 rows (matched samples)
+MATCHED = "matched"
+#: metric name -> key of :func:`reference_rates`
+REFERENCE_METRICS = {
+    "drr": "DRR",
+    "hfr": "HFR",
+    "ref_correct": "Ref_correct",
+    "ref_wrong": "Ref_wrong",
+}
+PAIR_METRICS = ("pair_n", "agreement", "retention_gap", "error_jaccard")
+
+NOTE_NO_JUDGED = "no judged rows"
+NOTE_NO_MATCHED = "no samples scored under all of clean, distracted and corrupt"
+
+_TEXT = tuple(c for c in METRIC_COLUMNS if c not in ("severity", "value", "ci_low", "ci_high", "n"))
+_FLOAT = ("severity", "value", "ci_low", "ci_high")
+
+
+# --------------------------------------------------------------------------- spec
+
+
+def distraction_dataset(spec: Mapping[str, Any]) -> str:
+    """The Distract-Bench dataset name of the spec (``dataset``: a name or {name: ...})."""
+    ds = spec.get("dataset")
+    if isinstance(ds, Mapping):
+        ds = ds.get("name")
+    if not ds:
+        raise ValueError("spec: key 'dataset' (the Distract-Bench dataset name) is missing")
+    return str(ds)
+
+
+def distraction_conditions(spec: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(clean, distracted, corrupt) condition names, defaults clean/distracted/corrupt."""
+    return (
+        str(spec.get("clean_condition") or "clean"),
+        str(spec.get("distracted_condition") or "distracted"),
+        str(spec.get("corruption_condition") or "corrupt"),
+    )
+
+
+def _order(spec: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], list[str]]:
+    models = {str(k): (v or {}) for k, v in (spec.get("models") or {}).items()}
+    order = [str(m) for m in (spec.get("model_order") or list(models))]
+    order += [m for m in models if m not in order]
+    return models, order
+
+
+def _pairs(models: Mapping[str, Mapping[str, Any]], order: list[str]) -> list[tuple[str, str]]:
+    """(reasoning, base) registry pairs, in run order (the corruption module's rule)."""
+    known = set(order)
+    return [
+        (m, str(models[m].get("base")))
+        for m in order
+        if m in models
+        and models[m].get("role") == "reasoning"
+        and models[m].get("base")
+        and str(models[m].get("base")) in known
+    ]
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def _row(metric: str, **kw: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {c: "" for c in _TEXT}
+    row.update({c: math.nan for c in _FLOAT})
+    row["n"] = 0
+    row["metric"] = metric
+    row.update(kw)
+    return row
+
+
+def _info(models: Mapping[str, Mapping[str, Any]], model: str) -> dict[str, str]:
+    entry = models.get(model) or {}
+    return {
+        "base_model": str(entry.get("base") or ""),
+        "family": str(entry.get("family") or ""),
+        "role": str(entry.get("role") or ""),
+    }
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in dict.fromkeys(notes) if n)
+
+
+def _value(rows: pd.DataFrame, **where: str) -> tuple[float, str, int]:
+    """(value, note, n) of the single row matching ``where``; (NaN, '', 0) if none."""
+    sel = np.ones(len(rows), dtype=bool)
+    for col, val in where.items():
+        sel &= (rows[col] == val).to_numpy()
+    hit = rows[sel]
+    if hit.empty:
+        return math.nan, "", 0
+    r = hit.iloc[0]
+    return float(r["value"]), str(r["note"]), int(r["n"])
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def read_judged(paths: Iterable[str | os.PathLike]) -> dict[str, list[dict[str, Any]]]:
+    """Judged rows by model from ``results/judged/<model>/<dataset>/<condition>/<p>.jsonl``
+    (the model is the fourth-last path part; a row's own ``model`` field wins)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for p in paths:
+        parts = Path(p).parts
+        default = parts[-4] if len(parts) >= 4 else ""
+        for rec in read_jsonl(p):
+            out.setdefault(str(rec.get("model") or default), []).append(rec)
+    return out
+
+
+def _judged_by_model(judged: Any) -> dict[str, list[dict[str, Any]]]:
+    if judged is None:
+        return {}
+    if isinstance(judged, pd.DataFrame):
+        if judged.empty:
+            return {}
+        if "model" not in judged.columns:
+            raise ValueError("judged rows (a DataFrame) need a 'model' column")
+        out: dict[str, list[dict[str, Any]]] = {}
+        for rec in judged.to_dict("records"):
+            verdict = rec.get("verdict")
+            if verdict is not None and not isinstance(verdict, str) and pd.isna(verdict):
+                rec["verdict"] = None
+            out.setdefault(str(rec["model"]), []).append(rec)
+        return out
+    if isinstance(judged, Mapping):
+        return {str(m): [dict(r) for r in rows or []] for m, rows in judged.items()}
+    raise TypeError(
+        f"judged rows must be a mapping model -> rows or a DataFrame, got {type(judged).__name__}"
+    )
+
+
+# --------------------------------------------------------------------------- main
+
+
+def compute_distraction_metrics(
+    scored: pd.DataFrame, judged: Any, spec: Mapping[str, Any]
+) -> tuple[pd.DataFrame, list[str]]:
+    """The distraction study's metrics (tidy, :data:`METRIC_COLUMNS`) and warnings.
+
+    ``scored``: scored rows (the corruption study's schema, with ``key``) — rows of
+    other datasets or conditions are ignored; ``judged``: the ``distracted`` judgments,
+    a mapping model -> rows ({key, verdict yes|no|None, ...}) or a DataFrame with a
+    ``model`` column (see :func:`read_judged`); ``spec``: ``models``, ``model_order``,
+    ``dataset``, ``clean_condition``, ``distracted_condition``, ``corruption_condition``,
+    ``bootstrap``. Definitions: the module docstring.
+    """
+    dataset = distraction_dataset(spec)
+    clean, distracted, corrupt = distraction_conditions(spec)
+    models, order = _order(spec)
+    warnings: list[str] = []
+
+    df = scored.drop(columns=[c for c in ("prompt_setting",) if c in scored.columns])
+    df = df[df["dataset"].astype(str) == dataset] if "dataset" in df.columns else df
+
+    def sub_spec(perturbed: str) -> dict[str, Any]:
+        return {
+            "models": dict(spec.get("models") or {}),
+            "model_order": order,
+            "datasets": {dataset: {}},
+            "clean_condition": clean,
+            "perturbed_conditions": [perturbed],
+            "bootstrap": dict(spec.get("bootstrap") or {}),
+        }
+
+    def run(frame: pd.DataFrame, perturbed: str) -> pd.DataFrame:
+        # a variant manifest naming each variant's condition as its method: the runs
+        # need no method x severity (those rows are dropped) and so warn about none
+        v = frame.loc[frame["condition"].astype(str) == perturbed, ["variant_id"]].astype(str)
+        variants = v.drop_duplicates().assign(
+            dataset=dataset, condition=perturbed, method=perturbed, severity=math.nan
+        )
+        out, warns = compute_corruption_metrics(frame, variants, sub_spec(perturbed))
+        warnings.extend(warns)
+        return out[out["benchmark"] == dataset]
+
+    rows: list[dict[str, Any]] = []
+
+    # ---- Table 3: every scored row of the dataset
+    full = run(df, distracted)
+    keep = full[full["metric"].isin(["accuracy", "rr", "retention", "missing"])]
+    rows += keep.to_dict("records")
+    seen = list(dict.fromkeys([*order, *full["model"].astype(str)]))
+    seen = [m for m in seen if m]
+    for m in seen:
+        info = _info(models, m)
+        ca, cnote, _ = _value(full, metric="accuracy", model=m, condition=clean)
+        da, dnote, dn = _value(full, metric="accuracy", model=m, condition=distracted)
+        note = ""
+        if math.isnan(ca) or math.isnan(da):
+            absent = [c for c, a in ((clean, ca), (distracted, da)) if math.isnan(a)]
+            note = f"no scored outputs under {', '.join(absent)}"
+        rows.append(
+            _row(
+                "drop_pp",
+                model=m,
+                **info,
+                benchmark=dataset,
+                condition=distracted,
+                value=ca - da,
+                n=dn,
+                note=note,
+            )
+        )
+
+    # ---- Table 4: samples scored under all three conditions
+    conds = df["condition"].astype(str)
+    ids = df["sample_id"].astype(str)
+    shared = set(ids[conds == clean]) & set(ids[conds == distracted]) & set(ids[conds == corrupt])
+    n_shared = len(shared)
+    if not shared:
+        warnings.append(
+            f"dataset {dataset}: {NOTE_NO_MATCHED}; the matched comparison (Table 4) is NaN"
+        )
+    matched = df[ids.isin(shared)]
+    pairs = _pairs(models, order)
+    matched_runs = {}
+    for cond in (corrupt, distracted):
+        res = run(matched, cond)
+        matched_runs[cond] = res
+        for metric, new in (("accuracy", "matched_accuracy"), ("rr", "matched_rr")):
+            part = res[res["metric"] == metric]
+            if cond == distracted and metric == "accuracy":
+                part = part[part["condition"] != clean]  # clean rows came with the first run
+            for rec in part.to_dict("records"):
+                rec.update(metric=new, group=MATCHED)
+                rows.append(rec)
+        for r, b in pairs:
+            info = dict(model=r, base_model=b, family=_info(models, r)["family"])
+            info["role"] = _info(models, r)["role"]
+            common = dict(**info, benchmark=dataset, group=MATCHED, condition=cond)
+            absent_note = NOTE_NO_MATCHED if not shared else (
+                f"no scored outputs of both models under {cond} on the matched samples"
+            )
+            for metric in PAIR_METRICS:
+                hit = res[
+                    (res["metric"] == metric) & (res["model"] == r) & (res["base_model"] == b)
+                ]
+                if hit.empty:
+                    rows.append(_row(metric, **common, note=absent_note))
+                else:
+                    rec = hit.iloc[0].to_dict()
+                    rec.update(common)
+                    rows.append(rec)
+            rb, nb, _ = _value(res, metric="rr", model=b, condition=cond)
+            rr_, nr, _ = _value(res, metric="rr", model=r, condition=cond)
+            note = ""
+            if math.isnan(rb) or math.isnan(rr_):
+                note = _join(
+                    absent_note if not shared else "",
+                    f"{b}: {nb or 'no RR'}" if math.isnan(rb) else "",
+                    f"{r}: {nr or 'no RR'}" if math.isnan(rr_) else "",
+                )
+            rows.append(_row("rr_gap", **common, value=rb - rr_, n=n_shared, note=note))
+
+    # ---- Table 5: distractor-reference rates
+    by_model = _judged_by_model(judged)
+    dist = df[df["condition"].astype(str) == distracted]
+    if any(by_model.values()) and "key" not in dist.columns:
+        raise ValueError("scored rows lack the column 'key' needed to match the judged rows")
+    extra = sorted(m for m in by_model if m not in seen)
+    if extra:
+        warnings.append(
+            f"judged rows of model(s) {', '.join(extra)} that are not among the run's models "
+            "or have no scored rows; reported without family and role"
+        )
+    hfr: dict[str, float] = {}
+    hfr_n: dict[str, int] = {}
+    for m in [*seen, *extra]:
+        info = _info(models, m)
+        common = dict(model=m, **info, benchmark=dataset, condition=distracted)
+        jrows = by_model.get(m) or []
+        if not jrows:
+            warnings.append(
+                f"model {m}: {NOTE_NO_JUDGED} for {dataset} / {distracted}; DRR, HFR, "
+                "Ref_correct and Ref_wrong are NaN"
+            )
+            for metric in REFERENCE_METRICS:
+                rows.append(_row(metric, **common, note=NOTE_NO_JUDGED))
+            hfr[m] = math.nan
+            hfr_n[m] = 0
+            continue
+        mine = dist[dist["model"].astype(str) == m]
+        correct = {}
+        if len(mine):
+            correct = dict(zip(mine["key"].astype(str), mine["correct"], strict=True))
+        known = [r for r in jrows if str(r.get("key")) in correct]
+        no_score = len(jrows) - len(known)
+        rates = reference_rates(known, correct)
+        judged_keys = {str(r.get("key")) for r in jrows}
+        unjudged = sum(1 for k in correct if k not in judged_keys)
+        parts = []
+        if rates["n_excluded"]:
+            parts.append(f"{rates['n_excluded']} judged row(s) without a verdict excluded")
+        if no_score:
+            parts.append(f"{no_score} judged row(s) without a scored {distracted} row excluded")
+            warnings.append(
+                f"model {m}: {no_score} judged row(s) whose key has no scored {distracted} "
+                "row; excluded from DRR/HFR"
+            )
+        if unjudged:
+            parts.append(f"{unjudged} scored {distracted} row(s) not judged")
+        base_note = _join(*parts)
+        if rates["n"] == 0:
+            warnings.append(f"model {m}: no judged row has a verdict and a scored row; NaN")
+        counts = {
+            "drr": rates["n"],
+            "hfr": rates["n"],
+            "ref_correct": rates["n_correct"],
+            "ref_wrong": rates["n_wrong"],
+        }
+        for metric, key in REFERENCE_METRICS.items():
+            value = float(rates[key])
+            note = base_note
+            if math.isnan(value):
+                why = {
+                    "ref_correct": "no correct judged output",
+                    "ref_wrong": "no wrong judged output",
+                }.get(metric, "no judged row with a verdict")
+                note = _join(why, base_note)
+            rows.append(_row(metric, **common, value=value, n=counts[metric], note=note))
+        hfr[m] = float(rates["HFR"])
+        hfr_n[m] = int(rates["n"])
+    for r, b in pairs:
+        hb, hr = hfr.get(b, math.nan), hfr.get(r, math.nan)
+        note = ""
+        if math.isnan(hb) or math.isnan(hr):
+            note = "HFR missing for " + ", ".join(x for x, h in ((b, hb), (r, hr)) if math.isnan(h))
+        elif hb == 0:
+            note = "base HFR is 0"
+            warnings.append(f"pair {b} -> {r}: base HFR is 0, so the relative HFR is NaN")
+        value = hr / hb if not note else math.nan
+        rows.append(
+            _row(
+                "hfr_relative",
+                model=r,
+                base_model=b,
+                family=_info(models, r)["family"],
+                role=_info(models, r)["role"],
+                benchmark=dataset,
+                condition=distracted,
+                value=value,
+                n=hfr_n.get(r, 0),
+                note=note,
+            )
+        )
+
+    out = pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
+    for c in _TEXT:
+        out[c] = out[c].astype(object).where(out[c].notna(), "").astype(str)
+    for c in _FLOAT:
+        out[c] = out[c].astype(float)
+    out["n"] = out["n"].astype(np.int64)
+    return out.reset_index(drop=True), list(dict.fromkeys(warnings))
