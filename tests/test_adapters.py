@@ -108,6 +108,7 @@ def test_registry_names_and_defaults():
         "textvqa",
         "distract-bench",
         "demo",
+        "constructed",
     }
     assert (ADAPTERS["mmmu"].hub_id, ADAPTERS["mmmu"].split) == ("lmms-lab/MMMU", "validation")
     assert ADAPTERS["infovqa"].defaults() == {
@@ -1067,3 +1068,65 @@ def test_config_errors_name_the_key(tmp_path):
     with pytest.raises(ValueError, match=r"datasets\.x\.on_bad_row"):
         build_samples("x", spec("chartqa", tmp_path / "other", on_bad_row="ignore"), out, rep)
     assert not (tmp_path / "o").exists()
+
+
+def test_constructed_keeps_only_accepted_candidates(tmp_path):
+    from vlmrobust.io import write_jsonl
+
+    folder = tmp_path / "construct"
+    folder.mkdir()
+    rows = []
+    for i in range(3):
+        original, edited = folder / f"o{i}.png", folder / f"e{i}.png"
+        Image.new("RGB", (30, 20), "white").save(original)
+        Image.new("RGB", (30, 20), "red").save(edited)
+        rows.append(
+            {
+                "sample_id": f"demo-chart-000{i}",
+                "question": f"Value of bar {i}?",
+                "answer": str(i),
+                "answer_type": "number",
+                "original_image": str(original),
+                "edited_image": str(edited),
+                "distractor_description": f"A red label 'x={i + 7}' was added.",
+                "trap_reasoning_path": "reads the label",
+                "trap_answer": str(i + 7),
+                "edit_instruction": {"content": "label"},
+            }
+        )
+    write_jsonl(folder / "candidates.jsonl", rows)
+    decisions = tmp_path / "decisions.csv"
+    decisions.write_text(
+        "sample_id,decision,criteria_failed,note,reviewer,time\n"
+        "demo-chart-0000,accept,,,me,\n"
+        "demo-chart-0002,reject,irrelevant,changes the answer,me,\n"
+    )
+    spec = {
+        "adapter": "constructed",
+        "source": "local",
+        "path": str(folder),
+        "decisions": str(decisions),
+        "on_bad_row": "error",
+    }
+    out = tmp_path / "samples" / "samples.jsonl"
+    report = build_samples("demo-distract", spec, out, tmp_path / "report.json")
+    samples = read_samples(out)
+    assert [s.sample_id for s in samples] == ["demo-distract-demo-chart-0000"]
+    sample = samples[0]
+    assert sample.answer == "0" and sample.answer_type == "number"
+    assert sample.meta["edit"]["trap_answer"] == "7"
+    assert sample.meta["edit"]["dead_end_description"] == "A red label 'x=7' was added."
+    assert len(sample.meta["distracted_images"]) == 1
+    verification = report["verification"]
+    assert (
+        verification["generated"],
+        verification["accepted"],
+        verification["rejected"],
+        verification["undecided"],
+    ) == (3, 1, 1, 1)
+    assert verification["rejected_by_criterion"]["irrelevant"] == 1
+    decisions.write_text(
+        "sample_id,decision,criteria_failed,note,reviewer,time\ndemo-chart-9999,accept,,,me,\n"
+    )
+    with pytest.raises(ValueError, match="demo-chart-9999"):
+        build_samples("demo-distract", spec, out, tmp_path / "report.json")

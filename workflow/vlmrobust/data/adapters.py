@@ -693,6 +693,74 @@ class Demo(Adapter):
         )
 
 
+# --------------------------------------------------------------------------- constructed
+
+
+class Constructed(Adapter):
+    """A distraction benchmark built by this workflow (Distract-Bench §3, vlmrobust.construct).
+
+    Reads ``<path>/candidates.jsonl`` (written by the construction step; image paths as
+    written there, relative to the working directory) and the human-verification
+    decisions file named by ``datasets.<name>.decisions`` (vlmrobust.review). Only
+    ACCEPTED candidates become samples: the clean image is the original, the edited one
+    goes to ``meta["distracted_images"]`` and the edit record to ``meta["edit"]`` (the
+    fields of the released Distract-Bench: dead_end_description, trap_reasoning_path,
+    trap_answer, edit_instruction), so the ``distraction`` condition and the
+    distractor-reference judge read it like the released benchmark. The report counts
+    generated, accepted, rejected (per criterion) and undecided candidates.
+    """
+
+    name = "constructed"
+    id_label = "sample_id"
+    description = "a distraction benchmark constructed and human-verified by this workflow"
+
+    def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
+        from ..review import apply_decisions, read_candidates, read_decisions
+
+        folder = self.local_folder(spec, key)
+        path = folder / "candidates.jsonl"
+        if not path.is_file():
+            raise ValueError(f"{key}.path: {str(folder)!r} has no candidates.jsonl")
+        candidates = read_candidates(path)
+        decisions_path = spec.get("decisions")
+        if not decisions_path:
+            raise ValueError(
+                f"{key}.decisions: the human-verification decisions file is required for "
+                "adapter 'constructed' (only accepted candidates become samples)"
+            )
+        ids = [c.sample_id for c in candidates]
+        decisions = read_decisions(decisions_path, ids, missing_ok=True)
+        accepted, report = apply_decisions(candidates, decisions)
+        keep = set(accepted)
+        rows = [c.to_dict() for c in candidates if c.sample_id in keep]
+        info = {"path": str(folder), "files": ["candidates.jsonl"], "verification": report}
+        return RowSource(rows, None, info)
+
+    def convert(self, row: dict[str, Any], index: int) -> Draft:
+        meta = dict(row.get("meta") or {})
+        meta["edit"] = {
+            "dead_end_description": row.get("distractor_description") or "",
+            "trap_reasoning_path": row.get("trap_reasoning_path") or "",
+            "trap_answer": row.get("trap_answer") or "",
+            "edit_instruction": row.get("edit_instruction") or "",
+        }
+        for extra in ("seed_ids", "writer", "editor", "source_sample_id"):
+            if extra in row:
+                meta[extra] = row[extra]
+        choices = [str(c) for c in row.get("choices") or []]
+        answer_type = str(row.get("answer_type") or ("letter" if choices else "text"))
+        return Draft(
+            str(row.get("question") or ""),
+            answer_text(row.get("answer")),
+            answer_type,
+            [row["original_image"]],
+            choices=choices,
+            precision=row.get("precision"),
+            meta=meta,
+            extra_images={"distracted_images": [row["edited_image"]]},
+        )
+
+
 ADAPTERS: dict[str, Adapter] = {
     a.name: a
     for a in (
@@ -706,5 +774,6 @@ ADAPTERS: dict[str, Adapter] = {
         TextVQA(),
         DistractBench(),
         Demo(),
+        Constructed(),
     )
 }

@@ -304,8 +304,10 @@ def compute_distraction_metrics(
             info = dict(model=r, base_model=b, family=_info(models, r)["family"])
             info["role"] = _info(models, r)["role"]
             common = dict(**info, benchmark=dataset, group=MATCHED, condition=cond)
-            absent_note = NOTE_NO_MATCHED if not shared else (
-                f"no scored outputs of both models under {cond} on the matched samples"
+            absent_note = (
+                NOTE_NO_MATCHED
+                if not shared
+                else (f"no scored outputs of both models under {cond} on the matched samples")
             )
             for metric in PAIR_METRICS:
                 hit = res[
