@@ -163,3 +163,15 @@ def test_distractor_reference_labels_for_the_distracted_outputs(reviewer_run):
         assert len(rows) == 12
         assert {r["verdict"] for r in rows} <= {"yes", "no"}
         assert all(r["judge"] and r["prompt_version"] for r in rows)
+
+
+def test_distraction_tables_and_figures_from_released_outputs(reviewer_run):
+    folder = reviewer_run / "results/tables/distraction/distract-bench"
+    for name in ("table3", "table4", "table5"):
+        for ext in ("csv", "md", "tex"):
+            assert (folder / f"{name}.{ext}").stat().st_size > 0
+    for name in ("figure5", "figure6"):
+        assert (reviewer_run / f"figures/distraction/distract-bench/{name}.png").is_file()
+    table3 = (folder / "table3.md").read_text()
+    # The same released file stands for clean and distracted here: Eureka 10/12 both.
+    assert "83.3" in table3 and "100.0" in table3

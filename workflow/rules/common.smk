@@ -12,8 +12,8 @@ from vlmrobust.config import (
     validate_config,
     validate_registry,
 )
-from vlmrobust.figures import corruption_figure_names
-from vlmrobust.tables import corruption_table_names
+from vlmrobust.figures import corruption_figure_names, distraction_figure_names
+from vlmrobust.tables import corruption_table_names, distraction_table_names
 from vlmrobust.workflow import alternation, ensure_cli_on_path
 
 ensure_cli_on_path()
@@ -92,7 +92,7 @@ def all_targets():
     targets = variant_manifests()
     if MODELS:
         targets.append("results/scored/summary.csv")
-    return targets + corruption_targets() + judged_files()
+    return targets + corruption_targets() + judged_files() + distraction_targets()
 
 
 def prompts_of(dataset):
@@ -223,9 +223,10 @@ def corruption_study_inputs():
 def corruption_spec():
     """What the corruption metrics, tables and figures need from the configuration
     and the registry (vlmrobust.metrics / tables / figures)."""
+    studied = [m for m in MODELS if any(m in models_of(d) for d in corruption_datasets())]
     return {
-        "models": MODELS,
-        "model_order": list(MODELS),
+        "models": {m: MODELS[m] for m in studied},
+        "model_order": studied,
         "datasets": {
             d: {
                 "group": DATASETS[d]["group"],
@@ -321,3 +322,92 @@ def judged_files():
 
 def reference_judge_spec(wildcards):
     return json.dumps(config["judge"]["reference"], sort_keys=True)
+
+
+# --- metrics, tables, figures: the semantic-distraction study -----------------------
+
+
+def distraction_datasets():
+    """Datasets answered under the clean condition and a distraction condition."""
+    return [
+        d
+        for d, spec in DATASETS.items()
+        if CLEAN in spec["conditions"]
+        and any(c in DISTRACTION_CONDITIONS for c in spec["conditions"])
+    ]
+
+
+def distraction_spec(dataset):
+    conditions = DATASETS[dataset]["conditions"]
+    distracted = next(c for c in conditions if c in DISTRACTION_CONDITIONS)
+    corrupt = next((c for c in conditions if c in CORRUPTION_CONDITIONS), None)
+    return {
+        "models": {m: MODELS[m] for m in models_of(dataset)},
+        "model_order": models_of(dataset),
+        "dataset": dataset,
+        "clean_condition": CLEAN,
+        "distracted_condition": distracted,
+        "corruption_condition": corrupt,
+        "bootstrap": {
+            "resamples": config["metrics"]["bootstrap_resamples"],
+            "seed": config["seed"],
+            "level": config["metrics"]["ci_level"],
+        },
+    }
+
+
+def distraction_spec_json(wildcards):
+    return json.dumps(distraction_spec(wildcards.dataset), sort_keys=True)
+
+
+def distraction_inputs(wildcards):
+    spec = distraction_spec(wildcards.dataset)
+    conditions = [
+        c
+        for c in (
+            spec["clean_condition"],
+            spec["distracted_condition"],
+            spec["corruption_condition"],
+        )
+        if c
+    ]
+    scored = [
+        f"results/scored/{model}/{wildcards.dataset}/{condition}/{prompt}.csv"
+        for model in spec["model_order"]
+        for condition in conditions
+        for prompt in prompts_of(wildcards.dataset)
+    ]
+    judged = [
+        f"results/judged/{model}/{wildcards.dataset}/{spec['distracted_condition']}/{prompt}.jsonl"
+        for model in spec["model_order"]
+        for prompt in prompts_of(wildcards.dataset)
+    ]
+    return {"scored": scored, "judged": judged}
+
+
+def distraction_tables(dataset):
+    return [
+        f"results/tables/distraction/{dataset}/{t}.{ext}"
+        for t in distraction_table_names(distraction_spec(dataset))
+        for ext in ("csv", "md", "tex")
+    ]
+
+
+def distraction_figures(dataset, ext=("png", "pdf")):
+    return [
+        f"figures/distraction/{dataset}/{f}.{e}"
+        for f in distraction_figure_names(distraction_spec(dataset))
+        for e in ext
+    ]
+
+
+def distraction_targets():
+    if not MODELS:
+        return []
+    return [
+        path
+        for d in distraction_datasets()
+        for path in [f"results/metrics/distraction/{d}/metrics.csv"]
+        + distraction_tables(d)
+        + distraction_figures(d)
+    ]

@@ -312,6 +312,44 @@ def cmd_judge_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metrics_distraction(args: argparse.Namespace) -> int:
+    from .io import atomic_write_text
+    from .metrics import compute_distraction_metrics, read_inputs, read_judged, write_metrics
+
+    spec = _json_arg(args.spec, "--spec")
+    scored, _ = read_inputs(args.scored, [])
+    metrics, warnings = compute_distraction_metrics(scored, read_judged(args.judged), spec)
+    write_metrics(metrics, Path(args.out))
+    for w in warnings:
+        log.warning("%s", w)
+    if args.warnings:
+        atomic_write_text(args.warnings, "".join(f"{w}\n" for w in warnings))
+    log.info("%s: %d metric rows, %d warnings", args.out, len(metrics), len(warnings))
+    return 0
+
+
+def cmd_tables_distraction(args: argparse.Namespace) -> int:
+    from .metrics import read_metrics
+    from .tables import write_distraction_tables
+
+    paths = write_distraction_tables(
+        read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir)
+    )
+    log.info("%d table files written to %s", len(paths), args.out_dir)
+    return 0
+
+
+def cmd_figures_distraction(args: argparse.Namespace) -> int:
+    from .figures import write_distraction_figures
+    from .metrics import read_metrics
+
+    paths = write_distraction_figures(
+        read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir)
+    )
+    log.info("%d figure files written to %s", len(paths), args.out_dir)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vlmrobust",
@@ -442,6 +480,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics", required=True)
     s.add_argument("--out-dir", required=True)
     s.set_defaults(func=cmd_figures_corruption)
+
+    s = sub.add_parser(
+        "metrics-distraction", help="scored + judged -> metrics of the distraction study"
+    )
+    s.add_argument("--spec", required=True, help="models, dataset, conditions, bootstrap (JSON)")
+    s.add_argument("--scored", nargs="+", required=True, help="scored CSV files")
+    s.add_argument("--judged", nargs="*", default=[], help="distractor-reference JSONL files")
+    s.add_argument("--out", required=True, help="tidy metrics CSV")
+    s.add_argument("--warnings", help="a text file listing the warnings")
+    s.set_defaults(func=cmd_metrics_distraction)
+
+    s = sub.add_parser("tables-distraction", help="metrics -> Tables 3, 4, 5 (csv, md, tex)")
+    s.add_argument("--spec", required=True)
+    s.add_argument("--metrics", required=True)
+    s.add_argument("--out-dir", required=True)
+    s.set_defaults(func=cmd_tables_distraction)
+
+    s = sub.add_parser("figures-distraction", help="metrics -> Figures 5 and 6")
+    s.add_argument("--spec", required=True)
+    s.add_argument("--metrics", required=True)
+    s.add_argument("--out-dir", required=True)
+    s.set_defaults(func=cmd_figures_distraction)
     return p
 
 

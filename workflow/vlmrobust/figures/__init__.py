@@ -5,5 +5,17 @@ from vlmrobust.figures.corruption import (
     corruption_figures,
     write_corruption_figures,
 )
+from vlmrobust.figures.distraction import (
+    distraction_figure_names,
+    distraction_figures,
+    write_distraction_figures,
+)
 
-__all__ = ["corruption_figure_names", "corruption_figures", "write_corruption_figures"]
+__all__ = [
+    "corruption_figure_names",
+    "corruption_figures",
+    "distraction_figure_names",
+    "distraction_figures",
+    "write_corruption_figures",
+    "write_distraction_figures",
+]

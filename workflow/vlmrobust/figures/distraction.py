@@ -16,6 +16,7 @@ but an "n/a" mark at its place; a panel without any value says why in red.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -87,16 +88,18 @@ def _colour(m: ModelInfo) -> str:
 
 
 def _note(ax: Axes, text: str) -> None:
+    """A visible red note (wrapped, on a white box) in the upper half of the axes."""
     ax.text(
         0.5,
-        0.5,
-        text,
+        0.7,
+        textwrap.fill(text, 44),
         transform=ax.transAxes,
         ha="center",
         va="center",
-        fontsize=8,
+        fontsize=7,
         color=NOTE_COLOUR,
-        wrap=True,
+        bbox={"facecolor": "white", "edgecolor": NOTE_COLOUR, "linewidth": 0.6},
+        zorder=5,
     )
 
 
@@ -154,9 +157,7 @@ def figure5(index: MetricsIndex, spec: Mapping[str, Any]) -> Figure:
     fig = Figure(figsize=figure5_size(len(models)), dpi=DPI)
     fig.set_layout_engine("constrained")
     ax = fig.add_subplot()
-    ax.set_title(
-        f"Distract-Bench relative robustness (RR) under '{distracted}'", fontsize=9, pad=14
-    )
+    ax.set_title(f"Distract-Bench RR under '{distracted}'", fontsize=9, pad=14)
     values, notes = [], []
     for m in models:
         cell = lookup(index, "rr", m.id, dataset, distracted)
@@ -273,7 +274,7 @@ def figure6(index: MetricsIndex, spec: Mapping[str, Any]) -> Figure:
         bnotes.append(cell.note)
     yb = np.array(vals, dtype=float)
     fb = np.isfinite(yb)
-    for k, (base, _reas) in enumerate(pairs):
+    for k in range(len(pairs)):
         if fb[k]:
             ax_b.bar(
                 xb[k], yb[k], width=0.6, color=REASONING_COLOUR, edgecolor="black", linewidth=0.5

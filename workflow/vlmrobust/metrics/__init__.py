@@ -17,12 +17,15 @@ from .corruption import (
     read_metrics,
     write_metrics,
 )
+from .distraction import compute_distraction_metrics, read_judged
 
 __all__ = [
     "METRIC_COLUMNS",
     "bootstrap_gap_ci",
     "compute_corruption_metrics",
+    "compute_distraction_metrics",
     "read_inputs",
+    "read_judged",
     "read_metrics",
     "write_metrics",
 ]

@@ -5,12 +5,20 @@ from vlmrobust.tables.corruption import (
     corruption_tables,
     write_corruption_tables,
 )
+from vlmrobust.tables.distraction import (
+    distraction_table_names,
+    distraction_tables,
+    write_distraction_tables,
+)
 from vlmrobust.tables.render import Table, write_table
 
 __all__ = [
     "Table",
     "corruption_table_names",
     "corruption_tables",
+    "distraction_table_names",
+    "distraction_tables",
+    "write_distraction_tables",
     "write_corruption_tables",
     "write_table",
 ]
