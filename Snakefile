@@ -32,10 +32,12 @@ wildcard_constraints:
     prompt=r"[A-Za-z0-9-]+",
     shard=r"\d+",
     shards=r"\d+",
+    construction=alternation(config["construct"]),
 
 
 include: "workflow/rules/datasets.smk"
 include: "workflow/rules/variants.smk"
+include: "workflow/rules/construct.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/metrics.smk"

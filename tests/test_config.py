@@ -163,6 +163,14 @@ def test_registry_pairs():
         ),
         (lambda c: c["demo"].update(n_per_family=0), "key 'demo.n_per_family'"),
         (
+            lambda c: c["construct"]["demo-distract"].update(**{"from": ["demo-charts"]}),
+            "construct.demo-distract.from: 'demo-charts' is not a dataset of the run",
+        ),
+        (
+            lambda c: c["datasets"]["demo-distract"].update(decisions=5),
+            "key 'datasets.demo-distract.decisions': 5 is not of type 'string', 'null'",
+        ),
+        (
             lambda c: c["decoding"].update(n=5),
             "decoding.n is 5 but decoding.temperature is 0",
         ),
@@ -226,6 +234,7 @@ def test_strings_from_the_command_line_are_read_as_yaml_where_no_string_is_expec
     config["demo"] = {"n_per_family": "3", "families": "[chart, text]"}
     config["conditions"]["corrupt"]["severities"] = ["1", "5"]
     config["datasets"] = {"mathvista": {"split": "2023", "limit": "7", "conditions": ["clean"]}}
+    config["construct"] = {}
     config = validate_config(config, _registry())
     assert config["demo"]["n_per_family"] == 3
     assert config["demo"]["families"] == ["chart", "text"]

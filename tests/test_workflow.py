@@ -29,7 +29,8 @@ def demo_run(tmp_path_factory) -> Path:
 
 def test_default_run_writes_every_manifest(demo_run):
     manifests = sorted(demo_run.glob("results/variants/*/*/manifest.jsonl"))
-    assert len(manifests) == 7 * 2  # seven demo families x (clean, corrupt)
+    # seven demo families x (clean, corrupt) + the constructed demo-distract x 3
+    assert len(manifests) == 7 * 2 + 3
     for manifest in manifests:
         dataset = manifest.parent.parent.name
         samples = read_jsonl(demo_run / f"results/samples/{dataset}/samples.jsonl")
@@ -40,9 +41,12 @@ def test_default_run_writes_every_manifest(demo_run):
             assert len(row["images"]) == len(row["sha256"]) >= 1
             for image, digest in zip(row["images"], row["sha256"], strict=True):
                 assert sha256_file(demo_run / image) == digest
+            sample = next(s for s in samples if s["sample_id"] == row["sample_id"])
             if row["condition"] == "corrupt":
                 assert row["params"]["method"] is not None
                 assert not row["images"][0].startswith("results/samples/")
+            elif row["condition"] == "distracted":
+                assert row["images"] == sample["meta"]["distracted_images"]
             else:
                 assert row["images"] == next(
                     s["images"] for s in samples if s["sample_id"] == row["sample_id"]
@@ -57,13 +61,20 @@ def test_every_answer_is_scored(demo_run):
     assert {r["model"] for r in summary} == {"demo-base", "demo-reasoning"}
     assert {(r["dataset"], r["condition"]) for r in summary} == {
         (f"demo-{f}", c) for f in FAMILIES for c in ("clean", "corrupt")
-    }
+    } | {("demo-distract", c) for c in ("clean", "distracted", "corrupt")}
     per_model = {}
     for r in summary:
         per_model[(r["model"], r["dataset"], r["condition"])] = per_model.get(
             (r["model"], r["dataset"], r["condition"]), 0
         ) + int(r["n"])
-    assert set(per_model.values()) == {3}  # every sample answered once, under its prompt
+    # every sample answered once, under its prompt; demo-distract keeps the 7 accepted
+    # of its 9 candidates (resources/distraction/demo-decisions.csv)
+    assert {k: v for k, v in per_model.items() if k[1] == "demo-distract"} == {
+        (m, "demo-distract", c): 7
+        for m in ("demo-base", "demo-reasoning")
+        for c in ("clean", "distracted", "corrupt")
+    }
+    assert {v for k, v in per_model.items() if k[1] != "demo-distract"} == {3}
     outputs = read_jsonl(demo_run / "results/outputs/demo-base/demo-chart/corrupt/default.jsonl")
     manifest = read_jsonl(demo_run / "results/variants/demo-chart/corrupt/manifest.jsonl")
     assert [o["image_sha256"] for o in outputs] == [m["sha256"] for m in manifest]
@@ -87,25 +98,31 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
         "-n",
         "--config",
         "demo={n_per_family: 3}",
-        "conditions={clean: {perturbation: none}, corrupt: {perturbation: corruption, severities: [5]}}",
+        "conditions={clean: {perturbation: none}, corrupt: {perturbation: corruption,"
+        " severities: [5]}, distracted: {perturbation: distraction}}",
     )
     out = proc.stdout + proc.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
-    # Only the corrupt variants and what reads them: 7 datasets x 2 models downstream.
+    # Only the corrupt variants and what reads them: 8 datasets (the seven demo families
+    # and demo-distract) x 2 models downstream, then the aggregation of both studies.
     assert jobs == {
-        "variants": "7",
-        "infer": "14",
-        "gather_outputs": "14",
-        "score": "14",
+        "variants": "8",
+        "infer": "16",
+        "gather_outputs": "16",
+        "score": "16",
         "score_summary": "1",
         "metrics_corruption": "1",
         "tables_corruption": "1",
         "figures_corruption": "1",
+        "metrics_distraction": "1",
+        "tables_distraction": "1",
+        "figures_distraction": "1",
         "all": "1",
-        "total": "54",
+        "total": "64",
     }
     rerun = re.findall(r"wildcards: dataset=([\w-]+), condition=(\w+)", out)
-    assert sorted(rerun) == sorted((f"demo-{f}", "corrupt") for f in FAMILIES)
+    expected = [(f"demo-{f}", "corrupt") for f in FAMILIES] + [("demo-distract", "corrupt")]
+    assert sorted(rerun) == sorted(expected)
 
 
 def test_bad_config_stops_before_any_job(demo_run, tmp_path):
@@ -137,18 +154,28 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     out = proc.stdout + proc.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     jobs.pop("total")
-    per_model = {"demo_model": "1", "infer": "14", "gather_outputs": "14", "score": "14"}
+    # 7 demo families x 2 conditions + demo-distract x 3; its distracted outputs judged.
+    per_model = {
+        "demo_model": "1",
+        "infer": "17",
+        "gather_outputs": "17",
+        "score": "17",
+        "judge_reference": "1",
+    }
     aggregation = {
         "score_summary",
         "metrics_corruption",
         "tables_corruption",
         "figures_corruption",
+        "metrics_distraction",
+        "tables_distraction",
+        "figures_distraction",
         "all",
     }
     assert jobs == {**per_model, **{name: "1" for name in aggregation}}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
-    assert len(models) == 1 + 14 * 3 and set(models) == {"demo-extra"}
+    assert len(models) == 1 + 17 * 3 + 1 and set(models) == {"demo-extra"}
 
 
 def test_report_shows_every_table_and_figure(demo_run):
@@ -157,3 +184,27 @@ def test_report_shows_every_table_and_figure(demo_run):
     for name in ("figure4.png", "rr_heatmap.png", "table1.csv", "table2.csv", "table10.csv"):
         assert name in html
     assert "Vision-corruption study" in html
+
+
+def test_constructed_benchmark_follows_the_decisions_file(demo_run):
+    from vlmrobust.review import write_decision
+
+    report = json.loads((demo_run / "results/samples/demo-distract/report.json").read_text())
+    assert report["verification"]["generated"] == 9
+    assert report["verification"]["accepted"] == 7
+    assert report["verification"]["rejected_by_criterion"]["obvious"] == 1
+    assert (demo_run / "results/construct/demo-distract/review.html").is_file()
+    for name in ("table3", "table4", "table5"):
+        assert (demo_run / f"results/tables/distraction/demo-distract/{name}.md").is_file()
+    # A reviewer accepts a rejected sample: the next run rebuilds the benchmark's samples
+    # and what depends on them, nothing of the other datasets.
+    decisions = demo_run / "resources/distraction/demo-decisions.csv"
+    original = decisions.read_text()
+    try:
+        write_decision(decisions, "demo-geometry-0001", "accept", note="fine after all")
+        out = snakemake(demo_run, "-n", *SMALL).stdout
+        rerun = set(re.findall(r"wildcards: .*?dataset=([\w-]+)", out))
+        assert rerun == {"demo-distract"}
+        assert re.search(r"^samples\s+1$", out, flags=re.M)
+    finally:
+        decisions.write_text(original)

@@ -57,10 +57,14 @@ def dataset_spec(wildcards):
 
 
 def samples_input(wildcards):
-    """What the samples of a dataset are read from: the demo rows, or the local files."""
+    """What the samples of a dataset are read from: the demo rows, the constructed
+    candidates and their decisions file, or the local files."""
     spec = DATASETS[wildcards.dataset]
     if spec["adapter"] == "demo":
         return [f"{DEMO_ROOT}/{demo_family(spec['path'])}/rows.jsonl"]
+    if spec["adapter"] == "constructed":
+        decisions = [spec["decisions"]] if spec["decisions"] else []
+        return [f"{spec['path']}/candidates.jsonl"] + decisions
     if spec["source"] == "local":
         root = Path(spec["path"])
         if not root.exists():
@@ -92,7 +96,13 @@ def all_targets():
     targets = variant_manifests()
     if MODELS:
         targets.append("results/scored/summary.csv")
-    return targets + corruption_targets() + judged_files() + distraction_targets()
+    return (
+        targets
+        + construct_targets()
+        + corruption_targets()
+        + judged_files()
+        + distraction_targets()
+    )
 
 
 def prompts_of(dataset):
@@ -223,7 +233,9 @@ def corruption_study_inputs():
 def corruption_spec():
     """What the corruption metrics, tables and figures need from the configuration
     and the registry (vlmrobust.metrics / tables / figures)."""
-    studied = [m for m in MODELS if any(m in models_of(d) for d in corruption_datasets())]
+    studied = [
+        m for m in MODELS if any(m in models_of(d) for d in corruption_datasets())
+    ]
     return {
         "models": {m: MODELS[m] for m in studied},
         "model_order": studied,
@@ -411,3 +423,43 @@ def distraction_targets():
         + distraction_tables(d)
         + distraction_figures(d)
     ]
+
+
+# --- construction of distraction benchmarks ------------------------------------------
+
+CONSTRUCT = config["construct"]
+
+
+def construct_input(wildcards):
+    sources = CONSTRUCT[wildcards.construction]["from"]
+    seeds = (
+        CONSTRUCT[wildcards.construction]["seeds"]
+        or "resources/distraction/seeds/seeds.jsonl"
+    )
+    return {
+        "samples": [f"results/samples/{d}/samples.jsonl" for d in sources],
+        "seeds": seeds,
+    }
+
+
+def construct_spec(wildcards):
+    return json.dumps(CONSTRUCT[wildcards.construction], sort_keys=True)
+
+
+def review_decisions(wildcards):
+    """The decisions file of the constructed dataset built from this construction."""
+    for spec in DATASETS.values():
+        if spec["adapter"] == "constructed" and spec["path"] == (
+            f"results/construct/{wildcards.construction}"
+        ):
+            return spec["decisions"]
+    return f"resources/distraction/decisions-{wildcards.construction}.csv"
+
+
+def existing_decisions(wildcards):
+    path = review_decisions(wildcards)
+    return [path] if Path(path).exists() else []
+
+
+def construct_targets():
+    return [f"results/construct/{name}/review.html" for name in CONSTRUCT]

@@ -350,6 +350,65 @@ def cmd_figures_distraction(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_construct(args: argparse.Namespace) -> int:
+    """Distraction candidates for human review (Distract-Bench §3): writer + editor."""
+    from .construct import (
+        CompositeEditor,
+        GeminiImageEditor,
+        LLMWriter,
+        OfflineWriter,
+        OpenAIImageEditor,
+        build_candidates,
+        knowledge_base,
+        load_seeds,
+    )
+    from .llm import LLMCache, make_llm
+    from .records import read_samples
+
+    spec = _json_arg(args.spec, "--spec")
+    cache = LLMCache(Path(args.cache_dir))
+    samples = []
+    for path in args.samples:
+        rows = read_samples(path)
+        samples += rows[: spec["limit_per_dataset"]] if spec["limit_per_dataset"] else rows
+    writer_spec = spec["writer"]
+    if writer_spec.get("backend", "offline") == "offline":
+        writer = OfflineWriter(seed=args.seed)
+        summarizer = None
+    else:
+        writer = LLMWriter(make_llm(writer_spec, cache))
+        summarizer = make_llm(writer_spec, cache)
+    editor_spec = spec["editor"]
+    editors = {"composite": None, "openai": OpenAIImageEditor, "gemini": GeminiImageEditor}
+    backend = editor_spec.get("backend", "composite")
+    if backend not in editors:
+        raise ConfigError(
+            f"construct editor backend {backend!r} is not one of {', '.join(editors)}"
+        )
+    editor = CompositeEditor() if backend == "composite" else editors[backend](editor_spec)
+    kb = knowledge_base(load_seeds(spec.get("seeds")), summarizer)
+    rows = build_candidates(samples, writer, editor, kb, Path(args.out_dir), seed=args.seed)
+    for failure in rows.failures:
+        log.warning("construction failed: %s", failure)
+    log.info(
+        "%s: %d candidates, %d failures (writer %s, editor %s)",
+        args.out_dir,
+        len(rows),
+        len(rows.failures),
+        writer.name,
+        editor.name,
+    )
+    return 0
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from .review.server import main as review_main
+
+    argv = ["--candidates", args.candidates, "--decisions", args.decisions]
+    argv += ["--port", str(args.port)] + (["--page", args.page] if args.page else [])
+    return review_main(argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vlmrobust",
@@ -413,6 +472,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--released", required=True, help="the released file")
     s.add_argument("--out", required=True, help="outputs JSONL")
     s.set_defaults(func=cmd_import_outputs)
+
+    s = sub.add_parser("construct", help="samples -> distraction candidates (writer + editor)")
+    s.add_argument("--spec", required=True, help="the construction's configuration as JSON")
+    s.add_argument(
+        "--samples", nargs="+", required=True, help="samples JSONL of the source datasets"
+    )
+    s.add_argument("--seed", type=int, default=0, help="global seed")
+    s.add_argument("--cache-dir", default="results/cache/llm", help="LLM cache folder")
+    s.add_argument("--out-dir", required=True, help="folder of candidates.jsonl and images")
+    s.set_defaults(func=cmd_construct)
+
+    s = sub.add_parser(
+        "review", help="human verification: serve the review page that writes the decisions file"
+    )
+    s.add_argument("--candidates", required=True, help="candidates JSONL")
+    s.add_argument("--decisions", required=True, help="decisions CSV (resources/distraction/...)")
+    s.add_argument("--port", type=int, default=0, help="port (0: any free port)")
+    s.add_argument("--page", help="write a static, read-only page here instead of serving")
+    s.set_defaults(func=cmd_review)
 
     s = sub.add_parser("gather", help="concatenate the shards of one output in manifest order")
     s.add_argument("--manifest", required=True)

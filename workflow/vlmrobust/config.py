@@ -217,7 +217,7 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                 )
             ds["adapter"] = name
         if ds["scorer"] is None:
-            ds["scorer"] = "generic" if ds["adapter"] == "demo" else ds["adapter"]
+            ds["scorer"] = "generic" if ds["adapter"] in ("demo", "constructed") else ds["adapter"]
         if ds["on_bad_row"] is None:
             ds["on_bad_row"] = config["samples"]["on_bad_row"]
         for cond in ds["conditions"]:
@@ -241,6 +241,14 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                 raise ConfigError(
                     f"config: datasets.{name}.path: demo family {family!r} is not generated "
                     f"(demo.families: {', '.join(config['demo']['families'])})"
+                )
+    for name, cons in config["construct"].items():
+        if not cons["from"]:
+            raise ConfigError(f"config: construct.{name}.from: name at least one source dataset")
+        for source in cons["from"]:
+            if source not in config["datasets"]:
+                raise ConfigError(
+                    f"config: construct.{name}.from: {source!r} is not a dataset of the run"
                 )
     seen_imports = set()
     for i, imp in enumerate(config["imports"]):

@@ -10,7 +10,10 @@ Three editors share one method, ``edit(image, instruction) -> PIL.Image``:
   its bounding box covers at most :data:`MAX_AREA_FRACTION` of the image area (and fits
   inside the image); only the pixels of that box can change, everything outside it is
   byte-identical to the input. The layer is placed centred on ``position`` (fractions
-  of width/height), clamped inside the image. Modes: ``RGB``, ``L``, ``RGBA`` keep their
+  of width/height), clamped inside the image; when that box is not empty (more than 2 %
+  of its pixels differ from its most common value) the first empty box among
+  :data:`FREE_SPACE_ORDER` (corners, edges) is used instead, else the requested one —
+  so existing content is avoided when the picture has free margins (not guaranteed). Modes: ``RGB``, ``L``, ``RGBA`` keep their
   mode (only the box region is converted for compositing); any other mode (``P``,
   ``1``, ``I``, ``F``, ``CMYK``...) is converted to ``RGB`` first.
 - :class:`OpenAIImageEditor` — ``images.edit`` of the ``openai`` client (gpt-image-1
@@ -200,35 +203,59 @@ def placement(
     return x0, y0, x0 + lw, y0 + lh
 
 
+#: Where the editor looks, in this order, when the requested box is not empty.
+FREE_SPACE_ORDER = (
+    (0.85, 0.06), (0.15, 0.06), (0.85, 0.94), (0.15, 0.94),
+    (0.5, 0.94), (0.5, 0.06), (0.06, 0.5), (0.94, 0.5),
+)  # fmt: skip
+
+
+def _is_empty(image: Image.Image, box: tuple[int, int, int, int], tol: float = 0.02) -> bool:
+    """Whether at most ``tol`` of the box's pixels differ from its most common value."""
+    region = image.crop(box).convert("L")
+    hist = region.histogram()
+    total = sum(hist)
+    return total == 0 or (total - max(hist)) <= tol * total
+
+
 class CompositeEditor:
     """The deterministic offline editor (see the module docstring for its bound)."""
 
     name = "composite"
 
-    def __init__(self, max_area_fraction: float = MAX_AREA_FRACTION) -> None:
+    def __init__(
+        self, max_area_fraction: float = MAX_AREA_FRACTION, *, find_free_space: bool = True
+    ) -> None:
         if not 0 < max_area_fraction <= 1:
             raise ValueError(f"max_area_fraction must be in (0, 1], got {max_area_fraction}")
         self.max_area_fraction = max_area_fraction
+        self.find_free_space = find_free_space
 
     def __repr__(self) -> str:
         return f"CompositeEditor(max_area_fraction={self.max_area_fraction})"
 
     def region(self, image: Image.Image, instruction: Mapping[str, Any]) -> tuple[int, ...]:
         """The box the edit of ``instruction`` may change."""
-        return self._layer_and_box(image.size, render_of(instruction))[1]
+        return self._layer_and_box(image, render_of(instruction))[1]
 
     def _layer_and_box(
-        self, size: tuple[int, int], render: dict[str, Any]
+        self, image: Image.Image, render: dict[str, Any]
     ) -> tuple[Image.Image, tuple[int, int, int, int]]:
-        width, height = size
+        width, height = image.size
         layer = draw_layer(render, max(1, min(width, height)))
         layer = fit_layer(layer, width, height, self.max_area_fraction)
-        return layer, placement(width, height, layer.size, render.get("position"))
+        box = placement(width, height, layer.size, render.get("position"))
+        if self.find_free_space and not _is_empty(image, box):
+            for fallback in FREE_SPACE_ORDER:
+                other = placement(width, height, layer.size, fallback)
+                if _is_empty(image, other):
+                    return layer, other
+        return layer, box
 
     def edit(self, image: Image.Image, instruction: Mapping[str, Any]) -> Image.Image:
         render = render_of(instruction)
         out = image.copy() if image.mode in _KEEP_MODES else image.convert("RGB")
-        layer, box = self._layer_and_box(out.size, render)
+        layer, box = self._layer_and_box(out, render)
         region = out.crop(box).convert("RGBA")
         region.alpha_composite(layer.crop((0, 0, box[2] - box[0], box[3] - box[1])))
         out.paste(region.convert(out.mode), box[:2])

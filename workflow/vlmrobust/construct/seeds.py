@@ -231,44 +231,57 @@ _DEMO_SEEDS: list[dict[str, Any]] = [
         "and changes no bar.",
         "misleading": "A solver may read the target as the requested value or use it in a "
         "difference or a sum.",
-        "pattern": {"kind": "number", "text": "Target: {number} {unit}", "location": "top-right",
-                    "style": {"color": "#c81414", "size": 0.06}},  # fmt: skip
+        "pattern": {
+            "kind": "number",
+            "text": "Target: {number} {unit}",
+            "location": "top-right",
+            "style": {"color": "#c81414", "size": 0.06},
+        },  # fmt: skip
     },
     {
         "seed_id": "demo-chart-lastyear",
         "family": "chart",
         "question": "What is the highest value shown in the chart?",
-        "injected": "A red arrow with the text 'Bananas: 75 last year' near the top of the "
-        "plot.",
+        "injected": "A red arrow with the text 'Bananas: 75 last year' near the top of the plot.",
         "irrelevance": "Last year's figure is another period; the chart and the question are "
         "about the plotted values only.",
         "misleading": "It offers a larger number that looks like a maximum, a dead end for "
         "'highest value' questions.",
-        "pattern": {"kind": "arrow", "text": "{label}: {number} last year", "location": "top",
-                    "style": {"color": "#1e3cdc", "size": 0.05}},  # fmt: skip
+        "pattern": {
+            "kind": "arrow",
+            "text": "{label}: {number} last year",
+            "location": "top",
+            "style": {"color": "#1e3cdc", "size": 0.05},
+        },  # fmt: skip
     },
     {
         "seed_id": "demo-diagram-length",
         "family": "diagram",
-        "question": "Point C lies on segment AB. Using the lengths marked in the figure, find "
-        "CB.",
+        "question": "Point C lies on segment AB. Using the lengths marked in the figure, find CB.",
         "injected": "A bold red label 'Length = 7' beside the drawing, like a scale cue.",
         "irrelevance": "The lengths needed are already marked; the extra label names no "
         "segment of the question.",
         "misleading": "A careless solver may take it as a given length and subtract it.",
-        "pattern": {"kind": "label", "text": "Length = {number}", "location": "bottom-left",
-                    "style": {"color": "#ff0000", "size": 0.07}},  # fmt: skip
+        "pattern": {
+            "kind": "label",
+            "text": "Length = {number}",
+            "location": "bottom-left",
+            "style": {"color": "#ff0000", "size": 0.07},
+        },  # fmt: skip
     },
     {
         "seed_id": "demo-diagram-boxed",
         "family": "diagram",
         "question": "Which of the labelled segments in the figure is the longest?",
         "injected": "A dashed red box with the note 'EF (checked)' at the bottom-right.",
-        "irrelevance": "The note only marks a segment as checked; it says nothing about "
-        "lengths.",
+        "irrelevance": "The note only marks a segment as checked; it says nothing about lengths.",
         "misleading": "It suggests a wrong option is the verified answer.",
-        "pattern": {"kind": "box", "text": "{label} (checked)", "location": "bottom-right",
-                    "style": {"color": "#d21414", "size": 0.05}},  # fmt: skip
+        "pattern": {
+            "kind": "box",
+            "text": "{label} (checked)",
+            "location": "bottom-right",
+            "style": {"color": "#d21414", "size": 0.05},
+        },  # fmt: skip
     },
     {
         "seed_id": "demo-geometry-angle",
@@ -279,19 +292,26 @@ _DEMO_SEEDS: list[dict[str, Any]] = [
         "uses it.",
         "misleading": "A solver may treat it as the measure of an angle of the figure and "
         "apply trigonometry with it.",
-        "pattern": {"kind": "shape", "text": "{number}°", "location": "top-left",
-                    "style": {"color": "#e02020", "size": 0.06, "shape": "star"}},  # fmt: skip
+        "pattern": {
+            "kind": "shape",
+            "text": "{number}°",
+            "location": "top-left",
+            "style": {"color": "#e02020", "size": 0.06, "shape": "star"},
+        },  # fmt: skip
     },
     {
         "seed_id": "demo-any-page",
         "family": "any",
         "question": "How many red shapes are there in the figure?",
         "injected": "A green page marker 'Fig. 12' at the bottom edge.",
-        "irrelevance": "A figure number is bookkeeping; it describes no content of the "
-        "picture.",
+        "irrelevance": "A figure number is bookkeeping; it describes no content of the picture.",
         "misleading": "Its number may be counted or used as an operand.",
-        "pattern": {"kind": "label", "text": "Fig. {number}", "location": "bottom",
-                    "style": {"color": "#148c28", "size": 0.06}},  # fmt: skip
+        "pattern": {
+            "kind": "label",
+            "text": "Fig. {number}",
+            "location": "bottom",
+            "style": {"color": "#148c28", "size": 0.06},
+        },  # fmt: skip
     },
 ]
 # What the demo seed images show, and the values the edited image's template uses.
@@ -344,8 +364,10 @@ def render_from_pattern(pattern: dict[str, Any], fill: dict[str, str], jitter=(0
     render = {
         "kind": pattern["kind"],
         "text": " ".join(text.split()),
-        "position": [round(min(max(fx + jitter[0], 0), 1), 4),
-                     round(min(max(fy + jitter[1], 0), 1), 4)],  # fmt: skip
+        "position": [
+            round(min(max(fx + jitter[0], 0), 1), 4),
+            round(min(max(fy + jitter[1], 0), 1), 4),
+        ],  # fmt: skip
         "color": str(style.get("color", "#ff0000")),
         "size": float(style.get("size", 0.06)),
     }

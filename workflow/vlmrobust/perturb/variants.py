@@ -70,7 +70,9 @@ class VariantPlan:
     params: dict[str, Any]
     seed: int | None
     question: str | None = None  # None: the sample's question, unchanged
-    images: tuple[str, ...] | None = None  # existing files to use (apply is None); None: the sample's
+    images: tuple[str, ...] | None = (
+        None  # existing files to use (apply is None); None: the sample's
+    )
 
 
 PlanFn = Callable[[Sample, str, dict[str, Any], int], list[VariantPlan]]

@@ -1,0 +1,44 @@
+# Building a distraction benchmark (Distract-Bench §3): candidates -> human review.
+
+
+rule construct_candidates:
+    input:
+        unpack(construct_input),
+    output:
+        "results/construct/{construction}/candidates.jsonl",
+    log:
+        "logs/construct/{construction}.log",
+    benchmark:
+        "logs/benchmarks/construct/{construction}.tsv"
+    conda:
+        "../../envs/judge.yaml"
+    params:
+        spec=construct_spec,
+        seed=config["seed"],
+        cache_dir=config["scoring"]["cache_dir"],
+    shell:
+        "vlmrobust construct --spec {params.spec:q} --samples {input.samples}"
+        " --seed {params.seed} --cache-dir {params.cache_dir}"
+        " --out-dir results/construct/{wildcards.construction} > {log} 2>&1"
+
+
+rule review_page:
+    input:
+        candidates="results/construct/{construction}/candidates.jsonl",
+        decisions=existing_decisions,
+    output:
+        report(
+            "results/construct/{construction}/review.html",
+            caption="../report/review.rst",
+            category="Semantic-distraction study",
+            subcategory="Construction",
+        ),
+    log:
+        "logs/construct/{construction}.review.log",
+    conda:
+        "../../envs/data.yaml"
+    params:
+        decisions=review_decisions,
+    shell:
+        "vlmrobust review --candidates {input.candidates} --decisions {params.decisions}"
+        " --page {output} > {log} 2>&1"
