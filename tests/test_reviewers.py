@@ -175,3 +175,56 @@ def test_distraction_tables_and_figures_from_released_outputs(reviewer_run):
     table3 = (folder / "table3.md").read_text()
     # The same released file stands for clean and distracted here: Eureka 10/12 both.
     assert "83.3" in table3 and "100.0" in table3
+
+
+def test_released_labels_are_used_only_when_the_config_says_so(tmp_path):
+    from vlmrobust.io import read_jsonl
+
+    workdir = copy_repo(tmp_path / "repo")
+    data = _local_distract_bench(workdir / "released")
+    reference = DB / "model_outputs" / "FanqingM__MM-Eureka-Qwen-7B.reference.jsonl"
+    config = {
+        "models": ["mm-eureka-qwen-7b"],
+        "conditions": {
+            "clean": {"perturbation": "none"},
+            "distracted": {"perturbation": "distraction"},
+        },
+        "datasets": {
+            "distract-bench": {
+                "source": "local",
+                "path": str(data),
+                "conditions": ["clean", "distracted"],
+            }
+        },
+        "imports": [
+            {
+                "model": "mm-eureka-qwen-7b",
+                "dataset": "distract-bench",
+                "condition": "clean",
+                "path": str(EUREKA),
+            },
+            {
+                "model": "mm-eureka-qwen-7b",
+                "dataset": "distract-bench",
+                "condition": "distracted",
+                "path": str(EUREKA),
+                "released_labels": True,
+                "references": str(reference),
+            },
+        ],
+    }
+    (workdir / "config" / "released-labels.yaml").write_text(yaml.safe_dump(config))
+    run(
+        [str(BIN / "snakemake"), "--cores", "2", "--configfile", "config/released-labels.yaml"],
+        workdir,
+    )
+    with open(workdir / "results/scored/summary.csv") as fh:
+        summary = {r["condition"]: r for r in csv.DictReader(fh)}
+    assert summary["clean"]["correct"] == "10"  # rescored with our rules
+    assert summary["distracted"]["correct"] == "0"  # the released true_false, all False
+    judged = read_jsonl(
+        workdir / "results/judged/mm-eureka-qwen-7b/distract-bench/distracted/default.jsonl"
+    )
+    released = [json.loads(line)["verdict"] for line in reference.read_text().splitlines()]
+    assert [j["verdict"] for j in judged] == released
+    assert {j["judge"] for j in judged} == {"released"}

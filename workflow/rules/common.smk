@@ -300,10 +300,13 @@ IMPORTS = {
 
 def import_input(wildcards):
     spec = IMPORTS[wildcards.imported]
-    return {
+    files = {
         "released": spec["path"],
         "samples": f"results/samples/{spec['dataset']}/samples.jsonl",
     }
+    if spec["references"]:
+        files["references"] = spec["references"]
+    return files
 
 
 def import_spec(wildcards):
@@ -463,3 +466,11 @@ def existing_decisions(wildcards):
 
 def construct_targets():
     return [f"results/construct/{name}/review.html" for name in CONSTRUCT]
+
+
+def use_released(wildcards):
+    """`--use-released` where an `imports` entry asks for the released labels."""
+    key = f"{wildcards.model}/{wildcards.dataset}/{wildcards.condition}/{wildcards.prompt}"
+    spec = IMPORTS.get(key)
+    wanted = spec is not None and (spec["released_labels"] or spec["references"])
+    return "--use-released" if wanted else ""

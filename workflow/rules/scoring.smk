@@ -13,11 +13,12 @@ rule score:
         "../../envs/data.yaml"
     params:
         scorer=scorer_of,
+        released=use_released,
         fallback=llm_fallback,
         cache_dir=config["scoring"]["cache_dir"],
     shell:
         "vlmrobust score --outputs {input.outputs} --samples {input.samples}"
-        " --scorer {params.scorer} --fallback {params.fallback:q}"
+        " --scorer {params.scorer} --fallback {params.fallback:q} {params.released}"
         " --cache-dir {params.cache_dir} --out {output} > {log} 2>&1"
 
 
@@ -46,7 +47,9 @@ rule judge_reference:
         "../../envs/judge.yaml"
     params:
         spec=reference_judge_spec,
+        released=use_released,
         cache_dir=config["scoring"]["cache_dir"],
     shell:
         "vlmrobust judge-reference --outputs {input.outputs} --samples {input.samples}"
-        " --spec {params.spec:q} --cache-dir {params.cache_dir} --out {output} > {log} 2>&1"
+        " --spec {params.spec:q} --cache-dir {params.cache_dir} {params.released}"
+        " --out {output} > {log} 2>&1"

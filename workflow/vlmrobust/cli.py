@@ -170,6 +170,14 @@ def cmd_score(args: argparse.Namespace) -> int:
     scored = score_outputs(
         samples, rows, args.scorer, fallback=_fallback(args.fallback, args.cache_dir)
     )
+    if args.use_released:
+        released = {r.key: r.released for r in rows if r.released and "correct" in r.released}
+        for row in scored:
+            if row["key"] in released:
+                row["correct"] = int(released[row["key"]]["correct"])
+                row["score"] = float(row["correct"])
+                row["method"], row["rule"] = "released", "released"
+                row["reason"] = "correctness as stated by the released file"
     write_scored(Path(args.out), scored)
     n_ok = sum(r["correct"] for r in scored)
     log.info("%s: %d rows, %d correct", args.out, len(scored), n_ok)
@@ -201,6 +209,34 @@ def cmd_score_released(args: argparse.Namespace) -> int:
     )
     log.info("%s: %d rows scored", args.out, len(rows))
     return 0
+
+
+def _released_labels(spec: dict, released: str, questions: dict) -> dict[str, dict]:
+    """{sample_id: {"correct": ..., "verdict": ...}} from the released files, where the
+    `imports` entry asks for them (released_labels, references)."""
+    from .io import read_jsonl
+    from .judge import load_released_references
+
+    labels: dict[str, dict] = {}
+    if spec.get("released_labels"):
+        if spec["format"] != "lmms-eval":
+            raise ConfigError("imports: released_labels is supported for lmms-eval files only")
+        id_field = spec.get("id_field") or "doc_id"
+        for lineno, rec in enumerate(read_jsonl(released), 1):
+            value = rec
+            for part in id_field.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            sample = questions.get(str(value))
+            verdict = (rec.get("llm_as_judge_eval") or {}).get("true_false")
+            if sample is None or verdict is None:
+                raise ValueError(f"{released}:{lineno}: no released correctness (true_false)")
+            labels.setdefault(sample.sample_id, {})["correct"] = bool(verdict)
+    if spec.get("references"):
+        for source_id, row in load_released_references(spec["references"]).items():
+            sample = questions.get(str(source_id))
+            if sample is not None and row.get("verdict") in ("yes", "no"):
+                labels.setdefault(sample.sample_id, {})["verdict"] = row["verdict"]
+    return labels
 
 
 def cmd_import_outputs(args: argparse.Namespace) -> int:
@@ -235,6 +271,9 @@ def cmd_import_outputs(args: argparse.Namespace) -> int:
         )
     # The rows stand for the run's prompt setting, so they sit where a run would put them.
     rows = [replace(r, prompt=spec["prompt"]) for r in rows]
+    labels = _released_labels(spec, args.released, questions)
+    if labels:
+        rows = [replace(r, released=labels.get(r.sample_id)) for r in rows]
     missing = len(samples) - len({r.sample_id for r in rows})
     if missing:
         log.warning("%s: %d samples have no released answer", args.released, missing)
@@ -298,7 +337,31 @@ def cmd_judge_reference(args: argparse.Namespace) -> int:
     samples = {s.sample_id: s for s in read_samples(args.samples)}
     rows = [OutputRow.from_dict(r) for r in read_jsonl(args.outputs)]
     judge = make_reference_judge(spec, LLMCache(Path(args.cache_dir)))
-    judged = judge_reference(rows, judge, describe=describe_outputs(samples))
+    released = {
+        r.key: r.released["verdict"] for r in rows if r.released and "verdict" in r.released
+    }
+    if args.use_released and released:
+        judged = judge_reference(
+            [r for r in rows if r.key not in released], judge, describe=describe_outputs(samples)
+        )
+        by_key = {j["key"]: j for j in judged}
+        judged = [
+            by_key.get(r.key)
+            or {
+                "key": r.key,
+                "verdict": released[r.key],
+                "reason": "released verdict",
+                "evidence": "",
+                "confidence": None,
+                "judge": "released",
+                "error": None,
+                "cached": False,
+                "prompt_version": "released",
+            }
+            for r in rows
+        ]
+    else:
+        judged = judge_reference(rows, judge, describe=describe_outputs(samples))
     write_jsonl(args.out, judged)
     n_yes = sum(r["verdict"] == "yes" for r in judged)
     n_err = sum(r["verdict"] is None for r in judged)
@@ -504,6 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--scorer", required=True, help="scoring rules (adapter name or generic)")
     s.add_argument("--fallback", help="scoring.llm_fallback as JSON (LLM answer extraction)")
     s.add_argument("--cache-dir", help="LLM cache folder (scoring.cache_dir)")
+    s.add_argument(
+        "--use-released", action="store_true", help="use the released correctness of imported rows"
+    )
     s.add_argument("--out", required=True, help="scored CSV")
     s.set_defaults(func=cmd_score)
 
@@ -514,6 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--samples", required=True, help="samples JSONL (meta.edit: the distractor)")
     s.add_argument("--spec", required=True, help="judge.reference as JSON")
     s.add_argument("--cache-dir", required=True, help="LLM cache folder")
+    s.add_argument("--use-released", action="store_true", help="use released verdicts of imports")
     s.add_argument("--out", required=True, help="judged JSONL (one row per output)")
     s.set_defaults(func=cmd_judge_reference)
 

@@ -132,6 +132,9 @@ class OutputRow:
     image_sha256: list[str] = field(default_factory=list)
     error: str | None = None
     source: str = "run"  # "run", or the importer: "lmms-eval", "vlmevalkit"
+    #: labels a released file carried ({"correct": bool, "verdict": "yes"|"no"}); used
+    #: only where the configuration says so (imports[].released_labels / references)
+    released: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
