@@ -228,3 +228,12 @@ def test_released_labels_are_used_only_when_the_config_says_so(tmp_path):
     released = [json.loads(line)["verdict"] for line in reference.read_text().splitlines()]
     assert [j["verdict"] for j in judged] == released
     assert {j["judge"] for j in judged} == {"released"}
+
+
+def test_agreement_of_our_judge_with_the_released_verdicts(reviewer_run):
+    judged = "results/judged/mm-eureka-qwen-7b/distract-bench/distracted/default.jsonl"
+    released = str(DB / "model_outputs" / "FanqingM__MM-Eureka-Qwen-7B.reference.jsonl")
+    proc = run([str(BIN / "vlmrobust"), "judge-agreement", judged, released], reviewer_run)
+    result = json.loads(proc.stdout)
+    assert result["samples_in_both"] == 12 and result["n"] == 12
+    assert 0.0 <= result["percent"] <= 1.0

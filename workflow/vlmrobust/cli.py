@@ -472,6 +472,43 @@ def cmd_review(args: argparse.Namespace) -> int:
     return review_main(argv)
 
 
+def _verdicts(path: str) -> dict[str, Any]:
+    """Verdicts by key: a judged JSONL of this workflow (``<variant>#<draw>``) or a
+    released reference file (``final_id`` / ``doc_id``)."""
+    from .io import read_jsonl
+
+    return {
+        str(row.get("key") or row.get("final_id") or row.get("doc_id")): row.get("verdict")
+        for row in read_jsonl(path)
+    }
+
+
+def _own_id(key: str) -> str:
+    """``distract-bench-17#0`` -> ``17``: a workflow key reduced to the dataset's own id."""
+    return key.split("#")[0].rsplit("-", 1)[-1]
+
+
+def cmd_judge_agreement(args: argparse.Namespace) -> int:
+    from .judge import agreement
+
+    a, b = _verdicts(args.a), _verdicts(args.b)
+    shared = sorted(set(a) & set(b))
+    if not shared:  # a workflow file against a released one: match on the dataset's ids
+        a = {_own_id(k): v for k, v in a.items()}
+        b = {_own_id(k): v for k, v in b.items()}
+        shared = sorted(set(a) & set(b))
+    if not shared:
+        raise ValueError(f"{args.a} and {args.b} label no common sample")
+    result = {
+        **agreement([a[k] for k in shared], [b[k] for k in shared]),
+        "a": args.a,
+        "b": args.b,
+        "samples_in_both": len(shared),
+    }
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vlmrobust",
@@ -583,6 +620,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--use-released", action="store_true", help="use released verdicts of imports")
     s.add_argument("--out", required=True, help="judged JSONL (one row per output)")
     s.set_defaults(func=cmd_judge_reference)
+
+    s = sub.add_parser(
+        "judge-agreement", help="agreement (percent, Cohen's kappa) of two judges on the same rows"
+    )
+    s.add_argument("a", help="judged JSONL or released reference JSONL")
+    s.add_argument("b", help="judged JSONL or released reference JSONL")
+    s.set_defaults(func=cmd_judge_agreement)
 
     s = sub.add_parser("score-summary", help="accuracy and extraction failures per model x dataset")
     s.add_argument("--out", required=True, help="summary CSV")
