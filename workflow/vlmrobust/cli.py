@@ -305,28 +305,6 @@ def cmd_metrics_corruption(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_tables_corruption(args: argparse.Namespace) -> int:
-    from .metrics import read_metrics
-    from .tables import write_corruption_tables
-
-    paths = write_corruption_tables(
-        read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir)
-    )
-    log.info("%d table files written to %s", len(paths), args.out_dir)
-    return 0
-
-
-def cmd_figures_corruption(args: argparse.Namespace) -> int:
-    from .figures import write_corruption_figures
-    from .metrics import read_metrics
-
-    paths = write_corruption_figures(
-        read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir)
-    )
-    log.info("%d figure files written to %s", len(paths), args.out_dir)
-    return 0
-
-
 def cmd_judge_reference(args: argparse.Namespace) -> int:
     from .io import read_jsonl, write_jsonl
     from .judge import describe_outputs, judge_reference, make_reference_judge
@@ -388,28 +366,6 @@ def cmd_metrics_distraction(args: argparse.Namespace) -> int:
     if args.warnings:
         atomic_write_text(args.warnings, "".join(f"{w}\n" for w in warnings))
     log.info("%s: %d metric rows, %d warnings", args.out, len(metrics), len(warnings))
-    return 0
-
-
-def cmd_tables_distraction(args: argparse.Namespace) -> int:
-    from .metrics import read_metrics
-    from .tables import write_distraction_tables
-
-    paths = write_distraction_tables(
-        read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir)
-    )
-    log.info("%d table files written to %s", len(paths), args.out_dir)
-    return 0
-
-
-def cmd_figures_distraction(args: argparse.Namespace) -> int:
-    from .figures import write_distraction_figures
-    from .metrics import read_metrics
-
-    paths = write_distraction_figures(
-        read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir)
-    )
-    log.info("%d figure files written to %s", len(paths), args.out_dir)
     return 0
 
 
@@ -506,6 +462,28 @@ def cmd_judge_agreement(args: argparse.Namespace) -> int:
         "samples_in_both": len(shared),
     }
     print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+#: metrics -> tables / figures commands: name -> (module, writer function, help)
+VIEWS = {
+    "tables-corruption": ("tables", "write_corruption_tables", "Tables 1, 2, 8-10 (csv, md, tex)"),
+    "figures-corruption": ("figures", "write_corruption_figures", "Figure 4 and the RR heat map"),
+    "tables-distraction": ("tables", "write_distraction_tables", "Tables 3, 4, 5 (csv, md, tex)"),
+    "figures-distraction": ("figures", "write_distraction_figures", "Figures 5 and 6"),
+}
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """Write one study's tables or figures from its tidy metrics (see VIEWS)."""
+    import importlib
+
+    from .metrics import read_metrics
+
+    module, function, _ = VIEWS[args.command]
+    write = getattr(importlib.import_module(f"vlmrobust.{module}"), function)
+    paths = write(read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir))
+    log.info("%d files written to %s", len(paths), args.out_dir)
     return 0
 
 
@@ -658,18 +636,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--warnings", help="a text file listing the warnings")
     s.set_defaults(func=cmd_metrics_corruption)
 
-    s = sub.add_parser("tables-corruption", help="metrics -> Tables 1, 2, 8-10 (csv, md, tex)")
-    s.add_argument("--spec", required=True)
-    s.add_argument("--metrics", required=True)
-    s.add_argument("--out-dir", required=True)
-    s.set_defaults(func=cmd_tables_corruption)
-
-    s = sub.add_parser("figures-corruption", help="metrics -> Figure 4 and the RR heat map")
-    s.add_argument("--spec", required=True)
-    s.add_argument("--metrics", required=True)
-    s.add_argument("--out-dir", required=True)
-    s.set_defaults(func=cmd_figures_corruption)
-
     s = sub.add_parser(
         "metrics-distraction", help="scored + judged -> metrics of the distraction study"
     )
@@ -680,17 +646,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--warnings", help="a text file listing the warnings")
     s.set_defaults(func=cmd_metrics_distraction)
 
-    s = sub.add_parser("tables-distraction", help="metrics -> Tables 3, 4, 5 (csv, md, tex)")
-    s.add_argument("--spec", required=True)
-    s.add_argument("--metrics", required=True)
-    s.add_argument("--out-dir", required=True)
-    s.set_defaults(func=cmd_tables_distraction)
-
-    s = sub.add_parser("figures-distraction", help="metrics -> Figures 5 and 6")
-    s.add_argument("--spec", required=True)
-    s.add_argument("--metrics", required=True)
-    s.add_argument("--out-dir", required=True)
-    s.set_defaults(func=cmd_figures_distraction)
+    for name, (_, _, what) in VIEWS.items():
+        s = sub.add_parser(name, help=f"metrics -> {what}")
+        s.add_argument("--spec", required=True, help="the study's specification (JSON)")
+        s.add_argument("--metrics", required=True, help="tidy metrics CSV")
+        s.add_argument("--out-dir", required=True)
+        s.set_defaults(func=cmd_view)
     return p
 
 
