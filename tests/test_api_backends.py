@@ -25,7 +25,7 @@ from vlmrobust.infer.base import Request
 from vlmrobust.infer.gemini_api import GeminiBackend, map_finish_reason
 from vlmrobust.infer.openai_api import OpenAIBackend
 
-KEY = "sk-test-SENTINEL-7f3a9c0d"
+KEY = "test-SENTINEL-key-7f3a9c0d"
 KEY_ENV = "VLMROBUST_TEST_API_KEY"
 APIS = ["openai", "gemini"]
 FAULTS = ["429", "500", "503", "408", "not_json", "no_choices", "drop", "timeout"]

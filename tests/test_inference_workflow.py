@@ -18,7 +18,7 @@ from vlmrobust.io import read_jsonl
 from .api_server import FakeAPIServer
 from .conftest import BIN, REPO, copy_repo, run, tool_env
 
-SENTINEL = "sk-vlmrobust-sentinel-0123456789abcdefXYZ"
+SENTINEL = "vlmrobust-sentinel-key-0123456789abcdefXYZ"
 
 
 def _registry_with(workdir: Path, name: str, entry: dict) -> str:

@@ -11,7 +11,7 @@ from PIL import Image
 from tests.api_server import FakeAPIServer
 from vlmrobust.llm import GeminiLLM, LLMCache, OpenAILLM, make_key, make_llm
 
-KEY = "sk-test-SENTINEL-llm-91b2"
+KEY = "test-SENTINEL-key-llm-91b2"
 KEY_ENV = "VLMROBUST_TEST_LLM_KEY"
 APIS = ["openai", "gemini"]
 SCHEMA = {
