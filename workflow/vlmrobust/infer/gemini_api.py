@@ -28,12 +28,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ..apicall import (
     APICallError,
-    CallFailed,
     Classified,
     Completion,
     MalformedResponse,
@@ -43,10 +42,10 @@ from ..apicall import (
     call_with_retries,
     concurrency_from_options,
     default_classify,
-    map_concurrent,
     png_bytes,
 )
-from .base import Backend, Request, Result
+from .api_base import APIBackend
+from .base import Request
 
 _CONTENT_FILTER = frozenset(
     {
@@ -289,10 +288,11 @@ class GeminiChat:
             close()
 
 
-class GeminiBackend(Backend):
+class GeminiBackend(APIBackend):
     """A VLM behind the Gemini API."""
 
     name = "gemini"
+    refusal_as_text = False
 
     def __init__(
         self,
@@ -302,12 +302,7 @@ class GeminiBackend(Backend):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(model_id, spec)
-        api_model = spec.get("api_model")
-        if not api_model:
-            raise ValueError(
-                f"model {model_id!r}: backend gemini needs api_model (e.g. gemini-2.5-flash)"
-            )
-        self.api_model = str(api_model)
+        self._init_api(model_id, spec, "e.g. gemini-2.5-flash")
         # A key is required unless a custom endpoint (a proxy or a test server) is set.
         self.chat = GeminiChat(
             model=self.api_model,
@@ -320,16 +315,6 @@ class GeminiBackend(Backend):
             sleep=sleep,
         )
         self.default_batch_size = 4 * self.chat.concurrency
-        self._reported_model: str | None = None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"GeminiBackend(model_id={self.model_id!r}, api_model={self.api_model!r})"
-
-    @property
-    def revision(self) -> str:
-        """The ``modelVersion`` the server reported (fallback: registry revision or api_model)."""
-        return self._reported_model or super().revision
 
     def _contents(self, request: Request) -> Any:
         types = self.chat.types
@@ -353,55 +338,12 @@ class GeminiBackend(Backend):
                 )
         return [types.Content(role="user", parts=parts)]
 
-    def _one(self, request: Request) -> Result:
-        describe = f"gemini {self.api_model} request {request.key!r}"
-        start = time.monotonic()
-        try:
-            contents = self._contents(request)
-            config = self.chat.config(
-                max_tokens=request.max_new_tokens,
-                temperature=request.temperature,
-                top_p=request.top_p,
-                seed=request.seed,
-                system=request.system,
-            )
-            completion = self.chat.call(contents, config, describe=describe)
-        except CallFailed as exc:
-            return _error_result(request, exc.reason, time.monotonic() - start, exc.attempts)
-        except Exception as exc:  # noqa: BLE001 - one bad request never loses the batch
-            reason = self.chat.redact(f"{describe} failed: {type(exc).__name__}: {exc}")
-            return _error_result(request, reason, time.monotonic() - start, 0)
-        if completion.model:
-            with self._lock:
-                self._reported_model = completion.model
-        extra: dict[str, Any] = {"model": completion.model or self.api_model, **completion.extra}
-        if completion.reasoning_tokens is not None:
-            extra["reasoning_tokens"] = completion.reasoning_tokens
-        if completion.refusal:
-            extra["refusal"] = completion.refusal
-        return Result(
-            key=request.key,
-            text=completion.text_with_thinking(),
-            finish_reason=completion.finish_reason,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            latency_s=completion.latency_s,
-            extra=extra,
+    def _send(self, request: Request, describe: str) -> Completion:
+        config = self.chat.config(
+            max_tokens=request.max_new_tokens,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            seed=request.seed,
+            system=request.system,
         )
-
-    def generate(self, requests: list[Request]) -> Iterator[Result]:
-        yield from map_concurrent(self._one, requests, self.chat.concurrency)
-
-    def close(self) -> None:
-        self.chat.close()
-
-
-def _error_result(request: Request, reason: str, latency_s: float, attempts: int) -> Result:
-    return Result(
-        key=request.key,
-        text="",
-        finish_reason="error",
-        latency_s=latency_s,
-        error=reason,
-        extra={"attempts": attempts},
-    )
+        return self.chat.call(self._contents(request), config, describe=describe)

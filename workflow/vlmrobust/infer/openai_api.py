@@ -39,12 +39,11 @@ import base64
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ..apicall import (
     APICallError,
-    CallFailed,
     Classified,
     Completion,
     MalformedResponse,
@@ -54,10 +53,10 @@ from ..apicall import (
     call_with_retries,
     concurrency_from_options,
     default_classify,
-    map_concurrent,
     png_bytes,
 )
-from .base import Backend, Request, Result
+from .api_base import APIBackend
+from .base import Request
 
 _MAX_TOKENS_PARAMS = ("max_tokens", "max_completion_tokens")
 
@@ -287,7 +286,7 @@ def build_user_content(request: Request, detail: str | None = None) -> list[dict
     return parts
 
 
-class OpenAIBackend(Backend):
+class OpenAIBackend(APIBackend):
     """A VLM behind the OpenAI chat-completions API (OpenAI or a compatible server)."""
 
     name = "openai"
@@ -300,13 +299,7 @@ class OpenAIBackend(Backend):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(model_id, spec)
-        api_model = spec.get("api_model")
-        if not api_model:
-            raise ValueError(
-                f"model {model_id!r}: backend openai needs api_model (the model name at the "
-                "API or the name the OpenAI-compatible server serves)"
-            )
-        self.api_model = str(api_model)
+        self._init_api(model_id, spec, "the model name at the API or the name the server serves")
         self.chat = OpenAIChat(
             model=self.api_model,
             base_url=spec.get("base_url"),
@@ -316,16 +309,6 @@ class OpenAIBackend(Backend):
             sleep=sleep,
         )
         self.default_batch_size = 4 * self.chat.concurrency
-        self._reported_model: str | None = None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"OpenAIBackend(model_id={self.model_id!r}, api_model={self.api_model!r})"
-
-    @property
-    def revision(self) -> str:
-        """The ``model`` the server reported (fallback: the registry revision or api_model)."""
-        return self._reported_model or super().revision
 
     def _messages(self, request: Request) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
@@ -335,56 +318,11 @@ class OpenAIBackend(Backend):
         messages.append({"role": "user", "content": build_user_content(request, detail)})
         return messages
 
-    def _one(self, request: Request) -> Result:
-        describe = f"openai {self.api_model} request {request.key!r}"
-        start = time.monotonic()
-        try:
-            messages = self._messages(request)
-            kwargs = self.chat.request_kwargs(
-                max_tokens=request.max_new_tokens,
-                temperature=request.temperature,
-                top_p=request.top_p,
-                seed=request.seed,
-            )
-            completion = self.chat.call(messages, describe=describe, **kwargs)
-        except CallFailed as exc:
-            return _error_result(request, exc.reason, time.monotonic() - start, exc.attempts)
-        except Exception as exc:  # noqa: BLE001 - one bad request never loses the batch
-            reason = self.chat.redact(f"{describe} failed: {type(exc).__name__}: {exc}")
-            return _error_result(request, reason, time.monotonic() - start, 0)
-        if completion.model:
-            with self._lock:
-                self._reported_model = completion.model
-        extra: dict[str, Any] = {"model": completion.model or self.api_model}
-        if completion.reasoning_tokens is not None:
-            extra["reasoning_tokens"] = completion.reasoning_tokens
-        text = completion.text_with_thinking()
-        if completion.refusal:
-            extra["refusal"] = completion.refusal
-            text = text or completion.refusal
-        return Result(
-            key=request.key,
-            text=text,
-            finish_reason=completion.finish_reason,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            latency_s=completion.latency_s,
-            extra=extra,
+    def _send(self, request: Request, describe: str) -> Completion:
+        kwargs = self.chat.request_kwargs(
+            max_tokens=request.max_new_tokens,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            seed=request.seed,
         )
-
-    def generate(self, requests: list[Request]) -> Iterator[Result]:
-        yield from map_concurrent(self._one, requests, self.chat.concurrency)
-
-    def close(self) -> None:
-        self.chat.close()
-
-
-def _error_result(request: Request, reason: str, latency_s: float, attempts: int) -> Result:
-    return Result(
-        key=request.key,
-        text="",
-        finish_reason="error",
-        latency_s=latency_s,
-        error=reason,
-        extra={"attempts": attempts},
-    )
+        return self.chat.call(self._messages(request), describe=describe, **kwargs)

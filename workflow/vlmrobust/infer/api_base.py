@@ -1,0 +1,90 @@
+"""What the API backends (openai, gemini) share: one request at a time under the chat
+client's retry policy and concurrency limit, failures as error results (never lost),
+and the model the server reports as the revision."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ..apicall import CallFailed, Completion, map_concurrent
+from .base import Backend, Request, Result
+
+
+class APIBackend(Backend):
+    """Subclasses set ``self.chat`` (OpenAIChat / GeminiChat) in ``__init__`` after
+    calling :meth:`_init_api`, and implement :meth:`_send`."""
+
+    #: an empty answer with a refusal message becomes that message (OpenAI's `refusal`);
+    #: Gemini's block reasons stay in ``extra`` and the text stays empty
+    refusal_as_text = True
+
+    def _init_api(self, model_id: str, spec: dict[str, Any], hint: str) -> None:
+        api_model = spec.get("api_model")
+        if not api_model:
+            raise ValueError(f"model {model_id!r}: backend {self.name} needs api_model ({hint})")
+        self.api_model = str(api_model)
+        self._reported_model: str | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_id={self.model_id!r}, api_model={self.api_model!r})"
+
+    @property
+    def revision(self) -> str:
+        """The model the server reported (fallback: the registry revision or api_model)."""
+        return self._reported_model or super().revision
+
+    def _send(self, request: Request, describe: str) -> Completion:
+        """Build the provider's request and call it through ``self.chat``."""
+        raise NotImplementedError
+
+    def _one(self, request: Request) -> Result:
+        describe = f"{self.name} {self.api_model} request {request.key!r}"
+        start = time.monotonic()
+        try:
+            completion = self._send(request, describe)
+        except CallFailed as exc:
+            return error_result(request, exc.reason, time.monotonic() - start, exc.attempts)
+        except Exception as exc:  # noqa: BLE001 - one bad request never loses the batch
+            reason = self.chat.redact(f"{describe} failed: {type(exc).__name__}: {exc}")
+            return error_result(request, reason, time.monotonic() - start, 0)
+        if completion.model:
+            with self._lock:
+                self._reported_model = completion.model
+        extra: dict[str, Any] = {"model": completion.model or self.api_model, **completion.extra}
+        if completion.reasoning_tokens is not None:
+            extra["reasoning_tokens"] = completion.reasoning_tokens
+        text = completion.text_with_thinking()
+        if completion.refusal:
+            extra["refusal"] = completion.refusal
+            if self.refusal_as_text:
+                text = text or completion.refusal
+        return Result(
+            key=request.key,
+            text=text,
+            finish_reason=completion.finish_reason,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s,
+            extra=extra,
+        )
+
+    def generate(self, requests: list[Request]) -> Iterator[Result]:
+        yield from map_concurrent(self._one, requests, self.chat.concurrency)
+
+    def close(self) -> None:
+        self.chat.close()
+
+
+def error_result(request: Request, reason: str, latency_s: float, attempts: int) -> Result:
+    return Result(
+        key=request.key,
+        text="",
+        finish_reason="error",
+        latency_s=latency_s,
+        error=reason,
+        extra={"attempts": attempts},
+    )
