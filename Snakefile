@@ -41,6 +41,7 @@ include: "workflow/rules/construct.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/metrics.smk"
+include: "workflow/rules/masking.smk"
 
 
 rule all:

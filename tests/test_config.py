@@ -84,9 +84,21 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
         "mathvision": 304,
         "mathvista": 1000,
         "distract-bench": 506,
+        "visargs": 1611,
     }
     # Table 6 of the paper: 14,956 samples in the eight benchmarks.
-    assert sum(v for k, v in sizes.items() if k != "distract-bench") == 14956
+    assert sum(v for k, v in sizes.items() if k not in ("distract-bench", "visargs")) == 14956
+    # CRM (SPEC.md §3): both stages, the paper's temperatures and thresholds, its models
+    crm = paper["datasets"]["visargs"]
+    assert crm["prompts"] == ["crm-cot", "crm-answer"]
+    assert crm["conditions"] == ["clean", "mask-specific", "mask-random"]
+    assert crm["models"] == ["gemini-1.5-flash", "gpt-4o", "qwen2.5-vl-7b", "llama-3.2-90b-vision"]
+    assert crm["scorer"] == "generic"
+    masking = paper["masking"]
+    assert (masking["cot_temperature"], masking["answer_temperature"]) == (0.2, 0.0)
+    assert (masking["step_threshold"], masking["answer_threshold"]) == (0.8, 0.9)
+    assert paper["conditions"]["mask-random"]["min_distance"] == 0.05
+    assert demo["masking"]["attribution_threshold"] == 0.5
     assert paper["datasets"]["mathvista"]["adapter"] == "mathvista"
     assert paper["datasets"]["mathvista"]["scorer"] == "mathvista"
     tokens = {
@@ -94,6 +106,7 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
         for n, d in paper["datasets"].items()
     }
     assert tokens == {**{n: 4096 for n in sizes}, "mathvista": 16384, "mathvision": 16384}
+    assert demo["masking"]["cot_max_new_tokens"] == 48
     assert paper["datasets"]["mathvista"]["prompts"] == [
         "mathvista-cot",
         "mathvista-format",
@@ -177,6 +190,40 @@ def test_registry_pairs():
         (
             lambda c: c["datasets"]["demo-chart"].update(prompts=["cot"]),
             "key 'datasets.demo-chart.prompts.0': 'cot' is not one of",
+        ),
+        (
+            lambda c: c["datasets"]["demo-visargs"].update(prompts=["crm-cot"]),
+            "datasets.demo-visargs.prompts: a dataset under a mask condition is answered in "
+            "two stages; add crm-answer",
+        ),
+        (
+            lambda c: c["datasets"]["demo-visargs"].update(conditions=["mask-random"]),
+            "datasets.demo-visargs.conditions: the mask condition 'mask-random' is compared "
+            "with 'clean'",
+        ),
+        (
+            lambda c: c["masking"].update(answer_prompt="short"),
+            "masking.answer_prompt: 'short' is not built on 'crm-cot'",
+        ),
+        (
+            lambda c: c["masking"].update(cot_prompt="crm"),
+            "masking.cot_prompt: unknown prompt 'crm'",
+        ),
+        (
+            lambda c: c["conditions"]["mask-random"].update(region="elsewhere"),
+            "key 'conditions.mask-random.region': 'elsewhere' is not one of",
+        ),
+        (
+            lambda c: c["conditions"]["mask-random"].update(min_distance=1.5),
+            "key 'conditions.mask-random.min_distance': 1.5 is greater than the maximum of 1",
+        ),
+        (
+            lambda c: c["masking"].update(step_treshold=0.7),
+            "unknown key 'masking.step_treshold'",
+        ),
+        (
+            lambda c: c["datasets"]["demo-visargs"].update(path="results/raw/demo/premise"),
+            "datasets.demo-visargs.path: demo family 'premise' is not generated",
         ),
     ],
 )

@@ -407,3 +407,17 @@ def test_hub_checkpoint_reports_its_commit(env, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got == {"revision": commit, "text": local.text}
+
+
+def test_media_placeholders_in_the_text_are_dropped(env):
+    # CRM feeds a model's own chain back into the final-answer prompt; a random-weight
+    # model can write "<|video_pad|>", which the processor would expand (and fail on).
+    backend, images = env["backend"], env["images"]
+    text = "Your reasoning: a <|video_pad|> b <|image_pad|> c"
+    out = _run(
+        backend,
+        [_one(images[0], text, "fed-back"), _one(images[0], "Your reasoning: a  b  c", "clean")],
+        2,
+    )
+    assert out["fed-back"].error is None
+    assert out["fed-back"].prompt_tokens == out["clean"].prompt_tokens

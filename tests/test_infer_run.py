@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from vlmrobust.infer.base import Backend, Result
-from vlmrobust.infer.run import Job, gather_outputs, run_inference
+from vlmrobust.infer.run import Job, chain_text, gather_outputs, run_inference
 from vlmrobust.io import read_jsonl, sha256_file, write_jsonl
 from vlmrobust.records import Sample, Variant, write_samples, write_variants
 
@@ -176,3 +176,65 @@ def test_rows_are_json_serializable_and_complete(dataset):
     ):
         assert key in rows[0]
     json.dumps(rows)
+
+
+class PromptEcho(EchoBackend):
+    """Remembers the text of every prompt it was given."""
+
+    def generate(self, requests):
+        for r in requests:
+            self.asked.append("".join(p["text"] for p in r.content if p["type"] == "text"))
+            yield Result(r.key, f"final {r.key}", "stop", 10, 2, 0.01)
+
+
+def test_second_stage_reads_the_first_stage_chain_and_reruns_when_it_changes(dataset):
+    _, cot = run(dataset, EchoBackend(), prompt="crm-cot", temperature=0.2, seed=3)
+    assert chain_text(cot[0]) == "looking\n\nanswer for demo-chart-0000#0"
+    context = dataset / "cot.jsonl"
+    write_jsonl(context, cot)
+    out = dataset / "answer.jsonl"
+    backend = PromptEcho()
+    stats = run_inference(
+        job(prompt="crm-answer"),
+        dataset / "manifest.jsonl",
+        dataset / "samples.jsonl",
+        out,
+        backend,
+        context=context,
+    )
+    assert stats["generated"] == 5
+    assert "Your reasoning:\nlooking\n\nanswer for demo-chart-0000#0\n\n" in backend.asked[0]
+    rows = read_jsonl(out)
+    assert all(len(r["context_sha256"]) == 64 for r in rows)
+    # a rerun with the same chains reuses every row; a changed chain is asked again
+    partial = out.with_name(out.name + ".partial")
+    write_jsonl(partial, rows)
+    cot[1] = dict(cot[1], answer_text="another chain")
+    write_jsonl(context, cot)
+    backend = PromptEcho()
+    stats = run_inference(
+        job(prompt="crm-answer"),
+        dataset / "manifest.jsonl",
+        dataset / "samples.jsonl",
+        out,
+        backend,
+        context=context,
+    )
+    assert stats["reused"] == 4 and stats["generated"] == 1
+    assert "another chain" in backend.asked[0]
+
+
+def test_second_stage_without_its_context_is_an_error(dataset):
+    with pytest.raises(ValueError, match="pass them with --context"):
+        run(dataset, EchoBackend(), prompt="crm-answer")
+    context = dataset / "cot.jsonl"
+    write_jsonl(context, [])
+    with pytest.raises(ValueError, match="no 'crm-cot' output with key 'demo-chart-0000#0'"):
+        run_inference(
+            job(prompt="crm-answer"),
+            dataset / "manifest.jsonl",
+            dataset / "samples.jsonl",
+            dataset / "a.jsonl",
+            EchoBackend(),
+            context=context,
+        )

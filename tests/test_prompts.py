@@ -324,6 +324,8 @@ def test_registry_names_and_versions():
         "mathvista-format",
         "mathvista-solution",
         "distract-open",
+        "crm-cot",
+        "crm-answer",
     }
     assert set(PROMPTS) == expected
     assert all(b.version for b in PROMPTS.values())
@@ -340,3 +342,32 @@ def test_default_prompt_per_adapter():
     assert default_prompt("demo", sample(answer="Dog", answer_type="label")) == "label"
     for atype, answer in (("number", "3"), ("text", "stop"), ("list", "[1, 2]")):
         assert default_prompt("chartqa", sample(answer=answer, answer_type=atype)) == "short"
+
+
+# --------------------------------------------------------------------------- CRM (two stages)
+
+
+def test_crm_cot_asks_for_numbered_steps():
+    s = sample(question="What is shown in the top-left part of the image?", answer_type="text")
+    p = build(s, "crm-cot")
+    assert p.text.startswith(
+        "What is shown in the top-left part of the image?\nThink step by step."
+    )
+    assert "numbered step per line (1., 2., ...)" in p.text
+    assert p.image_paths == ["v0.png"]
+
+
+def test_crm_answer_is_built_on_the_chain():
+    s = sample(question="What is poured?", answer_type="text")
+    p = build_prompt(s, variant(s), "crm-answer", "1. A cup.\n2. Tea is poured.")
+    assert p.text == (
+        "What is poured?\n\nYour reasoning:\n1. A cup.\n2. Tea is poured.\n\n"
+        "Based on your reasoning, give only the final answer as a short phrase, without "
+        "explaining it."
+    )
+    empty = build_prompt(s, variant(s), "crm-answer", "  ")
+    assert "Your reasoning:\n(no reasoning was given)" in empty.text
+    with pytest.raises(ValueError, match="built on the model's 'crm-cot' output"):
+        build_prompt(s, variant(s), "crm-answer")
+    with pytest.raises(ValueError, match="prompt 'mcq' takes no context"):
+        build_prompt(sample(), variant(sample()), "mcq", "x")

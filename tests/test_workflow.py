@@ -29,8 +29,9 @@ def demo_run(tmp_path_factory) -> Path:
 
 def test_default_run_writes_every_manifest(demo_run):
     manifests = sorted(demo_run.glob("results/variants/*/*/manifest.jsonl"))
-    # seven demo families x (clean, corrupt) + the constructed demo-distract x 3
-    assert len(manifests) == 7 * 2 + 3
+    # seven demo families x (clean, corrupt) + the constructed demo-distract x 3 + the
+    # demo's VisArgs-like images x (clean, mask-specific, mask-random)
+    assert len(manifests) == 7 * 2 + 3 + 3
     for manifest in manifests:
         dataset = manifest.parent.parent.name
         samples = read_jsonl(demo_run / f"results/samples/{dataset}/samples.jsonl")
@@ -47,6 +48,8 @@ def test_default_run_writes_every_manifest(demo_run):
                 assert not row["images"][0].startswith("results/samples/")
             elif row["condition"] == "distracted":
                 assert row["images"] == sample["meta"]["distracted_images"]
+            elif row["condition"].startswith("mask-"):
+                assert row["perturbation"] == "mask" and len(row["masks"]) == 1
             else:
                 assert row["images"] == next(
                     s["images"] for s in samples if s["sample_id"] == row["sample_id"]
@@ -61,7 +64,9 @@ def test_every_answer_is_scored(demo_run):
     assert {r["model"] for r in summary} == {"demo-base", "demo-reasoning"}
     assert {(r["dataset"], r["condition"]) for r in summary} == {
         (f"demo-{f}", c) for f in FAMILIES for c in ("clean", "corrupt")
-    } | {("demo-distract", c) for c in ("clean", "distracted", "corrupt")}
+    } | {("demo-distract", c) for c in ("clean", "distracted", "corrupt")} | {
+        ("demo-visargs", c) for c in ("clean", "mask-specific", "mask-random")
+    }
     per_model = {}
     for r in summary:
         per_model[(r["model"], r["dataset"], r["condition"])] = per_model.get(
@@ -74,7 +79,14 @@ def test_every_answer_is_scored(demo_run):
         for m in ("demo-base", "demo-reasoning")
         for c in ("clean", "distracted", "corrupt")
     }
-    assert {v for k, v in per_model.items() if k[1] != "demo-distract"} == {3}
+    # demo-visargs: one sample per (image, premise) of its 3 images (8), in two stages
+    assert {k: v for k, v in per_model.items() if k[1] == "demo-visargs"} == {
+        (m, "demo-visargs", c): 16
+        for m in ("demo-base", "demo-reasoning")
+        for c in ("clean", "mask-specific", "mask-random")
+    }
+    others = {v for k, v in per_model.items() if k[1] not in ("demo-distract", "demo-visargs")}
+    assert others == {3}
     outputs = read_jsonl(demo_run / "results/outputs/demo-base/demo-chart/corrupt/default.jsonl")
     manifest = read_jsonl(demo_run / "results/variants/demo-chart/corrupt/manifest.jsonl")
     assert [o["image_sha256"] for o in outputs] == [m["sha256"] for m in manifest]
@@ -99,7 +111,9 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
         "--config",
         "demo={n_per_family: 3}",
         "conditions={clean: {perturbation: none}, corrupt: {perturbation: corruption,"
-        " severities: [5]}, distracted: {perturbation: distraction}}",
+        " severities: [5]}, distracted: {perturbation: distraction}, mask-specific:"
+        " {perturbation: mask, region: specific, fill: black}, mask-random: {perturbation:"
+        " mask, region: random, fill: black, min_distance: 0.05}}",
     )
     out = proc.stdout + proc.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
@@ -134,12 +148,16 @@ def test_bad_config_stops_before_any_job(demo_run, tmp_path):
 def test_paper_dag_has_one_job_per_dataset_and_condition(repo):
     proc = snakemake(repo, "-n", "--configfile", "config/paper.yaml")
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, flags=re.M))
-    assert jobs["samples"] == "9"
-    assert jobs["variants"] == "19"  # 9 x (clean, corrupt) + Distract-Bench's distracted
+    assert jobs["samples"] == "10"
+    # 9 x (clean, corrupt) + Distract-Bench's distracted + VisArgs x (clean, 2 masks)
+    assert jobs["variants"] == "22"
     # 8 open models x (7 benchmarks x 2 conditions + MathVista x 3 prompts x 2) = 160,
-    # plus Distract-Bench x 3 conditions for the 8 (24) and GPT-4o/GPT-5 (6, API).
-    assert jobs["infer"] == "184" and jobs["infer_api"] == "6"
-    assert jobs["score"] == "190"
+    # plus Distract-Bench x 3 conditions for the 8 (24) and GPT-4o/GPT-5 (6, API), plus
+    # CRM: VisArgs x 3 conditions x 2 stages for Qwen2.5-VL and Llama (12) and for
+    # Gemini and GPT-4o (12, API).
+    assert jobs["infer"] == "196" and jobs["infer_api"] == "18"
+    assert jobs["score"] == "214"
+    assert jobs["compare_masking"] == "8"  # 4 models x 2 mask conditions
     assert "demo_data" not in jobs
 
 
@@ -154,13 +172,15 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     out = proc.stdout + proc.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     jobs.pop("total")
-    # 7 demo families x 2 conditions + demo-distract x 3; its distracted outputs judged.
+    # 7 demo families x 2 conditions + demo-distract x 3 + demo-visargs x 3 conditions x
+    # 2 stages; its distracted outputs judged, its masked chains compared.
     per_model = {
         "demo_model": "1",
-        "infer": "17",
-        "gather_outputs": "17",
-        "score": "17",
+        "infer": "23",
+        "gather_outputs": "23",
+        "score": "23",
         "judge_reference": "1",
+        "compare_masking": "2",
     }
     aggregation = {
         "score_summary",
@@ -170,12 +190,15 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         "metrics_distraction",
         "tables_distraction",
         "figures_distraction",
+        "metrics_masking",
+        "tables_masking",
+        "figures_masking",
         "all",
     }
     assert jobs == {**per_model, **{name: "1" for name in aggregation}}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
-    assert len(models) == 1 + 17 * 3 + 1 and set(models) == {"demo-extra"}
+    assert len(models) == 1 + 23 * 3 + 1 + 2 and set(models) == {"demo-extra"}
 
 
 def test_report_shows_every_table_and_figure(demo_run):
@@ -184,6 +207,7 @@ def test_report_shows_every_table_and_figure(demo_run):
     for name in ("figure4.png", "rr_heatmap.png", "table1.csv", "table2.csv", "table10.csv"):
         assert name in html
     assert "Vision-corruption study" in html
+    assert "Region-masking study" in html
 
 
 def test_constructed_benchmark_follows_the_decisions_file(demo_run):
@@ -208,3 +232,81 @@ def test_constructed_benchmark_follows_the_decisions_file(demo_run):
         assert re.search(r"^samples\s+1$", out, flags=re.M)
     finally:
         decisions.write_text(original)
+
+
+# --------------------------------------------------------------------------- CRM
+
+
+def test_masking_study_end_to_end(demo_run):
+    """The demo's VisArgs-like images: masked, answered in two stages, compared, and
+    Tables 2-5 and the example figures written; the numbers agree with the rows."""
+    import csv
+
+    import numpy as np
+    from PIL import Image
+
+    samples = read_jsonl(demo_run / "results/samples/demo-visargs/samples.jsonl")
+    by_id = {s["sample_id"]: s for s in samples}
+    assert len(samples) == 8
+    for condition in ("mask-specific", "mask-random"):
+        for row in read_jsonl(
+            demo_run / f"results/variants/demo-visargs/{condition}/manifest.jsonl"
+        ):
+            p = row["params"]
+            sample = by_id[row["sample_id"]]
+            b = sample["meta"]["b_box"][sample["meta"]["premise_index"]]
+            assert p["target_box"] == [
+                b["startX"],
+                b["startY"],
+                b["startX"] + b["w"],
+                b["startY"] + b["h"],
+            ]
+            x0, y0, x1, y1 = p["box"]
+            assert (x1 - x0, y1 - y0) == (b["w"], b["h"])
+            if condition == "mask-specific":
+                assert p["box"] == p["target_box"]
+            elif p["placement"] == "ok":
+                assert p["gap"] >= 0.05 and p["overlap_px"] == 0
+            mask = np.asarray(Image.open(demo_run / row["masks"][0]))
+            assert int((mask == 255).sum()) == b["w"] * b["h"]
+            masked = np.asarray(Image.open(demo_run / row["images"][0]).convert("RGB"))
+            assert masked[y0:y1, x0:x1].max() == 0  # fill: black
+    # the two stages: chain at 0.2 and 48 tokens, answer greedy after the chain
+    out = demo_run / "results/outputs/demo-base/demo-visargs/mask-random"
+    cot, answer = read_jsonl(out / "crm-cot.jsonl"), read_jsonl(out / "crm-answer.jsonl")
+    assert {(r["temperature"], r["max_new_tokens"]) for r in cot} == {(0.2, 48)}
+    assert {(r["temperature"], r["max_new_tokens"]) for r in answer} == {(0.0, 16)}
+    assert all(len(r["context_sha256"]) == 64 for r in answer)
+    assert all(r["error"] is None for r in cot + answer)
+    # compared rows -> metrics: the rates are the rows' shares
+    metrics = {}
+    with open(demo_run / "results/metrics/masking/demo-visargs/metrics.csv") as fh:
+        for m in csv.DictReader(fh):
+            metrics[(m["model"], m["condition"], m["metric"])] = float(m["value"] or "nan")
+    for model in ("demo-base", "demo-reasoning"):
+        for condition in ("mask-specific", "mask-random"):
+            rows = read_jsonl(demo_run / f"results/compared/{model}/demo-visargs/{condition}.jsonl")
+            assert len(rows) == 8 and all(r["error"] is None for r in rows)
+            for r in rows:
+                statuses = {a["status"] for a in r["alignment"]}
+                assert statuses <= {"unchanged", "modified", "disappeared", "new"}
+                assert r["region_attribution"] in ("correct", "partial", "incorrect")
+            flip = sum(r["answer_flipped"] for r in rows) / 8
+            assert metrics[(model, condition, "answer_flip_rate")] == pytest.approx(flip)
+            se = (flip * (1 - flip) / 8) ** 0.5
+            assert metrics[(model, condition, "answer_flip_rate_se")] == pytest.approx(se)
+            disrupted = sum(r["step_disrupted"] for r in rows) / 8
+            assert metrics[(model, condition, "step_disruption_rate")] == pytest.approx(disrupted)
+    tables = demo_run / "results/tables/masking/demo-visargs"
+    for name in ("table2", "table3", "table4", "table5"):
+        for ext in ("csv", "md", "tex"):
+            assert (tables / f"{name}.{ext}").is_file()
+    with open(tables / "table2.csv") as fh:
+        table2 = list(csv.reader(fh))
+    assert table2[0] == ["Metric", "Demo-Base", "Demo-Reasoning"]
+    assert [r[0] for r in table2[1:4]] == ["Answer flip rate", "Step disruption", "Hallucination"]
+    figures = demo_run / "figures/masking/demo-visargs"
+    for i in (1, 2):
+        assert Image.open(figures / f"example{i}.png").size[0] >= 1000
+        assert (figures / f"example{i}.pdf").read_bytes().startswith(b"%PDF")
+        assert "data:image/png;base64," in (figures / f"example{i}.html").read_text()

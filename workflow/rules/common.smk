@@ -13,7 +13,10 @@ from vlmrobust.config import (
     validate_registry,
 )
 from vlmrobust.figures import corruption_figure_names, distraction_figure_names
+from vlmrobust.figures.masking import masking_figure_names
+from vlmrobust.prompts import PROMPTS
 from vlmrobust.tables import corruption_table_names, distraction_table_names
+from vlmrobust.tables.masking import masking_table_names
 from vlmrobust.workflow import alternation, ensure_cli_on_path
 
 ensure_cli_on_path()
@@ -57,11 +60,14 @@ def dataset_spec(wildcards):
 
 
 def samples_input(wildcards):
-    """What the samples of a dataset are read from: the demo rows, the constructed
-    candidates and their decisions file, or the local files."""
+    """What the samples of a dataset are read from: the demo rows (also for another
+    adapter reading a demo family's folder, e.g. VisArgs), the constructed candidates
+    and their decisions file, or the local files."""
     spec = DATASETS[wildcards.dataset]
     if spec["adapter"] == "demo":
         return [f"{DEMO_ROOT}/{demo_family(spec['path'])}/rows.jsonl"]
+    if spec["path"] and Path(spec["path"]).parent.as_posix() == DEMO_ROOT:
+        return [f"{spec['path']}/rows.jsonl"]
     if spec["adapter"] == "constructed":
         decisions = [spec["decisions"]] if spec["decisions"] else []
         return [f"{spec['path']}/candidates.jsonl"] + decisions
@@ -102,6 +108,7 @@ def all_targets():
         + corruption_targets()
         + judged_files()
         + distraction_targets()
+        + masking_targets()
     )
 
 
@@ -142,18 +149,45 @@ def model_input(wildcards):
     return []
 
 
+def stage_decoding(prompt, dataset):
+    """(temperature, max_new_tokens) of a prompt on a dataset: the CRM stages have
+    their own (config `masking`), every other prompt the run's `decoding`."""
+    decoding, masking = config["decoding"], config["masking"]
+    tokens = DATASETS[dataset]["max_new_tokens"] or decoding["max_new_tokens"]
+    if prompt == masking["cot_prompt"]:
+        return masking["cot_temperature"], masking["cot_max_new_tokens"] or tokens
+    if prompt == masking["answer_prompt"]:
+        return masking["answer_temperature"], masking["answer_max_new_tokens"] or tokens
+    return decoding["temperature"], tokens
+
+
+def infer_context(wildcards):
+    """A second-stage prompt's input: the same model's first-stage outputs (CRM)."""
+    needs = PROMPTS[wildcards.prompt].needs if wildcards.prompt in PROMPTS else None
+    if needs is None:
+        return []
+    return [
+        f"results/outputs/{wildcards.model}/{wildcards.dataset}/{wildcards.condition}/{needs}.jsonl"
+    ]
+
+
+def context_arg(wildcards, input):
+    return f"--context {input.context}" if input.context else ""
+
+
 def infer_spec(wildcards):
     """The inference job (vlmrobust.infer.run.Job) as JSON."""
     dataset = DATASETS[wildcards.dataset]
     decoding = config["decoding"]
+    temperature, max_new_tokens = stage_decoding(wildcards.prompt, wildcards.dataset)
     return json.dumps(
         {
             "model": wildcards.model,
             "model_spec": REGISTRY[wildcards.model],
             "prompt": wildcards.prompt,
             "adapter": dataset["adapter"],
-            "max_new_tokens": dataset["max_new_tokens"] or decoding["max_new_tokens"],
-            "temperature": decoding["temperature"],
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
             "top_p": decoding["top_p"],
             "n": decoding["n"],
             "seed": config["seed"],
@@ -474,3 +508,109 @@ def use_released(wildcards):
     spec = IMPORTS.get(key)
     wanted = spec is not None and (spec["released_labels"] or spec["references"])
     return "--use-released" if wanted else ""
+
+
+# --- Contrastive Region Masking (CRM) ------------------------------------------------
+
+MASKING = config["masking"]
+MASK_CONDITIONS = {
+    c: spec.get("region", "specific")
+    for c, spec in CONDITIONS.items()
+    if spec["perturbation"] == "mask"
+}
+
+
+def masking_datasets():
+    """Datasets answered clean and under at least one mask condition."""
+    return [
+        d
+        for d, spec in DATASETS.items()
+        if CLEAN in spec["conditions"]
+        and any(c in MASK_CONDITIONS for c in spec["conditions"])
+    ]
+
+
+def masking_spec(dataset):
+    return {
+        "dataset": dataset,
+        "models": {m: MODELS[m] for m in models_of(dataset)},
+        "model_order": models_of(dataset),
+        "clean_condition": CLEAN,
+        "masked_conditions": {
+            c: MASK_CONDITIONS[c]
+            for c in DATASETS[dataset]["conditions"]
+            if c in MASK_CONDITIONS
+        },
+        "examples": MASKING["examples"],
+    }
+
+
+def masking_spec_json(wildcards):
+    return json.dumps(masking_spec(wildcards.dataset), sort_keys=True)
+
+
+def compare_spec(wildcards):
+    """What the comparison of one (model, dataset, mask condition) needs."""
+    keys = (
+        "step_threshold",
+        "answer_threshold",
+        "attribution_threshold",
+        "hallucination",
+        "model_dir",
+    )
+    return json.dumps({k: MASKING[k] for k in keys}, sort_keys=True)
+
+
+def compare_input(wildcards):
+    out = f"results/outputs/{wildcards.model}/{wildcards.dataset}"
+    cot, answer = MASKING["cot_prompt"], MASKING["answer_prompt"]
+    return {
+        "clean_cot": f"{out}/{CLEAN}/{cot}.jsonl",
+        "clean_answer": f"{out}/{CLEAN}/{answer}.jsonl",
+        "masked_cot": f"{out}/{wildcards.condition}/{cot}.jsonl",
+        "masked_answer": f"{out}/{wildcards.condition}/{answer}.jsonl",
+        "manifest": f"results/variants/{wildcards.dataset}/{wildcards.condition}/manifest.jsonl",
+        "samples": f"results/samples/{wildcards.dataset}/samples.jsonl",
+    }
+
+
+def compared_files(dataset):
+    spec = masking_spec(dataset)
+    return [
+        f"results/compared/{model}/{dataset}/{condition}.jsonl"
+        for model in spec["model_order"]
+        for condition in spec["masked_conditions"]
+    ]
+
+
+def compared_input(wildcards):
+    return compared_files(wildcards.dataset)
+
+
+def masking_tables(dataset):
+    return [
+        f"results/tables/masking/{dataset}/{t}.{ext}"
+        for t in masking_table_names(masking_spec(dataset))
+        for ext in ("csv", "md", "tex")
+    ]
+
+
+def masking_figures(dataset, ext=("png", "pdf", "html")):
+    return [
+        f"figures/masking/{dataset}/{f}.{e}"
+        for f in masking_figure_names(masking_spec(dataset))
+        for e in ext
+    ]
+
+
+def masking_targets():
+    if not MODELS:
+        return []
+    return [
+        path
+        for d in masking_datasets()
+        if models_of(d)
+        for path in [f"results/metrics/masking/{d}/metrics.csv"]
+        + masking_tables(d)
+        + masking_figures(d)
+    ]

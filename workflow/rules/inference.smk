@@ -20,6 +20,7 @@ rule infer:
         manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
         samples="results/samples/{dataset}/samples.jsonl",
         model=model_input,
+        context=infer_context,
     output:
         "results/outputs/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.jsonl",
     log:
@@ -35,9 +36,11 @@ rule infer:
         gpu=infer_gpus,
     params:
         spec=infer_spec,
+        context=context_arg,
     shell:
         "vlmrobust infer --spec {params.spec:q} --manifest {input.manifest}"
-        " --samples {input.samples} --threads {threads} --out {output} > {log} 2>&1"
+        " --samples {input.samples} {params.context} --threads {threads}"
+        " --out {output} > {log} 2>&1"
 
 
 # API models (openai, gemini) answer through the network: no GPU, one thread.

@@ -134,7 +134,10 @@ def cmd_infer(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     job = Job(**spec)
     t0 = time.perf_counter()
-    stats = run_inference(job, Path(args.manifest), Path(args.samples), Path(args.out))
+    context = Path(args.context) if args.context else None
+    stats = run_inference(
+        job, Path(args.manifest), Path(args.samples), Path(args.out), context=context
+    )
     log.info("%s: %s (%.1f s)", args.out, stats, time.perf_counter() - t0)
     return 0
 
@@ -302,6 +305,55 @@ def cmd_metrics_corruption(args: argparse.Namespace) -> int:
         len(warnings),
         time.perf_counter() - t0,
     )
+    return 0
+
+
+def cmd_compare_masking(args: argparse.Namespace) -> int:
+    from .masking.stage import compare_masking
+
+    counts = compare_masking(
+        clean_cot=Path(args.clean_cot),
+        clean_answer=Path(args.clean_answer),
+        masked_cot=Path(args.masked_cot),
+        masked_answer=Path(args.masked_answer),
+        manifest=Path(args.manifest),
+        samples=Path(args.samples),
+        out=Path(args.out),
+        spec=_json_arg(args.spec, "--spec"),
+        cache_dir=Path(args.cache_dir),
+    )
+    log.info("%s: %s", args.out, counts)
+    return 0
+
+
+def cmd_metrics_masking(args: argparse.Namespace) -> int:
+    from .metrics.masking import compute_masking_metrics, read_compared
+
+    spec = _json_arg(args.spec, "--spec")
+    from .metrics.corruption import write_metrics
+
+    metrics = compute_masking_metrics(read_compared(args.compared), spec)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_metrics(metrics, out)
+    log.info("%s: %d metric rows", out, len(metrics))
+    return 0
+
+
+def cmd_masking_view(args: argparse.Namespace) -> int:
+    """Tables 2-5 or the example figures of the masking study."""
+    spec = _json_arg(args.spec, "--spec")
+    if args.command == "tables-masking":
+        from .tables.masking import write_masking_tables
+
+        paths = write_masking_tables(
+            Path(args.metrics), [Path(p) for p in args.compared], spec, Path(args.out_dir)
+        )
+    else:
+        from .figures.masking import write_masking_figures
+
+        paths = write_masking_figures([Path(p) for p in args.compared], spec, Path(args.out_dir))
+    log.info("%d files written to %s", len(paths), args.out_dir)
     return 0
 
 
@@ -542,6 +594,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--samples", required=True, help="samples JSONL of the dataset")
     s.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     s.add_argument("--out", required=True, help="outputs JSONL (progress goes to <out>.partial)")
+    s.add_argument(
+        "--context",
+        default=None,
+        help="a second-stage prompt's first-stage outputs (CRM: crm-answer reads crm-cot)",
+    )
     s.set_defaults(func=cmd_infer)
 
     s = sub.add_parser("import-outputs", help="released results as the outputs of one job")
@@ -645,6 +702,42 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="tidy metrics CSV")
     s.add_argument("--warnings", help="a text file listing the warnings")
     s.set_defaults(func=cmd_metrics_distraction)
+
+    s = sub.add_parser(
+        "compare-masking",
+        help="outputs -> compared: CRM chains and answers, clean vs one mask condition",
+    )
+    s.add_argument("--spec", required=True, help="thresholds and judge (config masking) as JSON")
+    s.add_argument("--clean-cot", required=True, help="clean chain-of-thought outputs")
+    s.add_argument("--clean-answer", required=True, help="clean final-answer outputs")
+    s.add_argument("--masked-cot", required=True, help="masked chain-of-thought outputs")
+    s.add_argument("--masked-answer", required=True, help="masked final-answer outputs")
+    s.add_argument("--manifest", required=True, help="the mask condition's variant manifest")
+    s.add_argument("--samples", required=True, help="samples JSONL of the dataset")
+    s.add_argument("--cache-dir", default="results/cache/llm", help="LLM cache folder")
+    s.add_argument("--out", required=True, help="compared rows JSONL")
+    s.set_defaults(func=cmd_compare_masking)
+
+    s = sub.add_parser("metrics-masking", help="compared -> the CRM study's tidy metrics")
+    s.add_argument("--spec", required=True, help="the study's specification (JSON)")
+    s.add_argument("--out", required=True, help="metrics CSV")
+    s.add_argument("compared", nargs="+", help="compared rows JSONL files")
+    s.set_defaults(func=cmd_metrics_masking)
+
+    s = sub.add_parser("tables-masking", help="metrics -> CRM Tables 2, 3, 4, 5 (csv, md, tex)")
+    s.add_argument("--spec", required=True, help="the study's specification (JSON)")
+    s.add_argument("--metrics", required=True, help="tidy metrics CSV")
+    s.add_argument("--out-dir", required=True)
+    s.add_argument("compared", nargs="+", help="compared rows JSONL files (Table 3)")
+    s.set_defaults(func=cmd_masking_view)
+
+    s = sub.add_parser(
+        "figures-masking", help="compared -> CRM example figures (png, pdf) and pages (html)"
+    )
+    s.add_argument("--spec", required=True, help="the study's specification (JSON)")
+    s.add_argument("--out-dir", required=True)
+    s.add_argument("compared", nargs="+", help="compared rows JSONL files")
+    s.set_defaults(func=cmd_masking_view)
 
     for name, (_, _, what) in VIEWS.items():
         s = sub.add_parser(name, help=f"metrics -> {what}")

@@ -200,6 +200,46 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
     return registry
 
 
+def _check_masking(config: dict) -> None:
+    """A dataset under a `mask` condition is answered with both CRM stages and clean."""
+    from .prompts import PROMPTS
+
+    masking = config["masking"]
+    cot, answer = masking["cot_prompt"], masking["answer_prompt"]
+    for key, name in (("cot_prompt", cot), ("answer_prompt", answer)):
+        if name not in PROMPTS:
+            raise ConfigError(
+                f"config: masking.{key}: unknown prompt {name!r} (known: {', '.join(PROMPTS)})"
+            )
+    if PROMPTS[answer].needs != cot:
+        raise ConfigError(
+            f"config: masking.answer_prompt: {answer!r} is not built on {cot!r} "
+            f"(it needs {PROMPTS[answer].needs!r})"
+        )
+    hall = masking["hallucination"]
+    if not isinstance(hall, dict) or "backend" not in hall:
+        raise ConfigError("config: masking.hallucination: a mapping with a `backend` key")
+    clean = config["metrics"]["clean_condition"]
+    masks = {c for c, spec in config["conditions"].items() if spec["perturbation"] == "mask"}
+    for name, ds in config["datasets"].items():
+        used = [c for c in ds["conditions"] if c in masks]
+        if not used:
+            continue
+        where = f"config: datasets.{name}"
+        if clean not in ds["conditions"]:
+            raise ConfigError(
+                f"{where}.conditions: the mask condition {used[0]!r} is compared with "
+                f"{clean!r} (metrics.clean_condition); add it"
+            )
+        missing_prompts = [p for p in (cot, answer) if p not in ds["prompts"]]
+        if missing_prompts:
+            raise ConfigError(
+                f"{where}.prompts: a dataset under a mask condition is answered in two "
+                f"stages; add {', '.join(missing_prompts)} (masking.cot_prompt, "
+                "masking.answer_prompt)"
+            )
+
+
 def validate_config(config: dict, registry: dict | None = None) -> dict:
     """Validate a run configuration in place (defaults filled) and cross-check it.
 
@@ -217,7 +257,9 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                 )
             ds["adapter"] = name
         if ds["scorer"] is None:
-            ds["scorer"] = "generic" if ds["adapter"] in ("demo", "constructed") else ds["adapter"]
+            ds["scorer"] = (
+                "generic" if ds["adapter"] in ("demo", "constructed", "visargs") else ds["adapter"]
+            )
         if ds["on_bad_row"] is None:
             ds["on_bad_row"] = config["samples"]["on_bad_row"]
         for cond in ds["conditions"]:
@@ -242,6 +284,18 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                     f"config: datasets.{name}.path: demo family {family!r} is not generated "
                     f"(demo.families: {', '.join(config['demo']['families'])})"
                 )
+        if (
+            ds["adapter"] != "demo"
+            and ds["path"]
+            and Path(ds["path"]).parent.as_posix() == DEMO_ROOT
+        ):
+            family = Path(ds["path"]).name
+            if family not in config["demo"]["families"]:
+                raise ConfigError(
+                    f"config: datasets.{name}.path: demo family {family!r} is not generated "
+                    f"(demo.families: {', '.join(config['demo']['families'])})"
+                )
+    _check_masking(config)
     for name, cons in config["construct"].items():
         if not cons["from"]:
             raise ConfigError(f"config: construct.{name}.from: name at least one source dataset")

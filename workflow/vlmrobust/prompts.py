@@ -49,6 +49,15 @@ Builders (``PROMPTS``)
                            options, else a free-form hint chosen from the answer's form
                            (integer, float with its decimals, list, text).
 
+    ``crm-cot``            CRM stage 1 (VisArgs): the question, then "Think step by
+                           step ..." asking for numbered steps (visual elements,
+                           commonsense, conclusion) and a concise final conclusion.
+    ``crm-answer``         CRM stage 2, built on the same model's ``crm-cot`` output
+                           for the same variant (``needs``): the question, "Your
+                           reasoning:" + that chain, and "give only the final answer
+                           as a short phrase". The CRM paper does not print its
+                           templates; these are ours.
+
 MathVista hints (``mathvista-*`` and ``distract-open``) follow MathVista's
 ``create_one_query``: question type ``multi_choice`` asks for the option letter;
 ``free_form`` asks for an integer, a float with ``precision`` decimals (one, two,
@@ -108,12 +117,20 @@ class BuiltPrompt:
 TextFn = Callable[[Sample, str], tuple[str, str | None]]
 
 
+#: A second-stage builder's text function: (sample, question, context) -> (text, system),
+#: ``context`` being the answer the same model gave to the prompt ``needs`` names.
+ContextTextFn = Callable[[Sample, str, str], tuple[str, str | None]]
+
+
 @dataclass(frozen=True)
 class PromptBuilder:
     name: str
     version: str
     description: str
-    text: TextFn
+    text: TextFn | ContextTextFn
+    #: a second stage: the prompt whose output (same model, same variant) this one is
+    #: built on (the CRM final answer is asked after the chain of thought)
+    needs: str | None = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -362,6 +379,28 @@ def _mathvista(setting: str) -> TextFn:
     return build
 
 
+# --------------------------------------------------------------------------- CRM
+
+CRM_COT_INSTRUCTION = (
+    "Think step by step. First describe the visual elements of the image that matter "
+    "for the question, then the commonsense knowledge they call for, and reason from "
+    "them to a conclusion. Write one numbered step per line (1., 2., ...) and end with "
+    "a concise final conclusion."
+)
+CRM_ANSWER_INSTRUCTION = (
+    "Based on your reasoning, give only the final answer as a short phrase, without explaining it."
+)
+
+
+def _crm_cot(sample: Sample, question: str) -> tuple[str, str | None]:
+    return _append(question, CRM_COT_INSTRUCTION), None
+
+
+def _crm_answer(sample: Sample, question: str, context: str) -> tuple[str, str | None]:
+    chain = context.strip() or "(no reasoning was given)"
+    return f"{question}\n\nYour reasoning:\n{chain}\n\n{CRM_ANSWER_INSTRUCTION}", None
+
+
 # --------------------------------------------------------------------------- registry
 
 PROMPTS: dict[str, PromptBuilder] = {
@@ -385,12 +424,24 @@ PROMPTS: dict[str, PromptBuilder] = {
             "Distract-Bench open-ended prompt of the released runs (solution layout)",
             _mathvista("solution"),
         ),
+        PromptBuilder("crm-cot", "1", "CRM stage 1: numbered chain of thought (VisArgs)", _crm_cot),
+        PromptBuilder(
+            "crm-answer",
+            "1",
+            "CRM stage 2: the final answer only, after the model's own crm-cot chain",
+            _crm_answer,
+            needs="crm-cot",
+        ),
     )
 }
 
 
-def build_prompt(sample: Sample, variant: Variant, name: str) -> BuiltPrompt:
-    """The prompt ``name`` for ``sample`` under ``variant`` (question and images of the variant)."""
+def build_prompt(
+    sample: Sample, variant: Variant, name: str, context: str | None = None
+) -> BuiltPrompt:
+    """The prompt ``name`` for ``sample`` under ``variant`` (question and images of the
+    variant). A second-stage prompt (``needs`` set) takes ``context``: the answer the
+    model gave to the ``needs`` prompt on the same variant."""
     builder = PROMPTS.get(name)
     if builder is None:
         raise ValueError(f"unknown prompt {name!r}; known prompts: {', '.join(sorted(PROMPTS))}")
@@ -400,7 +451,18 @@ def build_prompt(sample: Sample, variant: Variant, name: str) -> BuiltPrompt:
             f"not {sample.sample_id!r}"
         )
     question = variant.question if variant.question is not None else sample.question
-    text, system = builder.text(sample, question)
+    if builder.needs is not None:
+        if context is None:
+            raise ValueError(
+                f"prompt {name!r} is built on the model's {builder.needs!r} output, but "
+                f"variant {variant.variant_id!r} has none (no --context file, or no row "
+                "for the variant in it)"
+            )
+        text, system = builder.text(sample, question, context)  # type: ignore[call-arg]
+    else:
+        if context is not None:
+            raise ValueError(f"prompt {name!r} takes no context")
+        text, system = builder.text(sample, question)  # type: ignore[call-arg]
     content = interleave(text, list(variant.images), sample.meta)
     return BuiltPrompt(builder.name, builder.version, content, system)
 

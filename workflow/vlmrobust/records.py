@@ -135,6 +135,9 @@ class OutputRow:
     #: labels a released file carried ({"correct": bool, "verdict": "yes"|"no"}); used
     #: only where the configuration says so (imports[].released_labels / references)
     released: dict[str, Any] | None = None
+    #: a second-stage prompt (CRM final answer): sha256 of the first-stage text it was
+    #: given, so a row is never reused after that text changed
+    context_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -51,6 +51,7 @@ from .base import (
     parse_list,
     to_int,
 )
+from .visargs import VisArgs
 
 
 def _question(row: dict[str, Any], key: str = "question") -> str:
@@ -773,6 +774,7 @@ ADAPTERS: dict[str, Adapter] = {
         MMStar(),
         TextVQA(),
         DistractBench(),
+        VisArgs(),
         Demo(),
         Constructed(),
     )

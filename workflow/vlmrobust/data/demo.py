@@ -19,6 +19,7 @@ Every answer is computed from what was drawn, so it is correct for its picture.
 Output layout (``generate_demo``)::
 
     out_dir/<family>/rows.jsonl          one row per sample (see ``generate_demo``)
+    out_dir/premises/annotation.json     the premises images in VisArgs' format
     out_dir/<family>/images/<id>.png
     out_dir/summary.json                 counts per family and answer type, seed, version
 
@@ -1918,6 +1919,25 @@ def _make_row(sid: str, item: _Item) -> dict[str, Any]:
     )
 
 
+def visargs_rows(rows: list[dict]) -> list[dict]:
+    """The premises family as VisArgs ``annotation.json`` rows (one per image): ``id``,
+    ``url`` (the image, relative to the family folder), ``visual_premises``, ``b_box``,
+    ``commonsense_premises``, ``conclusion``, ``reasoning_steps`` and ``topic``."""
+    return [
+        {
+            "id": row["id"],
+            "url": row["images"][0],
+            "topic": row["meta"]["scenario"],
+            "visual_premises": row["meta"]["visual_premises"],
+            "b_box": row["meta"]["b_box"],
+            "commonsense_premises": row["meta"]["commonsense_premises"],
+            "conclusion": row["meta"]["conclusion"],
+            "reasoning_steps": row["meta"]["reasoning_steps"],
+        }
+        for row in rows
+    ]
+
+
 def generate_demo(
     out_dir: str | Path,
     n_per_family: int = 20,
@@ -1953,6 +1973,8 @@ def generate_demo(
                               **_PNG_OPTIONS)  # fmt: skip
             rows.append(_make_row(sid, item))
         write_jsonl(fam_dir / "rows.jsonl", rows)
+        if fam == "premises":  # the same images in VisArgs' own format (adapter visargs)
+            write_json(fam_dir / "annotation.json", visargs_rows(rows))
         keep = {f"{i:04d}.png" for i in range(n)}
         for stale in sorted((fam_dir / "images").iterdir()):
             if _STALE_IMAGE.match(stale.name) and stale.name not in keep:

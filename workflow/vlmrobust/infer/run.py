@@ -55,11 +55,36 @@ class Planned:
     draw: int
     prompt: str
     prompt_version: str
+    context_sha256: str | None = None
 
 
-def plan_requests(job: Job, variants: list[Variant], samples: dict[str, Sample]) -> list[Planned]:
-    """One request per (variant, draw) of this job's shard, in manifest order."""
-    from ..prompts import build_prompt, default_prompt
+def chain_text(row: dict[str, Any]) -> str:
+    """The whole text a model wrote for one output: its reasoning (``thinking``, when
+    the family's markers split one off) and the visible answer, think tags removed."""
+    parts = [row.get("thinking") or "", row.get("answer_text") or ""]
+    return "\n\n".join(p.strip() for p in parts if p and p.strip())
+
+
+def read_contexts(path: Path) -> dict[str, str]:
+    """First-stage outputs as context of a second-stage prompt: key -> chain text
+    (a failed first-stage row gives an empty chain)."""
+    from ..io import read_jsonl
+
+    return {row["key"]: chain_text(row) for row in read_jsonl(path)}
+
+
+def plan_requests(
+    job: Job,
+    variants: list[Variant],
+    samples: dict[str, Sample],
+    contexts: dict[str, str] | None = None,
+) -> list[Planned]:
+    """One request per (variant, draw) of this job's shard, in manifest order.
+
+    ``contexts`` (key -> text) feed a second-stage prompt (``PromptBuilder.needs``):
+    the first-stage output of the same (variant, draw)."""
+    from ..io import sha256_bytes
+    from ..prompts import PROMPTS, build_prompt, default_prompt
 
     if not 0 <= job.shard < job.shards:
         raise ValueError(f"shard {job.shard} is outside 0..{job.shards - 1}")
@@ -73,8 +98,24 @@ def plan_requests(job: Job, variants: list[Variant], samples: dict[str, Sample])
                 f"variant {variant.variant_id!r}: sample {variant.sample_id!r} is not in the samples file"
             )
         name = default_prompt(job.adapter, sample) if job.prompt == "default" else job.prompt
-        built = build_prompt(sample, variant, name)
+        staged = name in PROMPTS and PROMPTS[name].needs is not None
+        if staged and contexts is None:
+            raise ValueError(
+                f"prompt {name!r} is built on the {PROMPTS[name].needs!r} outputs: pass them "
+                "with --context"
+            )
         for draw in range(job.n):
+            context = context_sha = None
+            if staged:
+                key = output_key(variant.variant_id, draw)
+                if key not in contexts:  # type: ignore[operator]
+                    raise ValueError(
+                        f"variant {variant.variant_id!r} (draw {draw}): the context file has "
+                        f"no {PROMPTS[name].needs!r} output with key {key!r}"
+                    )
+                context = contexts[key]  # type: ignore[index]
+                context_sha = sha256_bytes(context.encode("utf-8"))
+            built = build_prompt(sample, variant, name, context)
             seed = None
             if job.temperature > 0:
                 seed = derive_seed(job.seed, job.model, variant.variant_id, draw)
@@ -87,7 +128,7 @@ def plan_requests(job: Job, variants: list[Variant], samples: dict[str, Sample])
                 seed=seed,
                 system=built.system,
             )
-            planned.append(Planned(request, variant, draw, built.name, built.version))
+            planned.append(Planned(request, variant, draw, built.name, built.version, context_sha))
     return planned
 
 
@@ -104,6 +145,7 @@ def _reusable(row: dict[str, Any], plan: Planned, job: Job) -> bool:
         and row.get("temperature") == r.temperature
         and row.get("top_p") == r.top_p
         and row.get("seed") == r.seed
+        and row.get("context_sha256") == plan.context_sha256
     )
 
 
@@ -156,6 +198,7 @@ def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputR
         max_new_tokens=r.max_new_tokens,
         image_sha256=list(plan.variant.sha256),
         error=result.error,
+        context_sha256=plan.context_sha256,
     )
 
 
@@ -166,15 +209,18 @@ def run_inference(
     out: Path,
     backend: Backend | None = None,
     batch_size: int | None = None,
+    context: Path | None = None,
 ) -> dict[str, int]:
     """Answer every (variant, draw) of the job's shard; return counts.
 
     ``backend`` defaults to the registry entry's backend (constructed only when there
-    is something left to generate).
+    is something left to generate). ``context``: the first-stage outputs a
+    second-stage prompt is built on (:func:`read_contexts`).
     """
     variants = read_variants(manifest)
     samples = {s.sample_id: s for s in read_samples(samples_path)}
-    plans = plan_requests(job, variants, samples)
+    contexts = read_contexts(context) if context is not None else None
+    plans = plan_requests(job, variants, samples, contexts)
     by_key = {p.request.key: p for p in plans}
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")

@@ -1,14 +1,15 @@
 """Perturbations: conditions turn samples into variants (DESIGN.md).
 
 * :data:`PERTURBATIONS` — the registry, name → :class:`Perturbation` (``none``,
-  ``corruption``; later ones plug in with :func:`register`). A perturbation's
-  ``apply`` is a plain function ``(image, params, seed) -> image`` or
+  ``distraction``, ``corruption``, ``mask``; later ones plug in with :func:`register`).
+  A perturbation's ``apply`` is a plain function ``(image, params, seed) -> image`` or
   ``-> (image, mask)``.
 * :func:`build_variants` — the stage: a samples JSONL → a variant manifest + images.
 * :func:`corrupt_image` — the 20 vision corruptions of Distract-Bench
   (:data:`CORRUPTION_METHODS`, paper Table 7 order).
 """
 
+from . import masking  # noqa: F401  (registers "mask")
 from .corruption import CORRUPTION_METHODS, SEVERITIES, corrupt_image, result_mode
 from .variants import (
     PERTURBATIONS,

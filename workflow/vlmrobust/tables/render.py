@@ -54,6 +54,12 @@ DASH = "\u2013"
 # ---------------------------------------------------------------------------
 
 
+def printable(text: str) -> str:
+    """``text`` on one line: whitespace runs collapsed to one space, control and other
+    unprintable characters (a model's raw output may hold them) dropped."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
 def is_missing(value: Any) -> bool:
     """True for None, NaN, pandas NA and non-finite floats."""
     if value is None:

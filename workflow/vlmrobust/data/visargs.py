@@ -1,0 +1,351 @@
+"""VisArgs (``jiwan-chung/visargs``) for Contrastive Region Masking (SPEC.md §3).
+
+A VisArgs row is one image (``url``) with its visual premises, one box per premise
+(``b_box[k] = {startX, startY, w, h}``, pixels), commonsense premises, a conclusion and
+reasoning steps. VisArgs has no question field: this adapter makes **one sample per
+(image, visual premise)** — the premise's box is the region the study masks, the
+answer is the premise, and the question about the region comes from a *question
+writer*:
+
+- ``template`` (the default, offline): "What is shown in the <part> of the image?",
+  the part named from the box's centre (top-left / top / top-right / left / centre /
+  right / bottom-left / bottom / bottom-right, by thirds of the image);
+- an LLM (``question_writer: {backend: openai | gemini, model, ...}``) through
+  :func:`vlmrobust.llm.make_llm`, strict JSON ``{"question": ...}``, every call cached
+  by content under ``question_writer.cache_dir`` (a rerun makes no call).
+
+Images: a row's ``image`` (when the rows carry one) or its ``url``. A relative url is a
+file of the local folder; an ``http(s)`` url is downloaded once into ``image_cache``
+(default ``results/raw/visargs/images``, file name = sha256 of the url + suffix) and
+read from there afterwards, so a folder filled beforehand serves a machine without
+network. A failed download is a bad row naming the url.
+
+Boxes: every box must have numbers ``startX, startY, w, h`` with ``w > 0`` and
+``h > 0`` (else the row is bad, naming the sample and the box); a box reaching outside
+the image is clipped to it and counted (``meta.clipped_boxes``; the report warns with
+the total); a box entirely outside the image is a bad row. ``visual_premises`` and
+``b_box`` must be the same length.
+
+Local folders: ``annotation.json`` (the hub's file) when present, else the data files
+like any adapter. The embedded demo writes its VisArgs-like images in this format
+(``results/raw/demo/premises/annotation.json``).
+
+Sample ``meta``: ``premise_index``, ``visual_premises``, ``b_box`` (clipped, all boxes
+of the image), ``image_size`` [W, H], ``commonsense_premises``, ``conclusion``,
+``reasoning_steps``, ``url``, ``clipped_boxes``, ``question_source`` (``template`` or
+the writer's backend/model), ``source_row`` (the image's own id).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .base import (
+    Adapter,
+    Draft,
+    RowProblem,
+    RowSource,
+    iter_files,
+    load_image,
+    missing,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IMAGE_CACHE = "results/raw/visargs/images"
+_FETCH_TIMEOUT_S = 60
+
+QUESTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["question"],
+    "properties": {"question": {"type": "string", "minLength": 5}},
+}
+
+_PARTS = (
+    ("top-left", "top", "top-right"),
+    ("left", "centre", "right"),
+    ("bottom-left", "bottom", "bottom-right"),
+)
+
+
+def region_phrase(box: tuple[float, float, float, float], size: tuple[int, int]) -> str:
+    """The part of the image a box's centre lies in, by thirds (``"top-left"``, ...)."""
+    x0, y0, x1, y1 = box
+    w, h = size
+    col = min(2, max(0, int(3 * ((x0 + x1) / 2) / w)))
+    row = min(2, max(0, int(3 * ((y0 + y1) / 2) / h)))
+    return _PARTS[row][col]
+
+
+def template_question(box: tuple[float, float, float, float], size: tuple[int, int]) -> str:
+    part = region_phrase(box, size)
+    where = "centre" if part == "centre" else f"{part} part"
+    return f"What is shown in the {where} of the image?"
+
+
+def check_box(value: Any, k: int) -> tuple[float, float, float, float]:
+    """``b_box[k]`` as ``(x0, y0, x1, y1)``; :class:`RowProblem` for a bad one."""
+    if not isinstance(value, dict):
+        raise RowProblem(f"b_box[{k}] is not an object with startX, startY, w, h: {value!r}")
+    nums = []
+    for name in ("startX", "startY", "w", "h"):
+        v = value.get(name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise RowProblem(f"b_box[{k}].{name} is not a number: {v!r}")
+        nums.append(float(v))
+    x, y, w, h = nums
+    if w <= 0 or h <= 0:
+        raise RowProblem(f"b_box[{k}] is empty or negative (w={w:g}, h={h:g})")
+    return x, y, x + w, y + h
+
+
+def clip_box(
+    box: tuple[float, float, float, float], size: tuple[int, int], k: int
+) -> tuple[tuple[int, int, int, int], bool]:
+    """The box clipped to the image, in whole pixels (outward rounding), and whether
+    clipping changed it; a box entirely outside the image is a :class:`RowProblem`."""
+    w, h = size
+    x0, y0 = math.floor(box[0]), math.floor(box[1])
+    x1, y1 = math.ceil(box[2]), math.ceil(box[3])
+    cx0, cy0, cx1, cy1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    if cx1 <= cx0 or cy1 <= cy0:
+        raise RowProblem(f"b_box[{k}] {list(box)} lies entirely outside the {w}x{h} image")
+    return (cx0, cy0, cx1, cy1), (cx0, cy0, cx1, cy1) != (x0, y0, x1, y1)
+
+
+def _as_list(row: dict[str, Any], key: str) -> list[Any]:
+    value = row.get(key)
+    if missing(value):
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return [value]
+    if not isinstance(value, list | tuple):
+        raise RowProblem(f"{key} is not a list")
+    return list(value)
+
+
+class VisArgs(Adapter):
+    name = "visargs"
+    hub_id = "jiwan-chung/visargs"
+    split = "train"
+    id_label = "id"
+    description = "VisArgs: one sample per (image, visual premise) for region masking"
+
+    # -- reading ----------------------------------------------------------------
+    def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
+        if (spec.get("source") or "hub") == "local":
+            folder = self.local_folder(spec, key)
+            annotation = folder / "annotation.json"
+            if annotation.is_file():
+                src = RowSource(
+                    iter_files([annotation]),
+                    folder,
+                    {"path": str(folder), "split": None, "files": ["annotation.json"]},
+                )
+            else:
+                src = super().load_rows(spec, key)
+        else:
+            src = super().load_rows(spec, key)
+        cache = Path(spec.get("image_cache") or DEFAULT_IMAGE_CACHE)
+        rows = list(self._expand(src.rows, src.base_dir, cache))
+        writer = spec.get("question_writer") or {"backend": "template"}
+        self._write_questions(rows, writer, key)
+        info = dict(src.info, question_writer=_writer_name(writer), image_cache=str(cache))
+        return RowSource(rows, src.base_dir, info)
+
+    def _expand(self, rows: Any, base_dir: Path | None, cache: Path) -> Iterator[dict[str, Any]]:
+        """One row per (image, visual premise); the image is loaded once per image."""
+        for index, row in enumerate(rows):
+            image_id = self._image_id(row, index)
+            try:
+                premises = _as_list(row, "visual_premises")
+                boxes = _as_list(row, "b_box")
+                if len(premises) != len(boxes):
+                    raise RowProblem(
+                        f"{len(premises)} visual_premises but {len(boxes)} b_box entries"
+                    )
+                if not premises:
+                    raise RowProblem("no visual_premises")
+                image = self._image(row, base_dir, cache)
+                enc = load_image(image, base_dir)
+                raw = [check_box(b, k) for k, b in enumerate(boxes)]
+                clipped = [clip_box(b, enc.size, k) for k, b in enumerate(raw)]
+            except RowProblem as exc:
+                # every premise of the image is a bad row of its own, so the bad-row
+                # policy (error / skip) applies per sample
+                try:
+                    n = max(1, len(_as_list(row, "visual_premises")))
+                except RowProblem:
+                    n = 1
+                for k in range(n):
+                    yield {"_image_id": image_id, "_premise_index": k, "_problem": exc.reason}
+                continue
+            for k, premise in enumerate(premises):
+                yield {
+                    "_image_id": image_id,
+                    "_premise_index": k,
+                    "_image": enc.data,
+                    "_size": list(enc.size),
+                    "_boxes": [list(b) for b, _ in clipped],
+                    "_clipped": sum(c for _, c in clipped),
+                    "premise": str(premise),
+                    "row": row,
+                }
+
+    @staticmethod
+    def _image_id(row: dict[str, Any], index: int) -> str:
+        for name in ("id", "image_id", "name"):
+            if not missing(row.get(name)):
+                return str(row[name])
+        url = row.get("url")
+        if isinstance(url, str) and url.strip():
+            return Path(url.split("?")[0]).stem or str(index)
+        return str(index)
+
+    @staticmethod
+    def _image(row: dict[str, Any], base_dir: Path | None, cache: Path) -> Any:
+        if not missing(row.get("image")):
+            return row["image"]
+        url = row.get("url")
+        if not isinstance(url, str) or not url.strip():
+            raise RowProblem("neither image nor url is given")
+        url = url.strip()
+        if not url.startswith(("http://", "https://")):
+            return url  # a file of the local folder
+        suffix = Path(url.split("?")[0]).suffix.lower()
+        suffix = suffix if suffix in (".jpg", ".jpeg", ".png", ".webp", ".gif") else ".img"
+        target = cache / (hashlib.sha256(url.encode("utf-8")).hexdigest()[:32] + suffix)
+        if target.is_file():
+            return str(target.resolve())
+        try:
+            req = urllib.request.Request(url, headers={"User-Agent": "vlmrobust"})
+            with urllib.request.urlopen(req, timeout=_FETCH_TIMEOUT_S) as resp:
+                data = resp.read()
+        except Exception as exc:
+            raise RowProblem(
+                f"image url {url} could not be downloaded ({exc}); put the file at "
+                f"{target} or set the dataset's image_cache to a folder holding it"
+            ) from exc
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".part")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+        return str(target.resolve())
+
+    def _write_questions(
+        self, rows: list[dict[str, Any]], writer: dict[str, Any], key: str
+    ) -> None:
+        ok = [r for r in rows if "_problem" not in r]
+        backend = writer.get("backend", "template")
+        if backend == "template":
+            for r in ok:
+                r["_question"] = template_question(r["_boxes"][r["_premise_index"]], r["_size"])
+                r["_question_source"] = "template"
+            return
+        from ..llm import LLMCache, make_llm
+
+        cache = LLMCache(Path(writer.get("cache_dir") or "results/cache/llm"))
+        try:
+            llm = make_llm(writer, cache)
+        except ValueError as exc:
+            raise ValueError(f"{key}.question_writer: {exc}") from None
+        calls = [
+            {
+                "messages": question_prompt(r),
+                "json_schema": QUESTION_SCHEMA,
+                "temperature": float(writer.get("temperature", 0.0)),
+                "max_tokens": int(writer.get("max_tokens", 256)),
+            }
+            for r in ok
+        ]
+        responses = llm.complete_many(calls) if calls else []
+        name = _writer_name(writer)
+        for r, resp in zip(ok, responses, strict=True):
+            if resp.error is not None:
+                r["_problem"] = f"the question writer failed: {resp.error}"
+                continue
+            r["_question"] = str(resp.parsed_json["question"]).strip()
+            r["_question_source"] = name
+
+    # -- converting -------------------------------------------------------------
+    def source_id(self, row: dict[str, Any], index: int) -> str:
+        return f"{row['_image_id']}-vp{row['_premise_index'] + 1}"
+
+    def convert(self, row: dict[str, Any], index: int) -> Draft:
+        if "_problem" in row:
+            raise RowProblem(row["_problem"])
+        src = row["row"]
+        k = row["_premise_index"]
+        meta = {
+            "premise_index": k,
+            "visual_premises": [str(p) for p in _as_list(src, "visual_premises")],
+            "b_box": [
+                {"startX": b[0], "startY": b[1], "w": b[2] - b[0], "h": b[3] - b[1]}
+                for b in row["_boxes"]
+            ],
+            "image_size": row["_size"],
+            "commonsense_premises": [str(p) for p in _as_list(src, "commonsense_premises")],
+            "conclusion": "" if missing(src.get("conclusion")) else str(src["conclusion"]),
+            "reasoning_steps": [str(p) for p in _as_list(src, "reasoning_steps")],
+            "url": "" if missing(src.get("url")) else str(src["url"]),
+            "clipped_boxes": row["_clipped"],
+            "question_source": row["_question_source"],
+            "source_row": row["_image_id"],
+        }
+        return Draft(row["_question"], row["premise"], "text", [row["_image"]], meta=meta)
+
+    def check(self, samples: list[Any]) -> list[str]:
+        seen: dict[str, int] = {}
+        for s in samples:
+            seen[s.meta["source_row"]] = s.meta["clipped_boxes"]
+        clipped = sum(seen.values())
+        if clipped:
+            return [
+                f"{clipped} box(es) reached outside their image and were clipped "
+                f"({sum(1 for v in seen.values() if v)} image(s)); meta.clipped_boxes"
+            ]
+        return []
+
+
+def question_prompt(row: dict[str, Any]) -> list[dict[str, str]]:
+    """The question writer's messages for one (image, premise) row."""
+    src = row["row"]
+    box = row["_boxes"][row["_premise_index"]]
+    return [
+        {
+            "role": "system",
+            "content": (
+                "You write evaluation questions for a visual-reasoning benchmark. Answer "
+                'with JSON only: {"question": "..."}.'
+            ),
+        },
+        {
+            "role": "user",
+            "content": (
+                "An image shows a visual argument. One annotated region of it, the box "
+                f"{box} (x0, y0, x1, y1 in pixels of a {row['_size'][0]}x{row['_size'][1]} "
+                f"image, in the {region_phrase(box, row['_size'])} part), shows:\n"
+                f"{row['premise']}\n\nThe image's conclusion: "
+                f"{src.get('conclusion') or '(none given)'}\n\n"
+                "Write one short question about the image whose answer is what this "
+                "region shows. The question must not reveal the answer; it may name the "
+                "region's position."
+            ),
+        },
+    ]
+
+
+def _writer_name(writer: dict[str, Any]) -> str:
+    backend = writer.get("backend", "template")
+    return backend if backend == "template" else f"{backend}/{writer.get('model')}"

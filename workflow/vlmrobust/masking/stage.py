@@ -1,0 +1,218 @@
+"""The comparison stage of CRM: one (model, dataset, mask condition) -> compared rows.
+
+Inputs: the model's outputs of both stages (``crm-cot`` chain, ``crm-answer`` final
+answer) on the clean images and on the masked images, the mask condition's variant
+manifest (the filled box, the premise's box, the premises it covers) and the samples.
+Each masked variant is paired with the clean output of its sample (same draw). The
+chain of an output is its reasoning and visible text (:func:`~vlmrobust.infer.run.chain_text`);
+the final answer is the answer stage's visible text.
+
+A pair with a missing or failed output (either stage, either image) becomes a row
+with ``error`` set, counted in no rate (the metrics report how many). The row format is
+in :mod:`vlmrobust.masking`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..infer.run import chain_text
+from ..io import read_jsonl, write_jsonl
+from ..records import Sample, Variant, output_key, read_samples, read_variants
+from .judge import HallucinationItem, make_hallucination_judge
+from .steps import (
+    Embedder,
+    answer_flip,
+    compare_chains,
+    dependent_steps,
+    region_attribution,
+    split_steps,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULTS: dict[str, Any] = {
+    "step_threshold": 0.8,
+    "answer_threshold": 0.9,
+    "attribution_threshold": 0.5,
+    "hallucination": {"backend": "offline", "threshold": 0.6},
+    "model_dir": None,
+}
+
+
+def _by_key(path: Path, what: str) -> dict[str, dict[str, Any]]:
+    rows = {}
+    for row in read_jsonl(path):
+        if "key" not in row:
+            raise ValueError(f"{path}: a {what} row has no key")
+        rows[row["key"]] = row
+    return rows
+
+
+def _problem(row: dict[str, Any] | None, what: str) -> str | None:
+    if row is None:
+        return f"no {what} output"
+    if row.get("error"):
+        return f"the {what} output failed: {row['error']}"
+    return None
+
+
+def _box(value: Any) -> list[int] | None:
+    return [int(v) for v in value] if value is not None else None
+
+
+def compare_masking(
+    *,
+    clean_cot: Path,
+    clean_answer: Path,
+    masked_cot: Path,
+    masked_answer: Path,
+    manifest: Path,
+    samples: Path,
+    out: Path,
+    spec: Mapping[str, Any] | None = None,
+    cache_dir: Path | None = None,
+    embedder: Embedder | None = None,
+    judge: Any = None,
+) -> dict[str, int]:
+    """Write the compared rows of one masked condition to ``out``; return counts."""
+    spec = {**DEFAULTS, **(spec or {})}
+    variants: list[Variant] = read_variants(manifest)
+    by_sample: dict[str, Sample] = {s.sample_id: s for s in read_samples(samples)}
+    outputs = {
+        "clean chain": _by_key(clean_cot, "chain"),
+        "clean answer": _by_key(clean_answer, "answer"),
+        "masked chain": _by_key(masked_cot, "chain"),
+        "masked answer": _by_key(masked_answer, "answer"),
+    }
+    draws = sorted({r.get("draw", 0) for r in outputs["masked chain"].values()}) or [0]
+    if embedder is None:
+        embedder = Embedder(model_dir=spec["model_dir"])
+    if judge is None:
+        from ..llm import LLMCache
+
+        cache = LLMCache(cache_dir) if cache_dir is not None else None
+        judge = make_hallucination_judge(spec["hallucination"], cache, embedder=embedder)
+
+    rows: list[dict[str, Any]] = []
+    items: list[tuple[int, HallucinationItem]] = []
+    for variant in variants:
+        sample = by_sample.get(variant.sample_id)
+        if sample is None:
+            raise ValueError(
+                f"{manifest}: variant {variant.variant_id!r} names sample "
+                f"{variant.sample_id!r}, which is not in {samples}"
+            )
+        params = variant.params
+        premises = [str(p) for p in sample.meta.get("visual_premises", [])]
+        k = params.get("premise_index", sample.meta.get("premise_index"))
+        covered = [premises[i] for i in params.get("covered", []) if 0 <= i < len(premises)]
+        for draw in draws:
+            row: dict[str, Any] = {
+                "sample_id": sample.sample_id,
+                "variant_id": variant.variant_id,
+                "dataset": variant.dataset,
+                "condition": variant.condition,
+                "model": None,
+                "draw": draw,
+                "region": params.get("region"),
+                "premise_index": k,
+                "premise": sample.answer,
+                "masked_content": covered,
+                "box": _box(params.get("box")),
+                "target_box": _box(params.get("target_box")),
+                "image": sample.images[0],
+                "masked_image": variant.images[0],
+                "mask": variant.masks[0] if variant.masks else None,
+                "question": variant.question,
+                "error": None,
+            }
+            keys = {
+                "clean chain": output_key(sample.sample_id, draw),
+                "clean answer": output_key(sample.sample_id, draw),
+                "masked chain": output_key(variant.variant_id, draw),
+                "masked answer": output_key(variant.variant_id, draw),
+            }
+            found = {what: outputs[what].get(key) for what, key in keys.items()}
+            model = next((r["model"] for r in found.values() if r), None)
+            row["model"] = model
+            problems = [p for what, r in found.items() if (p := _problem(r, what))]
+            if problems:
+                row["error"] = "; ".join(problems)
+                rows.append(row)
+                continue
+            original_chain = chain_text(found["clean chain"])
+            masked_chain = chain_text(found["masked chain"])
+            original_steps = split_steps(original_chain)
+            masked_steps = split_steps(masked_chain)
+            chains = compare_chains(
+                original_steps, masked_steps, embedder, step_threshold=spec["step_threshold"]
+            )
+            original_answer = (found["clean answer"].get("answer_text") or "").strip()
+            masked_answer = (found["masked answer"].get("answer_text") or "").strip()
+            similarity, flipped = answer_flip(
+                original_answer, masked_answer, embedder, threshold=spec["answer_threshold"]
+            )
+            # the steps that use the hidden content: the premise for a specific mask,
+            # the premises a random box happens to cover (usually none)
+            dependent = dependent_steps(
+                original_steps, covered, embedder, spec["attribution_threshold"]
+            )
+            disrupted = {
+                a["original"]
+                for a in chains["alignment"]
+                if a["original"] is not None and a["status"] in ("modified", "disappeared")
+            }
+            row.update(
+                original_chain=original_chain,
+                masked_chain=masked_chain,
+                original_steps=original_steps,
+                masked_steps=masked_steps,
+                **chains,
+                original_answer=original_answer,
+                masked_answer=masked_answer,
+                answer_similarity=similarity,
+                answer_flipped=flipped,
+                dependent_steps=sorted(dependent),
+                region_attribution=region_attribution(set(dependent), disrupted),
+            )
+            items.append(
+                (
+                    len(rows),
+                    HallucinationItem(
+                        key=output_key(variant.variant_id, draw),
+                        question=variant.question,
+                        region=str(params.get("region") or "specific"),
+                        masked_content=covered,
+                        original_chain=original_chain,
+                        masked_chain=masked_chain,
+                        masked_steps=masked_steps,
+                    ),
+                )
+            )
+            rows.append(row)
+
+    verdicts = judge.judge_many([item for _, item in items]) if items else []
+    for (index, _), verdict in zip(items, verdicts, strict=True):
+        rows[index].update(
+            hallucinated=verdict.get("hallucinated"),
+            hallucination_judge=verdict.get("judge"),
+            hallucination_evidence=verdict.get("evidence") or "",
+            hallucination_reason=verdict.get("reason") or "",
+            hallucination_error=verdict.get("error"),
+        )
+    write_jsonl(out, rows)
+    failed = sum(r["error"] is not None for r in rows)
+    counts = {
+        "rows": len(rows),
+        "failed": failed,
+        "disrupted": sum(bool(r.get("step_disrupted")) for r in rows),
+        "flipped": sum(bool(r.get("answer_flipped")) for r in rows),
+        "hallucinated": sum(bool(r.get("hallucinated")) for r in rows),
+    }
+    if failed:
+        log.warning("%s: %d of %d pairs could not be compared", out, failed, len(rows))
+    return counts

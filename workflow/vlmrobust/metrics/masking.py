@@ -1,0 +1,388 @@
+"""Metrics of the Contrastive Region Masking study (papers/crm.txt §3.5, §3.6, Tables 2, 4, 5).
+
+:func:`compute_masking_metrics` turns the *compared rows* of one masking dataset (one
+per model x sample x masked condition; schema in :mod:`vlmrobust.masking`) into one tidy
+table with the columns of :data:`vlmrobust.metrics.corruption.METRIC_COLUMNS` (same
+conventions: fractions in [0, 1], text ``""`` and numbers NaN when they do not apply,
+every problem a logged warning and a ``note``).
+
+Columns: ``benchmark`` = the dataset, ``condition`` = the masked condition
+(``mask-specific``, ``mask-random``), ``method`` = its region (``specific`` /
+``random``), ``model``, ``family`` / ``role`` / ``base_model`` from the registry entry;
+``group``, ``prompt`` ``""`` and ``severity``, ``ci_low``, ``ci_high`` NaN throughout.
+The standard errors are rows of their own (metric ``<rate>_se``), not an interval.
+
+Per model x masked condition, over the rows whose ``error`` is None (or ``""``):
+    ``answer_flip_rate``      fraction with ``answer_flipped``; ``n`` = those rows.
+    ``step_disruption_rate``  fraction with ``step_disrupted`` (an image counts as
+                              disrupted if any step is: §3.5); ``n`` = those rows.
+    ``hallucination_rate``    fraction with ``hallucinated`` over the rows whose
+                              ``hallucinated`` is not None (None: the judge failed);
+                              the excluded rows are counted in ``note``.
+    ``<rate>_se``             binomial standard error sqrt(p (1 - p) / n) of each of
+                              the three rates (Table 2's "±": 58.78% of 1611 -> 1.23%),
+                              same ``n``; NaN when the rate is.
+    ``step_disruption_share`` pooled (n_modified + n_disappeared) / original steps over
+                              the rows; ``n`` = original steps (new masked steps are not
+                              in the denominator, so the share stays in [0, 1]).
+    ``mean_step_similarity``  mean over the rows of ``step_similarity`` (each row's mean
+                              over its matched step pairs); rows with None (no matched
+                              pair) are excluded and counted in ``note``; ``n`` = rows used.
+    ``attribution_correct`` / ``attribution_partial`` / ``attribution_incorrect``
+                              shares of ``region_attribution`` over the rows with one of
+                              the three values (others excluded, in ``note``).
+    ``compared``              value = ``n`` = rows compared without error.
+    ``failed``                value = ``n`` = rows with an ``error`` (their most frequent
+                              reasons in ``note``); they count in no rate.
+A rate whose denominator is empty is NaN with a note saying why (and a warning). A model
+of the run without any compared row for a condition gets every metric row, rates NaN,
+``compared`` and ``failed`` 0, note "no compared rows", and a logged warning. Rows of
+another dataset or of a condition that is not one of ``spec["masked_conditions"]`` are
+ignored (warning); rows of a model not in the spec's models are kept, after them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..io import read_jsonl
+from .corruption import METRIC_COLUMNS
+
+__all__ = [
+    "ATTRIBUTIONS",
+    "MASKING_METRICS",
+    "NOTE_NO_ROWS",
+    "RATE_FIELDS",
+    "binomial_se",
+    "compute_masking_metrics",
+    "example_condition",
+    "example_samples",
+    "masked_conditions",
+    "masking_dataset",
+    "read_compared",
+]
+
+log = logging.getLogger(__name__)
+
+NOTE_NO_ROWS = "no compared rows"
+#: rate metric -> the boolean field of a compared row it averages
+RATE_FIELDS = {
+    "answer_flip_rate": "answer_flipped",
+    "step_disruption_rate": "step_disrupted",
+    "hallucination_rate": "hallucinated",
+}
+ATTRIBUTIONS = ("correct", "partial", "incorrect")
+#: every metric, in the order of the rows of one model x condition
+MASKING_METRICS: tuple[str, ...] = (
+    *(m for r in RATE_FIELDS for m in (r, f"{r}_se")),
+    "step_disruption_share",
+    "mean_step_similarity",
+    *(f"attribution_{a}" for a in ATTRIBUTIONS),
+    "compared",
+    "failed",
+)
+_COUNTS = ("compared", "failed")
+
+_TEXT = tuple(c for c in METRIC_COLUMNS if c not in ("severity", "value", "ci_low", "ci_high", "n"))
+_FLOAT = ("severity", "value", "ci_low", "ci_high")
+
+
+# --------------------------------------------------------------------------- spec
+
+
+def masking_dataset(spec: Mapping[str, Any]) -> str:
+    """The masking dataset name of the spec (``dataset``: a name or {name: ...})."""
+    ds = spec.get("dataset")
+    if isinstance(ds, Mapping):
+        ds = ds.get("name")
+    if not ds:
+        raise ValueError("spec: key 'dataset' (the masking dataset name) is missing")
+    return str(ds)
+
+
+def masked_conditions(spec: Mapping[str, Any]) -> dict[str, str]:
+    """condition -> region ("specific" | "random"), in spec order."""
+    conds = spec.get("masked_conditions") or {}
+    if not isinstance(conds, Mapping):
+        raise ValueError("spec: 'masked_conditions' must map condition -> region")
+    return {str(c): str(r) for c, r in conds.items()}
+
+
+def _condition_of(spec: Mapping[str, Any], region: str) -> str | None:
+    for cond, reg in masked_conditions(spec).items():
+        if reg == region:
+            return cond
+    return None
+
+
+def example_condition(spec: Mapping[str, Any]) -> str | None:
+    """The condition the examples (Table 3, example figures) and Table 2 use: the
+    specific-masking one, else the random one, else None."""
+    return _condition_of(spec, "specific") or _condition_of(spec, "random")
+
+
+def _order(spec: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], list[str]]:
+    models = {str(k): (v or {}) for k, v in (spec.get("models") or {}).items()}
+    order = [str(m) for m in (spec.get("model_order") or list(models))]
+    order += [m for m in models if m not in order]
+    return models, order
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def read_compared(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
+    """Compared rows of ``results/compared/<model>/<dataset>/<condition>.jsonl`` files, in
+    file and line order. A row without ``model``, ``dataset`` or ``condition`` gets it
+    from the path (third-last part, second-last part, file stem); its own fields win."""
+    out: list[dict[str, Any]] = []
+    for p in paths:
+        path = Path(p)
+        parts = path.parts
+        defaults = {
+            "model": parts[-3] if len(parts) >= 3 else "",
+            "dataset": parts[-2] if len(parts) >= 2 else "",
+            "condition": path.stem,
+        }
+        for rec in read_jsonl(path):
+            for key, val in defaults.items():
+                if not rec.get(key):
+                    rec[key] = val
+            out.append(rec)
+    return out
+
+
+def _ok(row: Mapping[str, Any]) -> bool:
+    return row.get("error") in (None, "")
+
+
+def example_samples(
+    rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
+) -> tuple[str | None, list[str]]:
+    """(condition, sample ids) of the examples: :func:`example_condition`, and the sample
+    ids of its rows compared without error (any model) in order of first appearance.
+    All of them: callers take the first ``spec["examples"]``."""
+    cond = example_condition(spec)
+    if cond is None:
+        return None, []
+    dataset = spec.get("dataset")
+    ids: dict[str, None] = {}
+    for r in rows:
+        if str(r.get("condition")) != cond or not _ok(r):
+            continue
+        if dataset and r.get("dataset") and str(r.get("dataset")) != masking_dataset(spec):
+            continue
+        ids.setdefault(str(r.get("sample_id")), None)
+    return cond, list(ids)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def binomial_se(p: float, n: int) -> float:
+    """sqrt(p (1 - p) / n); NaN for n = 0 or a NaN p."""
+    if n <= 0 or math.isnan(p):
+        return math.nan
+    return math.sqrt(p * (1.0 - p) / n)
+
+
+def _row(metric: str, **kw: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {c: "" for c in _TEXT}
+    row.update({c: math.nan for c in _FLOAT})
+    row["n"] = 0
+    row["metric"] = metric
+    row.update(kw)
+    return row
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in dict.fromkeys(notes) if n)
+
+
+def _n_original(row: Mapping[str, Any]) -> int:
+    steps = row.get("original_steps")
+    if isinstance(steps, list):
+        return len(steps)
+    return sum(int(row.get(k) or 0) for k in ("n_unchanged", "n_modified", "n_disappeared"))
+
+
+def _failed_note(failed: list[Mapping[str, Any]]) -> str:
+    if not failed:
+        return ""
+    reasons = Counter(str(r.get("error")) for r in failed)
+    top = [f"{k} x{v}" if v > 1 else k for k, v in reasons.most_common(3)]
+    more = len(reasons) - len(top)
+    return "errors: " + "; ".join(top) + (f"; {more} other reason(s)" if more > 0 else "")
+
+
+def _model_rows(
+    rows: list[Mapping[str, Any]], common: dict[str, Any], label: str
+) -> list[dict[str, Any]]:
+    """The metric rows of one model x condition (``label`` names it in warnings)."""
+    out: list[dict[str, Any]] = []
+    if not rows:
+        log.warning("%s: %s; every masking metric is NaN", label, NOTE_NO_ROWS)
+        for metric in MASKING_METRICS:
+            value = 0.0 if metric in _COUNTS else math.nan
+            out.append(_row(metric, **common, value=value, note=NOTE_NO_ROWS))
+        return out
+    ok = [r for r in rows if _ok(r)]
+    failed = [r for r in rows if not _ok(r)]
+    failed_note = f"{len(failed)} row(s) failed to compare" if failed else ""
+    if not ok:
+        log.warning(
+            "%s: all %d compared row(s) have an error; the masking rates are NaN",
+            label,
+            len(rows),
+        )
+    empty = f"no row compared without error ({len(failed)} failed)"
+
+    for metric, field in RATE_FIELDS.items():
+        known = [r for r in ok if r.get(field) is not None]
+        excluded = len(ok) - len(known)
+        why = ""
+        if excluded:
+            what = "the hallucination judge failed" if field == "hallucinated" else f"no {field}"
+            why = f"{excluded} row(s) excluded ({what})"
+        n = len(known)
+        p = sum(bool(r.get(field)) for r in known) / n if n else math.nan
+        note = _join(empty if not ok else "", why, failed_note)
+        if ok and not n:
+            log.warning("%s: no row with %s; %s is NaN", label, field, metric)
+        out.append(_row(metric, **common, value=p, n=n, note=note))
+        out.append(_row(f"{metric}_se", **common, value=binomial_se(p, n), n=n, note=note))
+
+    total = sum(_n_original(r) for r in ok)
+    changed = sum(int(r.get("n_modified") or 0) + int(r.get("n_disappeared") or 0) for r in ok)
+    note = empty if not ok else ("" if total else "no original steps")
+    out.append(
+        _row(
+            "step_disruption_share",
+            **common,
+            value=changed / total if total else math.nan,
+            n=total,
+            note=_join(note, failed_note),
+        )
+    )
+
+    sims = [float(r["step_similarity"]) for r in ok if r.get("step_similarity") is not None]
+    excluded = len(ok) - len(sims)
+    note = _join(
+        empty if not ok else "",
+        f"{excluded} row(s) without a matched step pair excluded" if excluded else "",
+        failed_note,
+    )
+    out.append(
+        _row(
+            "mean_step_similarity",
+            **common,
+            value=sum(sims) / len(sims) if sims else math.nan,
+            n=len(sims),
+            note=note,
+        )
+    )
+
+    attr = [str(r.get("region_attribution")) for r in ok]
+    known_attr = [a for a in attr if a in ATTRIBUTIONS]
+    excluded = len(attr) - len(known_attr)
+    note = _join(
+        empty if not ok else "",
+        f"{excluded} row(s) without a region attribution excluded" if excluded else "",
+        failed_note,
+    )
+    counts = Counter(known_attr)
+    for a in ATTRIBUTIONS:
+        n = len(known_attr)
+        out.append(
+            _row(
+                f"attribution_{a}",
+                **common,
+                value=counts[a] / n if n else math.nan,
+                n=n,
+                note=note,
+            )
+        )
+
+    out.append(_row("compared", **common, value=float(len(ok)), n=len(ok)))
+    out.append(
+        _row(
+            "failed",
+            **common,
+            value=float(len(failed)),
+            n=len(failed),
+            note=_failed_note(failed),
+        )
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- main
+
+
+def compute_masking_metrics(
+    rows: Iterable[Mapping[str, Any]], spec: Mapping[str, Any]
+) -> pd.DataFrame:
+    """The masking study's metrics (tidy, :data:`METRIC_COLUMNS`; definitions: the
+    module docstring). ``rows``: compared rows (:func:`read_compared`); ``spec``:
+    ``dataset``, ``models``, ``model_order``, ``masked_conditions`` (condition -> region).
+    Problems are logged as warnings and written in the rows' ``note``."""
+    dataset = masking_dataset(spec)
+    conds = masked_conditions(spec)
+    models, order = _order(spec)
+
+    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    other_ds: Counter[str] = Counter()
+    other_cond: Counter[str] = Counter()
+    for r in rows:
+        ds = str(r.get("dataset") or dataset)
+        cond = str(r.get("condition") or "")
+        if ds != dataset:
+            other_ds[ds] += 1
+            continue
+        if cond not in conds:
+            other_cond[cond] += 1
+            continue
+        grouped.setdefault((str(r.get("model") or ""), cond), []).append(r)
+    for ds, k in other_ds.items():
+        log.warning("%d compared row(s) of dataset %r ignored (the run is %r)", k, ds, dataset)
+    for cond, k in other_cond.items():
+        log.warning(
+            "dataset %s: %d compared row(s) of condition %r ignored (masked conditions: %s)",
+            dataset,
+            k,
+            cond,
+            ", ".join(conds) or "none",
+        )
+    extra = list(dict.fromkeys(m for m, _ in grouped if m not in order))
+    if extra:
+        log.warning(
+            "dataset %s: compared rows of model(s) %s that are not among the run's models",
+            dataset,
+            ", ".join(extra),
+        )
+
+    out: list[dict[str, Any]] = []
+    for m in [*order, *extra]:
+        entry = models.get(m) or {}
+        info = {
+            "model": m,
+            "base_model": str(entry.get("base") or ""),
+            "family": str(entry.get("family") or ""),
+            "role": str(entry.get("role") or ""),
+        }
+        for cond, region in conds.items():
+            common = dict(**info, benchmark=dataset, condition=cond, method=region)
+            out += _model_rows(grouped.get((m, cond), []), common, f"model {m}, {dataset} / {cond}")
+    df = pd.DataFrame(out, columns=list(METRIC_COLUMNS))
+    for c in _FLOAT:
+        df[c] = df[c].astype(float)
+    df["n"] = df["n"].astype("int64")
+    return df
