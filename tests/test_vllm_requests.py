@@ -217,3 +217,19 @@ def test_engine_path_with_a_stand_in_vllm(env, monkeypatch):
     assert out["short"].finish_reason == "length" and out["short"].extra["seed"] == 3
     assert out["fail"].finish_reason == "error" and "simulated" in out["fail"].error
     assert out["missing"].finish_reason == "error" and ".gone" in out["missing"].error
+
+
+def test_placeholders_written_in_the_text_are_dropped(env):
+    # a model's own output fed back (CRM's final-answer stage) may hold "<|image_pad|>"
+    req = Request(
+        key="fed-back",
+        content=[
+            {"type": "image", "path": env["images"][0]},
+            {"type": "text", "text": "Your reasoning: a <|image_pad|> b <|video_pad|> c"},
+        ],
+        max_new_tokens=8,
+    )
+    (item,) = build_vllm_requests([req], env["processor"])
+    assert item["prompt"].count("<|image_pad|>") == 1 == len(item["multi_modal_data"]["image"])
+    assert "<|video_pad|>" not in item["prompt"]
+    assert "Your reasoning: a  b  c" in item["prompt"]

@@ -8,6 +8,7 @@ parameters) into :class:`Result` objects. A new provider is one subclass of
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -119,6 +120,37 @@ def chat_messages(req: Request) -> list[dict[str, Any]]:
         messages.append({"role": "system", "content": [{"type": "text", "text": req.system}]})
     messages.append({"role": "user", "content": content})
     return messages
+
+
+def media_marks(processor: Any) -> list[str]:
+    """The media placeholder strings a processor expands in the text
+    (``image_token``, ``video_token``, ``audio_token``; e.g. ``<|image_pad|>``)."""
+    return [
+        m
+        for name in ("image_token", "video_token", "audio_token")
+        if isinstance(m := getattr(processor, name, None), str) and m
+    ]
+
+
+def without_marks(req: Request, marks: list[str]) -> Request:
+    """``req`` with ``marks`` removed from its text parts. A processor expands every
+    media placeholder in the text into the tokens of one image or video, so a literal
+    one in the text — e.g. a model's own earlier output fed back, as the CRM
+    final-answer stage does — would fail the request ("Found 1 <|video_pad|> tokens in
+    the text but no videos were passed")."""
+    if not marks or not any(
+        m in p["text"] for p in req.content if p["type"] == "text" for m in marks
+    ):
+        return req
+    content = []
+    for part in req.content:
+        if part["type"] == "text":
+            text = part["text"]
+            for m in marks:
+                text = text.replace(m, "")
+            part = {**part, "text": text}
+        content.append(part)
+    return dataclasses.replace(req, content=content)
 
 
 def chunks(items: list[Any], size: int) -> Iterable[list[Any]]:

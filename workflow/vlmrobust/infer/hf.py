@@ -51,7 +51,6 @@ without a seed gets a fresh random one, recorded in ``Result.extra["seed"]``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import logging
 import re
@@ -61,7 +60,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import Backend, Request, Result, chat_messages, chunks
+from .base import (
+    Backend,
+    Request,
+    Result,
+    chat_messages,
+    chunks,
+    media_marks,
+    without_marks,
+)
 from .demo_model import read_demo_record
 from .media import load_image
 
@@ -437,7 +444,7 @@ class HFBackend(Backend):
         if req.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
         images = [load_image(p) for p in req.image_paths]
-        messages = chat_messages(self._without_placeholders(req))
+        messages = chat_messages(without_marks(req, media_marks(self.processor)))
         prompt = self.processor.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=False, **self._template_kwargs
         )
@@ -445,32 +452,6 @@ class HFBackend(Backend):
         if not req.greedy and seed is None:
             seed = secrets.randbits(32)
         return req, prompt, images, seed
-
-    def _without_placeholders(self, req: Request) -> Request:
-        """``req`` with the processor's media placeholders (``<|image_pad|>``,
-        ``<|video_pad|>``, ...) removed from its text parts. The processor expands every
-        placeholder in the text into the tokens of one image or video, so a literal one
-        in the text (e.g. a model's own earlier output fed back, as CRM's final-answer
-        stage does) would fail the request ("Found 1 <|video_pad|> tokens in the text
-        but no videos were passed")."""
-        marks = [
-            m
-            for name in ("image_token", "video_token", "audio_token")
-            if isinstance(m := getattr(self.processor, name, None), str) and m
-        ]
-        if not marks or not any(
-            m in p["text"] for p in req.content if p["type"] == "text" for m in marks
-        ):
-            return req
-        content = []
-        for part in req.content:
-            if part["type"] == "text":
-                text = part["text"]
-                for m in marks:
-                    text = text.replace(m, "")
-                part = {**part, "text": text}
-            content.append(part)
-        return dataclasses.replace(req, content=content)
 
     def decode_completion(self, ids: list[int]) -> tuple[str, int, str]:
         """``(text, completion_tokens, finish_reason)`` of one row of generated ids.

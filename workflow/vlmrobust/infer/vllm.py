@@ -31,7 +31,15 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .base import Backend, Request, Result, chat_messages, chunks
+from .base import (
+    Backend,
+    Request,
+    Result,
+    chat_messages,
+    chunks,
+    media_marks,
+    without_marks,
+)
 from .media import load_image
 
 #: Tokens removed from the end of an output (ends of turn, padding); reasoning tags
@@ -98,7 +106,7 @@ def build_vllm_request(
     arguments. Raises when an image cannot be read (the message names the file).
     """
     options = options or {}
-    messages = chat_messages(req)
+    messages = chat_messages(without_marks(req, media_marks(processor_or_template)))
     prompt = _render(
         processor_or_template, messages, dict(options.get("chat_template_kwargs") or {})
     )
