@@ -48,6 +48,7 @@ from vlmrobust.metrics.masking import (
     masked_conditions,
     masking_dataset,
     read_compared,
+    spec_models,
 )
 from vlmrobust.tables.render import printable
 
@@ -99,18 +100,6 @@ def masking_figure_names(spec: Mapping[str, Any]) -> list[str]:
     return [f"example{i}" for i in range(1, int(spec.get("examples") or 0) + 1)]
 
 
-def _models(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
-    registry = spec.get("models") or {}
-    order = [str(m) for m in spec.get("model_order") or []]
-    order += [str(m) for m in registry if str(m) not in order]
-    out = []
-    for m in order:
-        entry = registry.get(m)
-        name = entry.get("name") if isinstance(entry, Mapping) else None
-        out.append((m, str(name or m)))
-    return out
-
-
 def masking_examples(
     rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
 ) -> tuple[str | None, int, list[tuple[str, list[tuple[str, Mapping[str, Any]]]]]]:
@@ -128,7 +117,7 @@ def masking_examples(
             and str(r.get("dataset") or dataset) == dataset
         ):
             by_sample[sid].setdefault(str(r.get("model")), r)
-    models = _models(spec)
+    models = spec_models(spec)
     known = dict(models)
     out = []
     for sid in chosen:

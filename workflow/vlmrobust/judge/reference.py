@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..llm.judging import LLMJudge
+
 #: Bumped whenever the prompt or the parsing changes (the prompt text is part of the LLM
 #: cache key anyway, so a new prompt never reuses an old answer).
 PROMPT_VERSION = "reference-v1"
@@ -243,74 +245,37 @@ def _precheck(item: ReferenceItem, judge: str) -> dict[str, Any] | None:
     return None
 
 
-class LLMReferenceJudge:
+class LLMReferenceJudge(LLMJudge):
     """The distractor-reference judge behind an LLM backend (:func:`vlmrobust.llm.make_llm`).
 
     One call per item with :data:`REFERENCE_SCHEMA`; the backend caches every valid
     answer by content, retries invalid JSON and schema violations (``max_retries``) and
-    then returns an error, which becomes a row with ``verdict None`` and ``error`` set.
+    then returns an error, which becomes a row with ``verdict None`` and ``error`` set
+    (the shared loop: :class:`vlmrobust.llm.judging.LLMJudge`).
     """
 
-    def __init__(
-        self,
-        llm: Any,
-        *,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        seed: int | None = None,
-    ) -> None:
-        self.llm = llm
-        self.max_tokens = int(max_tokens)
-        self.temperature = float(temperature)
-        self.seed = seed
-        self.name = f"{getattr(llm, 'name', '?')}/{getattr(llm, 'model', '?')}"
+    schema = REFERENCE_SCHEMA
+    prompt_version = PROMPT_VERSION
 
-    def __repr__(self) -> str:
-        return f"LLMReferenceJudge({self.llm!r})"
+    def messages(self, item: ReferenceItem) -> list[dict[str, str]]:
+        return build_reference_prompt(item.output, item.distraction, item.edit_instruction)
 
-    def judge_many(self, items: Sequence[ReferenceItem]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any] | None] = [_precheck(item, self.name) for item in items]
-        todo = [i for i, row in enumerate(out) if row is None]
-        calls = [
-            {
-                "messages": build_reference_prompt(
-                    items[i].output, items[i].distraction, items[i].edit_instruction
-                ),
-                "json_schema": REFERENCE_SCHEMA,
-                "temperature": self.temperature,
-                "max_tokens": self.max_tokens,
-                "seed": self.seed,
-            }
-            for i in todo
-        ]
-        responses = self.llm.complete_many(calls) if calls else []
-        for i, response in zip(todo, responses, strict=True):
-            out[i] = self._row(items[i].key, response)
-        return [row for row in out if row is not None]
+    def precheck(self, item: ReferenceItem) -> dict[str, Any] | None:
+        return _precheck(item, self.name)
 
-    def _row(self, key: str, response: Any) -> dict[str, Any]:
-        extra = {
-            "cached": bool(response.cached),
-            "usage": dict(response.usage or {}),
-            "cost_usd": response.cost_usd,
-            "judge_model": response.model,
-            "method": "llm",
+    def make_row(self, key: str, **fields: Any) -> dict[str, Any]:
+        return _row(key, self.name, **fields)
+
+    def problem(self, parsed: Any) -> str | None:
+        return schema_problem(parsed)
+
+    def verdict_fields(self, parsed: Any) -> dict[str, Any]:
+        return {
+            "verdict": parsed["verdict"],
+            "reason": parsed["reason"],
+            "evidence": parsed["evidence"],
+            "confidence": float(parsed["confidence"]),
         }
-        if response.error is not None:
-            return _row(key, self.name, error=response.error, **extra)
-        parsed = response.parsed_json
-        problem = schema_problem(parsed)
-        if problem is not None:  # e.g. an old or damaged cache entry
-            return _row(key, self.name, error=f"judge answer rejected: {problem}", **extra)
-        return _row(
-            key,
-            self.name,
-            verdict=parsed["verdict"],
-            reason=parsed["reason"],
-            evidence=parsed["evidence"],
-            confidence=float(parsed["confidence"]),
-            **extra,
-        )
 
 
 def schema_problem(value: Any) -> str | None:

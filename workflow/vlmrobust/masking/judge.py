@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..llm.judging import LLMJudge
 from .steps import Embedder, split_steps
 
 #: Bumped whenever the prompt or the parsing changes (the prompt is part of the LLM cache
@@ -317,83 +318,45 @@ def schema_problem(value: Any) -> str | None:
     return f"schema violation at {where}: {error.message[:200]}"
 
 
-class LLMHallucinationJudge:
+class LLMHallucinationJudge(LLMJudge):
     """The hallucination judge behind an LLM backend (:func:`vlmrobust.llm.make_llm`).
 
     One call per item (prompt: :func:`build_hallucination_prompt`) with
     :data:`HALLUCINATION_SCHEMA`, all through ``llm.complete_many``; the backend caches
     valid answers by content and retries invalid JSON; a failed call or an answer that
     violates the schema becomes a row with ``hallucinated None`` and ``error`` set. An
-    empty masked chain makes no call (not hallucinated, method ``empty``).
+    empty masked chain makes no call (not hallucinated, method ``empty``). The shared
+    loop: :class:`vlmrobust.llm.judging.LLMJudge`.
     """
 
-    def __init__(
-        self,
-        llm: Any,
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        seed: int | None = None,
-    ) -> None:
-        self.llm = llm
-        self.max_tokens = int(max_tokens)
-        self.temperature = float(temperature)
-        self.seed = seed
-        self.name = f"{getattr(llm, 'name', '?')}/{getattr(llm, 'model', '?')}"
+    schema = HALLUCINATION_SCHEMA
+    prompt_version = PROMPT_VERSION
+    default_max_tokens = 512
 
-    def __repr__(self) -> str:
-        return f"LLMHallucinationJudge({self.llm!r})"
+    def judge_many(self, items: Sequence[Any]) -> list[dict[str, Any]]:
+        return super().judge_many([as_item(item) for item in items])
 
-    def judge_many(self, items: Sequence[HallucinationItem]) -> list[dict[str, Any]]:
-        items = [as_item(item) for item in items]
-        out: list[dict[str, Any] | None] = []
-        for item in items:
-            row = _empty_row(item, self.name)
-            if row is not None:
-                row["prompt_version"] = PROMPT_VERSION
-            out.append(row)
-        todo = [i for i, row in enumerate(out) if row is None]
-        calls = [
-            {
-                "messages": build_hallucination_prompt(items[i]),
-                "json_schema": HALLUCINATION_SCHEMA,
-                "temperature": self.temperature,
-                "max_tokens": self.max_tokens,
-                "seed": self.seed,
-            }
-            for i in todo
-        ]
-        responses = self.llm.complete_many(calls) if calls else []
-        for i, response in zip(todo, responses, strict=True):
-            out[i] = self._row(items[i].key, response)
-        return [row for row in out if row is not None]
+    def messages(self, item: HallucinationItem) -> str:
+        return build_hallucination_prompt(item)
 
-    def judge_one(self, item: HallucinationItem) -> dict[str, Any]:
-        return self.judge_many([item])[0]
+    def precheck(self, item: HallucinationItem) -> dict[str, Any] | None:
+        row = _empty_row(item, self.name)
+        if row is not None:
+            row["prompt_version"] = PROMPT_VERSION
+        return row
 
-    def _row(self, key: str, response: Any) -> dict[str, Any]:
-        extra = {
-            "method": "llm",
-            "cached": bool(response.cached),
-            "usage": dict(response.usage or {}),
-            "cost_usd": response.cost_usd,
-            "judge_model": response.model,
-            "prompt_version": PROMPT_VERSION,
+    def make_row(self, key: str, **fields: Any) -> dict[str, Any]:
+        return _row(key, self.name, prompt_version=PROMPT_VERSION, **fields)
+
+    def problem(self, parsed: Any) -> str | None:
+        return schema_problem(parsed)
+
+    def verdict_fields(self, parsed: Any) -> dict[str, Any]:
+        return {
+            "hallucinated": bool(parsed["hallucinated"]),
+            "evidence": parsed["evidence"],
+            "reason": parsed["reason"],
         }
-        if response.error is not None:
-            return _row(key, self.name, error=str(response.error), **extra)
-        parsed = response.parsed_json
-        problem = schema_problem(parsed)
-        if problem is not None:  # e.g. an old or damaged cache entry, or a lax backend
-            return _row(key, self.name, error=f"judge answer rejected: {problem}", **extra)
-        return _row(
-            key,
-            self.name,
-            hallucinated=bool(parsed["hallucinated"]),
-            evidence=parsed["evidence"],
-            reason=parsed["reason"],
-            **extra,
-        )
 
 
 # --- entry point ------------------------------------------------------------------------------

@@ -92,14 +92,19 @@ _FLOAT = ("severity", "value", "ci_low", "ci_high")
 # --------------------------------------------------------------------------- spec
 
 
-def distraction_dataset(spec: Mapping[str, Any]) -> str:
-    """The Distract-Bench dataset name of the spec (``dataset``: a name or {name: ...})."""
+def spec_dataset(spec: Mapping[str, Any], what: str) -> str:
+    """The dataset name of a study's spec (``dataset``: a name or {name: ...})."""
     ds = spec.get("dataset")
     if isinstance(ds, Mapping):
         ds = ds.get("name")
     if not ds:
-        raise ValueError("spec: key 'dataset' (the Distract-Bench dataset name) is missing")
+        raise ValueError(f"spec: key 'dataset' (the {what} dataset name) is missing")
     return str(ds)
+
+
+def distraction_dataset(spec: Mapping[str, Any]) -> str:
+    """The Distract-Bench dataset name of the spec (``dataset``: a name or {name: ...})."""
+    return spec_dataset(spec, "Distract-Bench")
 
 
 def distraction_conditions(spec: Mapping[str, Any]) -> tuple[str, str, str]:

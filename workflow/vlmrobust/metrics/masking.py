@@ -55,6 +55,7 @@ import pandas as pd
 
 from ..io import read_jsonl
 from .corruption import METRIC_COLUMNS
+from .distraction import spec_dataset
 
 __all__ = [
     "ATTRIBUTIONS",
@@ -100,12 +101,22 @@ _FLOAT = ("severity", "value", "ci_low", "ci_high")
 
 def masking_dataset(spec: Mapping[str, Any]) -> str:
     """The masking dataset name of the spec (``dataset``: a name or {name: ...})."""
-    ds = spec.get("dataset")
-    if isinstance(ds, Mapping):
-        ds = ds.get("name")
-    if not ds:
-        raise ValueError("spec: key 'dataset' (the masking dataset name) is missing")
-    return str(ds)
+    return spec_dataset(spec, "masking")
+
+
+def spec_models(spec: Mapping[str, Any], extra: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """(id, display name) of the study's models: ``model_order``, then the rest of the
+    registry entries in the spec, then ``extra`` (e.g. models found only in metrics)."""
+    registry = spec.get("models") or {}
+    order = [str(m) for m in spec.get("model_order") or []]
+    order += [str(m) for m in registry if str(m) not in order]
+    order += [str(m) for m in extra if str(m) not in order]
+    out = []
+    for m in order:
+        entry = registry.get(m)
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        out.append((m, str(name or m)))
+    return out
 
 
 def masked_conditions(spec: Mapping[str, Any]) -> dict[str, str]:

@@ -40,6 +40,7 @@ from vlmrobust.metrics.masking import (
     masked_conditions,
     masking_dataset,
     read_compared,
+    spec_models,
 )
 from vlmrobust.tables.corruption import Footnotes, MetricsIndex, lookup
 from vlmrobust.tables.render import (
@@ -99,16 +100,7 @@ def _frame(rows: list[list[str]], columns: list[str]) -> pd.DataFrame:
 
 def _models(index: MetricsIndex, spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(id, display name) in ``model_order``, then the registry, then the metrics."""
-    registry = spec.get("models") or {}
-    order = [str(m) for m in spec.get("model_order") or []]
-    order += [str(m) for m in registry if str(m) not in order]
-    order += [m for m in index.models() if m not in order]
-    out = []
-    for m in order:
-        entry = registry.get(m)
-        name = entry.get("name") if isinstance(entry, Mapping) else None
-        out.append((m, str(name or m)))
-    return out
+    return spec_models(spec, index.models())
 
 
 def _region_of(spec: Mapping[str, Any], condition: str) -> str:

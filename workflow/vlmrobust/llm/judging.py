@@ -1,0 +1,99 @@
+"""What every LLM judge shares: one strict-JSON call per item, rows from the answers.
+
+A judge (:class:`LLMJudge` subclass) says how an item becomes messages
+(:meth:`~LLMJudge.messages`), which items need no call (:meth:`~LLMJudge.precheck`),
+how a row looks (:meth:`~LLMJudge.make_row`) and what a valid answer gives
+(:meth:`~LLMJudge.verdict_fields`, checked first by :meth:`~LLMJudge.problem`).
+:meth:`~LLMJudge.judge_many` sends every remaining item through the backend's
+``complete_many`` (cached by content, invalid JSON retried there); a failed call or an
+answer that breaks the schema becomes a row with ``error`` set, never a verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class LLMJudge:
+    """Base of the LLM judges (distractor reference, CRM hallucination)."""
+
+    #: the strict JSON schema of an answer (set by subclasses)
+    schema: dict[str, Any] = {}
+    #: recorded in every row, bumped when the prompt changes
+    prompt_version: str = ""
+    #: answer tokens when the caller gives none
+    default_max_tokens: int = 1024
+
+    def __init__(
+        self,
+        llm: Any,
+        *,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> None:
+        self.llm = llm
+        self.max_tokens = int(self.default_max_tokens if max_tokens is None else max_tokens)
+        self.temperature = float(temperature)
+        self.seed = seed
+        self.name = f"{getattr(llm, 'name', '?')}/{getattr(llm, 'model', '?')}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.llm!r})"
+
+    # -- what a subclass says -----------------------------------------------------------
+    def messages(self, item: Any) -> Any:
+        raise NotImplementedError
+
+    def precheck(self, item: Any) -> dict[str, Any] | None:
+        """The row of an item that needs no call (e.g. an empty output), else None."""
+        return None
+
+    def make_row(self, key: str, **fields: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def problem(self, parsed: Any) -> str | None:
+        """Why ``parsed`` is not a valid answer, or None."""
+        raise NotImplementedError
+
+    def verdict_fields(self, parsed: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- shared ---------------------------------------------------------------------------
+    def judge_many(self, items: Sequence[Any]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any] | None] = [self.precheck(item) for item in items]
+        todo = [i for i, row in enumerate(out) if row is None]
+        calls = [
+            {
+                "messages": self.messages(items[i]),
+                "json_schema": self.schema,
+                "temperature": self.temperature,
+                "max_tokens": self.max_tokens,
+                "seed": self.seed,
+            }
+            for i in todo
+        ]
+        responses = self.llm.complete_many(calls) if calls else []
+        for i, response in zip(todo, responses, strict=True):
+            out[i] = self.answer_row(items[i].key, response)
+        return [row for row in out if row is not None]
+
+    def judge_one(self, item: Any) -> dict[str, Any]:
+        return self.judge_many([item])[0]
+
+    def answer_row(self, key: str, response: Any) -> dict[str, Any]:
+        """The row of one backend response (:class:`vlmrobust.llm.LLMResponse`)."""
+        extra = {
+            "method": "llm",
+            "cached": bool(response.cached),
+            "usage": dict(response.usage or {}),
+            "cost_usd": response.cost_usd,
+            "judge_model": response.model,
+        }
+        if response.error is not None:
+            return self.make_row(key, error=str(response.error), **extra)
+        problem = self.problem(response.parsed_json)
+        if problem is not None:  # e.g. an old or damaged cache entry, or a lax backend
+            return self.make_row(key, error=f"judge answer rejected: {problem}", **extra)
+        return self.make_row(key, **self.verdict_fields(response.parsed_json), **extra)
