@@ -214,3 +214,16 @@ def test_demo_premises_feed_the_visargs_adapter(tmp_path):
     assert samples[0].sample_id == "demo-visargs-0000-vp1"
     assert samples[0].answer == rows[0]["visual_premises"][0]
     assert read_json(tmp_path / "s" / "report.json")["files"] == ["annotation.json"]
+
+
+def test_boxes_are_checked_against_the_image_as_shown(tmp_path, folder):
+    # a 300x150 JPEG stored sideways with EXIF orientation 6 is shown 150 wide, 300 high
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.new("RGB", (300, 150), (0, 0, 200)).save(folder / "img" / "rot.jpg", exif=exif)
+    rows = [_row("r", "img/rot.jpg", [_box(100, 200, 80, 50)])]
+    samples, _ = _build(tmp_path, folder, rows)
+    assert samples[0].meta["image_size"] == [150, 300]
+    # (100, 200, 180, 250) clipped to the shown width 150
+    assert samples[0].meta["b_box"] == [_box(100, 200, 50, 50)]
+    assert samples[0].meta["clipped_boxes"] == 1

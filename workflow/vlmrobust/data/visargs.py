@@ -20,7 +20,8 @@ file of the local folder; an ``http(s)`` url is downloaded once into ``image_cac
 read from there afterwards, so a folder filled beforehand serves a machine without
 network. A failed download is a bad row naming the url.
 
-Boxes: every box must have numbers ``startX, startY, w, h`` with ``w > 0`` and
+Boxes are in the pixels of the image as shown (EXIF orientation applied). Every box
+must have numbers ``startX, startY, w, h`` with ``w > 0`` and
 ``h > 0`` (else the row is bad, naming the sample and the box); a box reaching outside
 the image is clipped to it and counted (``meta.clipped_boxes``; the report warns with
 the total); a box entirely outside the image is a bad row. ``visual_premises`` and
@@ -39,6 +40,7 @@ the writer's backend/model), ``source_row`` (the image's own id).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import math
@@ -46,6 +48,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from PIL import Image
 
 from .base import (
     Adapter,
@@ -89,6 +93,15 @@ def template_question(box: tuple[float, float, float, float], size: tuple[int, i
     part = region_phrase(box, size)
     where = "centre" if part == "centre" else f"{part} part"
     return f"What is shown in the {where} of the image?"
+
+
+def shown_size(data: bytes) -> tuple[int, int]:
+    """The image's size as it is shown, EXIF orientation applied (as the perturbation
+    stage and the model backends load it), so boxes are checked against what is seen."""
+    with Image.open(io.BytesIO(data)) as im:
+        w, h = im.size
+        orientation = im.getexif().get(0x0112, 1)
+    return (h, w) if orientation in (5, 6, 7, 8) else (w, h)
 
 
 def check_box(value: Any, k: int) -> tuple[float, float, float, float]:
@@ -179,8 +192,9 @@ class VisArgs(Adapter):
                     raise RowProblem("no visual_premises")
                 image = self._image(row, base_dir, cache)
                 enc = load_image(image, base_dir)
+                size = shown_size(enc.data)
                 raw = [check_box(b, k) for k, b in enumerate(boxes)]
-                clipped = [clip_box(b, enc.size, k) for k, b in enumerate(raw)]
+                clipped = [clip_box(b, size, k) for k, b in enumerate(raw)]
             except RowProblem as exc:
                 # every premise of the image is a bad row of its own, so the bad-row
                 # policy (error / skip) applies per sample
@@ -196,7 +210,7 @@ class VisArgs(Adapter):
                     "_image_id": image_id,
                     "_premise_index": k,
                     "_image": enc.data,
-                    "_size": list(enc.size),
+                    "_size": list(size),
                     "_boxes": [list(b) for b, _ in clipped],
                     "_clipped": sum(c for _, c in clipped),
                     "premise": str(premise),
