@@ -163,3 +163,47 @@ def test_missing_output_and_unknown_sample(study):
         ValueError, match="variant 'v-0-vp1' names sample 'v-0-vp1', which is not in"
     ):
         run(study)
+
+
+def test_llm_hallucination_judge_through_the_stage_is_cached(study, monkeypatch):
+    import json
+
+    from tests.api_server import FakeAPIServer
+
+    monkeypatch.setenv("VLMROBUST_TEST_CRM_KEY", "test-crm-key")
+    embedder = Embedder(FakeModel(vectors()))
+    with FakeAPIServer() as server:
+        server.reply_fn = lambda text, body: json.dumps(
+            {"hallucinated": "chimney" in text, "evidence": "", "reason": "checked"}
+        )
+        spec = {
+            "attribution_threshold": 0.5,
+            "hallucination": {
+                "backend": "openai",
+                "model": "judge-model",
+                "base_url": server.url + "/v1",
+                "api_key_env": "VLMROBUST_TEST_CRM_KEY",
+                "options": {"max_retries": 1, "base_delay": 0.001, "timeout_s": 5},
+            },
+        }
+        kwargs = dict(
+            clean_cot=study / "clean_cot.jsonl",
+            clean_answer=study / "clean_answer.jsonl",
+            masked_cot=study / "masked_cot.jsonl",
+            masked_answer=study / "masked_answer.jsonl",
+            manifest=study / "manifest.jsonl",
+            samples=study / "samples.jsonl",
+            out=study / "compared.jsonl",
+            spec=spec,
+            cache_dir=study / "cache",
+            embedder=embedder,
+        )
+        counts = compare_masking(**kwargs)
+        assert server.count == 2  # the failed pair is not judged
+        rows = read_jsonl(study / "compared.jsonl")
+        # the prompt names the hidden premise (a factory chimney): the fake says yes
+        assert [r.get("hallucinated") for r in rows] == [True, True, None]
+        assert rows[0]["hallucination_judge"] == "openai/judge-model"
+        assert counts["hallucinated"] == 2
+        compare_masking(**kwargs)
+        assert server.count == 2  # a rerun makes no call
