@@ -98,6 +98,7 @@ def compare_masking(
         judge = make_hallucination_judge(spec["hallucination"], cache, embedder=embedder)
 
     rows: list[dict[str, Any]] = []
+    pending: list[tuple[int, dict[str, Any], list[str], dict[str, Any]]] = []
     items: list[tuple[int, HallucinationItem]] = []
     for variant in variants:
         sample = by_sample.get(variant.sample_id)
@@ -144,56 +145,73 @@ def compare_masking(
                 row["error"] = "; ".join(problems)
                 rows.append(row)
                 continue
-            original_chain = chain_text(found["clean chain"])
-            masked_chain = chain_text(found["masked chain"])
-            original_steps = split_steps(original_chain)
-            masked_steps = split_steps(masked_chain)
-            chains = compare_chains(
-                original_steps, masked_steps, embedder, step_threshold=spec["step_threshold"]
-            )
-            original_answer = (found["clean answer"].get("answer_text") or "").strip()
-            masked_answer = (found["masked answer"].get("answer_text") or "").strip()
-            similarity, flipped = answer_flip(
-                original_answer, masked_answer, embedder, threshold=spec["answer_threshold"]
-            )
-            # the steps that use the hidden content: the premise for a specific mask,
-            # the premises a random box happens to cover (usually none)
-            dependent = dependent_steps(
-                original_steps, covered, embedder, spec["attribution_threshold"]
-            )
-            disrupted = {
-                a["original"]
-                for a in chains["alignment"]
-                if a["original"] is not None and a["status"] in ("modified", "disappeared")
-            }
-            row.update(
-                original_chain=original_chain,
-                masked_chain=masked_chain,
-                original_steps=original_steps,
-                masked_steps=masked_steps,
-                **chains,
-                original_answer=original_answer,
-                masked_answer=masked_answer,
-                answer_similarity=similarity,
-                answer_flipped=flipped,
-                dependent_steps=sorted(dependent),
-                region_attribution=region_attribution(set(dependent), disrupted),
-            )
-            items.append(
-                (
-                    len(rows),
-                    HallucinationItem(
-                        key=output_key(variant.variant_id, draw),
-                        question=variant.question,
-                        region=str(params.get("region") or "specific"),
-                        masked_content=covered,
-                        original_chain=original_chain,
-                        masked_chain=masked_chain,
-                        masked_steps=masked_steps,
-                    ),
-                )
-            )
+            pending.append((len(rows), found, covered, params))
             rows.append(row)
+
+    # Every text is embedded once, in large batches, before the comparisons.
+    prepared = []
+    texts: set[str] = set()
+    for index, found, covered, params in pending:
+        chains_text = (chain_text(found["clean chain"]), chain_text(found["masked chain"]))
+        steps = (split_steps(chains_text[0]), split_steps(chains_text[1]))
+        answers = tuple(
+            (found[what].get("answer_text") or "").strip()
+            for what in ("clean answer", "masked answer")
+        )
+        texts.update(steps[0], steps[1], answers, covered)
+        prepared.append((index, chains_text, steps, answers, covered, params))
+    if texts:
+        embedder.encode(sorted(t for t in texts if t))
+
+    for index, (original_chain, masked_chain), steps, answers, covered, params in prepared:
+        row = rows[index]
+        original_steps, masked_steps = steps
+        original_answer, masked_answer = answers
+        draw = row["draw"]
+        variant_id = row["variant_id"]
+        chains = compare_chains(
+            original_steps, masked_steps, embedder, step_threshold=spec["step_threshold"]
+        )
+        similarity, flipped = answer_flip(
+            original_answer, masked_answer, embedder, threshold=spec["answer_threshold"]
+        )
+        # the steps that use the hidden content: the premise for a specific mask,
+        # the premises a random box happens to cover (usually none)
+        dependent = dependent_steps(
+            original_steps, covered, embedder, spec["attribution_threshold"]
+        )
+        disrupted = {
+            a["original"]
+            for a in chains["alignment"]
+            if a["original"] is not None and a["status"] in ("modified", "disappeared")
+        }
+        row.update(
+            original_chain=original_chain,
+            masked_chain=masked_chain,
+            original_steps=original_steps,
+            masked_steps=masked_steps,
+            **chains,
+            original_answer=original_answer,
+            masked_answer=masked_answer,
+            answer_similarity=similarity,
+            answer_flipped=flipped,
+            dependent_steps=sorted(dependent),
+            region_attribution=region_attribution(set(dependent), disrupted),
+        )
+        items.append(
+            (
+                index,
+                HallucinationItem(
+                    key=output_key(variant_id, draw),
+                    question=row["question"],
+                    region=str(params.get("region") or "specific"),
+                    masked_content=covered,
+                    original_chain=original_chain,
+                    masked_chain=masked_chain,
+                    masked_steps=masked_steps,
+                ),
+            )
+        )
 
     verdicts = judge.judge_many([item for _, item in items]) if items else []
     for (index, _), verdict in zip(items, verdicts, strict=True):
