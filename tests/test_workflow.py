@@ -204,7 +204,14 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
 def test_report_shows_every_table_and_figure(demo_run):
     snakemake(demo_run, "--report", "report.html", *SMALL)
     html = (demo_run / "report.html").read_text(errors="replace")
-    for name in ("figure4.png", "rr_heatmap.png", "table1.csv", "table2.csv", "table10.csv"):
+    for name in (
+        "figure4.png",
+        "rr_heatmap.png",
+        "table1.csv",
+        "table2.csv",
+        "table10.csv",
+        "example1.png",
+    ):
         assert name in html
     assert "Vision-corruption study" in html
     assert "Region-masking study" in html

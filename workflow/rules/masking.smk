@@ -76,10 +76,19 @@ rule figures_masking:
     input:
         compared_input,
     output:
+        [
+            report(
+                f"figures/masking/{{dataset}}/example{i}.png",
+                caption="../report/masking_figures.rst",
+                category="Region-masking study",
+                subcategory="Examples",
+            )
+            for i in range(1, config["masking"]["examples"] + 1)
+        ],
         expand(
             "figures/masking/{{dataset}}/example{i}.{ext}",
             i=range(1, config["masking"]["examples"] + 1),
-            ext=("png", "pdf", "html"),
+            ext=("pdf", "html"),
         ),
     log:
         "logs/figures/masking/{dataset}.log",
