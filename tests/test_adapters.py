@@ -107,9 +107,11 @@ def test_registry_names_and_defaults():
         "mmstar",
         "textvqa",
         "distract-bench",
+        "visargs",
         "demo",
         "constructed",
     }
+    assert ADAPTERS["visargs"].hub_id == "jiwan-chung/visargs"
     assert (ADAPTERS["mmmu"].hub_id, ADAPTERS["mmmu"].split) == ("lmms-lab/MMMU", "validation")
     assert ADAPTERS["infovqa"].defaults() == {
         "hub_id": "lmms-lab/DocVQA",

@@ -63,7 +63,9 @@ def test_same_arguments_give_identical_bytes(tmp_path: Path) -> None:
     generate_demo(a, n_per_family=6, seed=3)
     generate_demo(b, n_per_family=6, seed=3)
     fa, fb = _files(a), _files(b)
-    assert len(fa) == 7 * (6 + 1) + 1  # images + rows.jsonl per family, summary.json
+    # images + rows.jsonl per family, premises/annotation.json (VisArgs format), summary.json
+    assert len(fa) == 7 * (6 + 1) + 1 + 1
+    assert "premises/annotation.json" in fa
     assert fa.keys() == fb.keys()
     differing = [name for name in fa if fa[name] != fb[name]]
     assert differing == []
