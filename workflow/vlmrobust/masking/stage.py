@@ -28,6 +28,7 @@ from .steps import (
     answer_flip,
     compare_chains,
     dependent_steps,
+    disrupted_original_steps,
     region_attribution,
     split_steps,
 )
@@ -180,11 +181,7 @@ def compare_masking(
         dependent = dependent_steps(
             original_steps, covered, embedder, spec["attribution_threshold"]
         )
-        disrupted = {
-            a["original"]
-            for a in chains["alignment"]
-            if a["original"] is not None and a["status"] in ("modified", "disappeared")
-        }
+        disrupted = disrupted_original_steps(chains["alignment"])
         row.update(
             original_chain=original_chain,
             masked_chain=masked_chain,
@@ -196,7 +193,7 @@ def compare_masking(
             answer_similarity=similarity,
             answer_flipped=flipped,
             dependent_steps=sorted(dependent),
-            region_attribution=region_attribution(set(dependent), disrupted),
+            region_attribution=region_attribution(dependent, disrupted),
         )
         items.append(
             (
