@@ -234,7 +234,7 @@ def test_make_hallucination_judge(monkeypatch):
     assert offline.name == "offline/all-MiniLM-L6-v2@0.75"  # the model is not loaded yet
     assert make_hallucination_judge({"threshold": 0.5}, embedder=embedder).threshold == 0.5
 
-    monkeypatch.setenv("VLMROBUST_TEST_HALLUCINATION_KEY", "sk-test-hallucination-key")
+    monkeypatch.setenv("VLMROBUST_TEST_HALLUCINATION_KEY", "test-hallucination-key")
     spec = {
         "backend": "openai",
         "model": "judge-model",
