@@ -53,7 +53,6 @@ def item(key: str, steps: list[str], content: list[str] | None = None, **kw) -> 
     fields = {
         "key": key,
         "question": QUESTION,
-        "region": "specific",
         "masked_content": [PLUG] if content is None else content,
         "original_chain": ORIGINAL,
         "masked_chain": " ".join(steps),
@@ -93,7 +92,7 @@ def test_offline_hit_and_miss(judge):
 
 
 def test_offline_no_content_and_empty(judge):
-    random_mask = item("r", ["The black plug sits in the socket."], content=[], region="random")
+    random_mask = item("r", ["The black plug sits in the socket."], content=[])
     row = judge.judge_one(random_mask)
     assert row["hallucinated"] is False and row["method"] == "no-content"
     assert row["reason"] == NO_CONTENT_REASON
@@ -182,7 +181,7 @@ def test_prompt_mentions_the_masked_content_and_the_rules():
     assert "strict JSON only" in prompt
     for key in HALLUCINATION_SCHEMA["required"]:
         assert f'"{key}"' in prompt
-    random_prompt = build_hallucination_prompt(item("r", [masked], content=[], region="random"))
+    random_prompt = build_hallucination_prompt(item("r", [masked], content=[]))
     assert "an unannotated region" in random_prompt and PLUG not in random_prompt
 
 

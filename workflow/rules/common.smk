@@ -7,13 +7,14 @@ from snakemake.exceptions import WorkflowError
 from vlmrobust.config import (
     ConfigError,
     DEMO_ROOT,
-    demo_family,
+    demo_folder_family,
     load_yaml,
     validate_config,
     validate_registry,
 )
 from vlmrobust.figures import corruption_figure_names, distraction_figure_names
 from vlmrobust.figures.masking import masking_figure_names
+from vlmrobust.masking import SPEC_KEYS as MASKING_SPEC_KEYS
 from vlmrobust.prompts import PROMPTS
 from vlmrobust.tables import corruption_table_names, distraction_table_names
 from vlmrobust.tables.masking import masking_table_names
@@ -64,10 +65,9 @@ def samples_input(wildcards):
     adapter reading a demo family's folder, e.g. VisArgs), the constructed candidates
     and their decisions file, or the local files."""
     spec = DATASETS[wildcards.dataset]
-    if spec["adapter"] == "demo":
-        return [f"{DEMO_ROOT}/{demo_family(spec['path'])}/rows.jsonl"]
-    if spec["path"] and Path(spec["path"]).parent.as_posix() == DEMO_ROOT:
-        return [f"{spec['path']}/rows.jsonl"]
+    family = demo_folder_family(spec["path"])
+    if family is not None:  # written by the demo_data job
+        return [f"{DEMO_ROOT}/{family}/rows.jsonl"]
     if spec["adapter"] == "constructed":
         decisions = [spec["decisions"]] if spec["decisions"] else []
         return [f"{spec['path']}/candidates.jsonl"] + decisions
@@ -551,14 +551,7 @@ def masking_spec_json(wildcards):
 
 def compare_spec(wildcards):
     """What the comparison of one (model, dataset, mask condition) needs."""
-    keys = (
-        "step_threshold",
-        "answer_threshold",
-        "attribution_threshold",
-        "hallucination",
-        "model_dir",
-    )
-    return json.dumps({k: MASKING[k] for k in keys}, sort_keys=True)
+    return json.dumps({k: MASKING[k] for k in MASKING_SPEC_KEYS}, sort_keys=True)
 
 
 def compare_input(wildcards):

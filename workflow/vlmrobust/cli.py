@@ -327,11 +327,10 @@ def cmd_compare_masking(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics_masking(args: argparse.Namespace) -> int:
+    from .metrics.corruption import write_metrics
     from .metrics.masking import compute_masking_metrics, read_compared
 
     spec = _json_arg(args.spec, "--spec")
-    from .metrics.corruption import write_metrics
-
     metrics = compute_masking_metrics(read_compared(args.compared), spec)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

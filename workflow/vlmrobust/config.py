@@ -278,23 +278,14 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                     f"config: datasets.{name}: adapter 'demo' reads the generated demo data: "
                     "set source: local and path: results/raw/demo/<family>"
                 )
-            family = demo_family(ds["path"])
-            if family not in config["demo"]["families"]:
-                raise ConfigError(
-                    f"config: datasets.{name}.path: demo family {family!r} is not generated "
-                    f"(demo.families: {', '.join(config['demo']['families'])})"
-                )
-        if (
-            ds["adapter"] != "demo"
-            and ds["path"]
-            and Path(ds["path"]).parent.as_posix() == DEMO_ROOT
-        ):
-            family = Path(ds["path"]).name
-            if family not in config["demo"]["families"]:
-                raise ConfigError(
-                    f"config: datasets.{name}.path: demo family {family!r} is not generated "
-                    f"(demo.families: {', '.join(config['demo']['families'])})"
-                )
+            demo_family(ds["path"])  # must be a demo family's folder
+        # any adapter may read a demo family's folder (VisArgs: the premises family)
+        family = demo_folder_family(ds["path"])
+        if family is not None and family not in config["demo"]["families"]:
+            raise ConfigError(
+                f"config: datasets.{name}.path: demo family {family!r} is not generated "
+                f"(demo.families: {', '.join(config['demo']['families'])})"
+            )
     _check_masking(config)
     for name, cons in config["construct"].items():
         if not cons["from"]:
@@ -360,9 +351,18 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
 DEMO_ROOT = "results/raw/demo"
 
 
+def demo_folder_family(path: str | None) -> str | None:
+    """The demo family whose generated folder ``path`` is (``results/raw/demo/chart`` ->
+    ``chart``), or None for any other path."""
+    if not path:
+        return None
+    p = Path(path)
+    return p.name if p.parent.as_posix() == DEMO_ROOT else None
+
+
 def demo_family(path: str) -> str:
     """The demo family of a demo dataset's path (``results/raw/demo/chart`` -> ``chart``)."""
-    p = Path(path)
-    if p.parent.as_posix() != DEMO_ROOT:
+    family = demo_folder_family(path)
+    if family is None:
         raise ConfigError(f"demo dataset path {path!r} must be {DEMO_ROOT}/<family>")
-    return p.name
+    return family

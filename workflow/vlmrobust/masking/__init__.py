@@ -42,3 +42,12 @@ A compared row (one JSON line of ``results/compared/<model>/<dataset>/<condition
     error               str | None: why the row could not be compared (missing or
                         failed output); such rows count in no rate and are reported
 """
+
+#: the keys of the config's ``masking`` block the comparison stage reads
+SPEC_KEYS = (
+    "step_threshold",
+    "answer_threshold",
+    "attribution_threshold",
+    "hallucination",
+    "model_dir",
+)

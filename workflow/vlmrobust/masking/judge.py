@@ -34,8 +34,6 @@ from .steps import Embedder, split_steps
 #: key anyway, so a new prompt never reuses an old answer).
 PROMPT_VERSION = "hallucination-v1"
 
-REGIONS = ("specific", "random")
-
 #: The JSON the LLM judge must return (nothing else).
 HALLUCINATION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -55,46 +53,18 @@ NO_CONTENT_REASON = "the mask covers no annotated content; the offline judge can
 class HallucinationItem:
     """What a hallucination judge reads for one (model, sample, mask).
 
-    ``region`` is "specific" (the mask covers the premise's box) or "random" (a
-    same-size box elsewhere); ``masked_content`` the premise texts under the mask (may
-    be empty, typically for a random mask); ``masked_steps`` the masked chain split into
-    steps (:func:`~vlmrobust.masking.steps.split_steps`; computed from
-    ``masked_chain`` when empty).
+    ``masked_content`` are the premise texts under the mask (may be empty, typically
+    for a random mask); ``masked_steps`` the masked chain split into steps
+    (:func:`~vlmrobust.masking.steps.split_steps`; computed from ``masked_chain`` when
+    empty).
     """
 
     key: str
     question: str
-    region: str
     masked_content: list[str]
     original_chain: str
     masked_chain: str
     masked_steps: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_mapping(cls, row: Mapping[str, Any]) -> HallucinationItem:
-        """From a dict with these fields (a compared row works: ``key`` falls back to
-        ``sample_id``, the chains to ``original_cot`` / ``masked_cot``)."""
-        key = row.get("key", row.get("sample_id"))
-        if key is None:
-            raise ValueError(f"a hallucination item needs a 'key': {dict(row)!r:.200}")
-        return cls(
-            key=str(key),
-            question=str(row.get("question") or ""),
-            region=str(row.get("region") or "specific"),
-            masked_content=[str(c) for c in row.get("masked_content") or []],
-            original_chain=str(row.get("original_chain", row.get("original_cot")) or ""),
-            masked_chain=str(row.get("masked_chain", row.get("masked_cot")) or ""),
-            masked_steps=[str(s) for s in row.get("masked_steps") or []],
-        )
-
-
-def as_item(row: Any) -> HallucinationItem:
-    """``row`` as a :class:`HallucinationItem` (already one, or a mapping)."""
-    if isinstance(row, HallucinationItem):
-        return row
-    if isinstance(row, Mapping):
-        return HallucinationItem.from_mapping(row)
-    raise TypeError(f"cannot judge a {type(row).__name__} for hallucination")
 
 
 class HallucinationJudge(Protocol):
@@ -169,7 +139,6 @@ class OfflineHallucinationJudge:
 
     def judge_many(self, items: Sequence[HallucinationItem]) -> list[dict[str, Any]]:
         """Judge every item; all texts are embedded together (each distinct one once)."""
-        items = [as_item(item) for item in items]
         prepared: list[tuple[HallucinationItem, list[str], list[str]]] = []
         texts: set[str] = set()
         for item in items:
@@ -332,9 +301,6 @@ class LLMHallucinationJudge(LLMJudge):
     schema = HALLUCINATION_SCHEMA
     prompt_version = PROMPT_VERSION
     default_max_tokens = 512
-
-    def judge_many(self, items: Sequence[Any]) -> list[dict[str, Any]]:
-        return super().judge_many([as_item(item) for item in items])
 
     def messages(self, item: HallucinationItem) -> str:
         return build_hallucination_prompt(item)

@@ -22,6 +22,7 @@ from typing import Any
 from ..infer.run import chain_text
 from ..io import read_jsonl, write_jsonl
 from ..records import Sample, Variant, output_key, read_samples, read_variants
+from . import SPEC_KEYS
 from .judge import HallucinationItem, make_hallucination_judge
 from .steps import (
     Embedder,
@@ -35,13 +36,12 @@ from .steps import (
 
 log = logging.getLogger(__name__)
 
-DEFAULTS: dict[str, Any] = {
-    "step_threshold": 0.8,
-    "answer_threshold": 0.9,
-    "attribution_threshold": 0.5,
-    "hallucination": {"backend": "offline", "threshold": 0.6},
-    "model_dir": None,
-}
+
+def _defaults() -> dict[str, Any]:
+    from ..config import load_schema
+
+    props = load_schema("config")["properties"]["masking"]["properties"]
+    return {k: props[k]["default"] for k in SPEC_KEYS}
 
 
 def _by_key(path: Path, what: str) -> dict[str, dict[str, Any]]:
@@ -80,7 +80,7 @@ def compare_masking(
     judge: Any = None,
 ) -> dict[str, int]:
     """Write the compared rows of one masked condition to ``out``; return counts."""
-    spec = {**DEFAULTS, **(spec or {})}
+    spec = {**_defaults(), **(spec or {})}
     variants: list[Variant] = read_variants(manifest)
     by_sample: dict[str, Sample] = {s.sample_id: s for s in read_samples(samples)}
     outputs = {
@@ -99,8 +99,8 @@ def compare_masking(
         judge = make_hallucination_judge(spec["hallucination"], cache, embedder=embedder)
 
     rows: list[dict[str, Any]] = []
-    pending: list[tuple[int, dict[str, Any], list[str], dict[str, Any]]] = []
-    items: list[tuple[int, HallucinationItem]] = []
+    compared: list[dict[str, Any]] = []  # the rows with all four outputs
+    texts: set[str] = set()
     for variant in variants:
         sample = by_sample.get(variant.sample_id)
         if sample is None:
@@ -146,73 +146,65 @@ def compare_masking(
                 row["error"] = "; ".join(problems)
                 rows.append(row)
                 continue
-            pending.append((len(rows), found, covered, params))
+            original_chain = chain_text(found["clean chain"])
+            masked_chain = chain_text(found["masked chain"])
+            row.update(
+                original_chain=original_chain,
+                masked_chain=masked_chain,
+                original_steps=split_steps(original_chain),
+                masked_steps=split_steps(masked_chain),
+                original_answer=(found["clean answer"].get("answer_text") or "").strip(),
+                masked_answer=(found["masked answer"].get("answer_text") or "").strip(),
+            )
+            texts.update(row["original_steps"], row["masked_steps"], covered)
+            texts.update((row["original_answer"], row["masked_answer"]))
+            compared.append(row)
             rows.append(row)
 
     # Every text is embedded once, in large batches, before the comparisons.
-    prepared = []
-    texts: set[str] = set()
-    for index, found, covered, params in pending:
-        chains_text = (chain_text(found["clean chain"]), chain_text(found["masked chain"]))
-        steps = (split_steps(chains_text[0]), split_steps(chains_text[1]))
-        answers = tuple(
-            (found[what].get("answer_text") or "").strip()
-            for what in ("clean answer", "masked answer")
-        )
-        texts.update(steps[0], steps[1], answers, covered)
-        prepared.append((index, chains_text, steps, answers, covered, params))
     if texts:
         embedder.encode(sorted(t for t in texts if t))
-
-    for index, (original_chain, masked_chain), steps, answers, covered, params in prepared:
-        row = rows[index]
-        original_steps, masked_steps = steps
-        original_answer, masked_answer = answers
-        draw = row["draw"]
-        variant_id = row["variant_id"]
+    for row in compared:
         chains = compare_chains(
-            original_steps, masked_steps, embedder, step_threshold=spec["step_threshold"]
+            row["original_steps"],
+            row["masked_steps"],
+            embedder,
+            step_threshold=spec["step_threshold"],
         )
         similarity, flipped = answer_flip(
-            original_answer, masked_answer, embedder, threshold=spec["answer_threshold"]
+            row["original_answer"],
+            row["masked_answer"],
+            embedder,
+            threshold=spec["answer_threshold"],
         )
         # the steps that use the hidden content: the premise for a specific mask,
         # the premises a random box happens to cover (usually none)
         dependent = dependent_steps(
-            original_steps, covered, embedder, spec["attribution_threshold"]
+            row["original_steps"], row["masked_content"], embedder, spec["attribution_threshold"]
         )
         disrupted = disrupted_original_steps(chains["alignment"])
         row.update(
-            original_chain=original_chain,
-            masked_chain=masked_chain,
-            original_steps=original_steps,
-            masked_steps=masked_steps,
             **chains,
-            original_answer=original_answer,
-            masked_answer=masked_answer,
             answer_similarity=similarity,
             answer_flipped=flipped,
-            dependent_steps=sorted(dependent),
+            dependent_steps=dependent,
             region_attribution=region_attribution(dependent, disrupted),
         )
-        items.append(
-            (
-                index,
-                HallucinationItem(
-                    key=output_key(variant_id, draw),
-                    question=row["question"],
-                    region=str(params.get("region") or "specific"),
-                    masked_content=covered,
-                    original_chain=original_chain,
-                    masked_chain=masked_chain,
-                    masked_steps=masked_steps,
-                ),
-            )
-        )
 
-    verdicts = judge.judge_many([item for _, item in items]) if items else []
-    for (index, _), verdict in zip(items, verdicts, strict=True):
-        rows[index].update(
+    items = [
+        HallucinationItem(
+            key=output_key(row["variant_id"], row["draw"]),
+            question=row["question"],
+            masked_content=row["masked_content"],
+            original_chain=row["original_chain"],
+            masked_chain=row["masked_chain"],
+            masked_steps=row["masked_steps"],
+        )
+        for row in compared
+    ]
+    verdicts = judge.judge_many(items) if items else []
+    for row, verdict in zip(compared, verdicts, strict=True):
+        row.update(
             hallucinated=verdict.get("hallucinated"),
             hallucination_judge=verdict.get("judge"),
             hallucination_evidence=verdict.get("evidence") or "",
