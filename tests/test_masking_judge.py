@@ -9,6 +9,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+from vlmrobust.embedding import Embedder
 from vlmrobust.llm import make_llm
 from vlmrobust.llm.backends import LLMResponse, parse_json_text
 from vlmrobust.masking.judge import (
@@ -20,7 +21,6 @@ from vlmrobust.masking.judge import (
     build_hallucination_prompt,
     make_hallucination_judge,
 )
-from vlmrobust.masking.steps import Embedder
 
 PLUG = "a black plug resembling a fridge"
 QUESTION = "What is plugged into the wall socket?"

@@ -12,10 +12,10 @@ import pytest
 from PIL import Image
 
 from tests.test_masking_steps import FakeModel, unit
+from vlmrobust.embedding import Embedder
 from vlmrobust.io import read_jsonl, sha256_file, write_jsonl
 from vlmrobust.masking.judge import OfflineHallucinationJudge
 from vlmrobust.masking.stage import compare_masking
-from vlmrobust.masking.steps import Embedder
 from vlmrobust.records import Sample, Variant, write_samples, write_variants
 
 PREMISE = "A factory chimney releasing thick black smoke."

