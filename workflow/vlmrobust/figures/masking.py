@@ -1,7 +1,7 @@
 """Example figures and pages of the Contrastive Region Masking study (papers/crm.txt
 Figures 2-3 and Table 3, one sample per file).
 
-For example ``i`` (the i-th sample of :func:`vlmrobust.metrics.masking.example_samples`:
+For example ``i`` (the i-th sample of :func:`vlmrobust.metrics.masking.masking_examples`:
 the specific-masking condition, else the random one; the same samples as Table 3),
 :func:`write_masking_figures` writes
 
@@ -44,13 +44,11 @@ from PIL import Image, ImageDraw
 from vlmrobust.figures.corruption import DPI, _save
 from vlmrobust.io import atomic_write_text
 from vlmrobust.metrics.masking import (
-    example_samples,
     masked_conditions,
-    masking_dataset,
+    masking_examples,
     read_compared,
-    spec_models,
 )
-from vlmrobust.tables.render import printable
+from vlmrobust.tables.render import clip_text, fmt_yes_no, printable
 
 __all__ = [
     "MAX_STEPS",
@@ -58,7 +56,6 @@ __all__ = [
     "example_figure",
     "example_page",
     "masking_figure_names",
-    "masking_examples",
     "placeholder_figure",
     "placeholder_page",
     "write_masking_figures",
@@ -98,34 +95,6 @@ _TXT: dict[str, Any] = {"parse_math": False}
 def masking_figure_names(spec: Mapping[str, Any]) -> list[str]:
     """The file stems :func:`write_masking_figures` writes (each as .png, .pdf, .html)."""
     return [f"example{i}" for i in range(1, int(spec.get("examples") or 0) + 1)]
-
-
-def masking_examples(
-    rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
-) -> tuple[str | None, int, list[tuple[str, list[tuple[str, Mapping[str, Any]]]]]]:
-    """(condition, number of candidate samples, [(sample id, [(model name, row)])]) of
-    the first ``spec["examples"]`` examples; models in run order (others after, sorted)."""
-    cond, samples = example_samples(rows, spec)
-    chosen = samples[: int(spec.get("examples") or 0)]
-    dataset = masking_dataset(spec)
-    by_sample: dict[str, dict[str, Mapping[str, Any]]] = {s: {} for s in chosen}
-    for r in rows:
-        sid = str(r.get("sample_id"))
-        if (
-            sid in by_sample
-            and str(r.get("condition")) == cond
-            and str(r.get("dataset") or dataset) == dataset
-        ):
-            by_sample[sid].setdefault(str(r.get("model")), r)
-    models = spec_models(spec)
-    known = dict(models)
-    out = []
-    for sid in chosen:
-        have = by_sample[sid]
-        pairs = [(name, have[m]) for m, name in models if m in have]
-        pairs += [(m, have[m]) for m in sorted(have) if m not in known]
-        out.append((sid, pairs))
-    return cond, len(samples), out
 
 
 def _box(value: Any) -> tuple[float, float, float, float] | None:
@@ -168,21 +137,12 @@ def _boxes(row: Mapping[str, Any]) -> list[tuple[tuple[float, float, float, floa
     return out
 
 
-def _clip(text: Any, limit: int) -> str:
-    s = printable(str("" if text is None else text))
-    return s if len(s) <= limit else s[: limit - 1].rstrip() + "\u2026"
-
-
 def _wrap(text: str, width: int = WRAP, lines: int = LINES) -> str:
     parts = textwrap.wrap(printable(text), width) or [""]
     if len(parts) > lines:
         parts = parts[:lines]
         parts[-1] = parts[-1][: width - 1].rstrip() + "\u2026"
     return "\n".join(parts)
-
-
-def _yes_no(flag: Any) -> str:
-    return "\u2013" if flag is None else ("Yes" if flag else "No")
 
 
 def _sim(value: Any) -> str:
@@ -223,11 +183,11 @@ def _flags(row: Mapping[str, Any]) -> str:
         return f"not compared: {row.get('error')}"
     attribution = str(row.get("region_attribution") or "")
     return (
-        f"step disrupted: {_yes_no(row.get('step_disrupted'))} \u00b7 answer flipped: "
-        f"{_yes_no(row.get('answer_flipped'))} (similarity {_sim(row.get('answer_similarity'))})"
+        f"step disrupted: {fmt_yes_no(row.get('step_disrupted'))} \u00b7 answer flipped: "
+        f"{fmt_yes_no(row.get('answer_flipped'))} (similarity {_sim(row.get('answer_similarity'))})"
         f" \u00b7 step similarity: {_sim(row.get('step_similarity'))} \u00b7 region "
         f"attribution: {attribution.title() if attribution else chr(0x2013)} \u00b7 "
-        f"hallucination: {_yes_no(row.get('hallucinated'))}"
+        f"hallucination: {fmt_yes_no(row.get('hallucinated'))}"
     )
 
 
@@ -287,9 +247,9 @@ def example_figure(
     title_lines = [f"Example {i}: {sample_id} \u2014 {region or 'masked'} masking ({condition})"]
     premise_idx = first.get("premise_index")
     vp = f"VP{premise_idx + 1}" if isinstance(premise_idx, int) else "premise"
-    title_lines.append(_clip(f"{vp}: \u201c{first.get('premise') or ''}\u201d", 150))
+    title_lines.append(clip_text(f"{vp}: \u201c{first.get('premise') or ''}\u201d", 150))
     if question:
-        title_lines.append(_clip(f"Question: {question}", 150))
+        title_lines.append(clip_text(f"Question: {question}", 150))
     top = 0.22 * len(title_lines) + 0.2
     legend_h = 0.3
     body = sum(_block_height(len(s) + (1 if m else 0)) for _, _, s, m in blocks)
@@ -337,13 +297,13 @@ def example_figure(
     for name, row, shown, more in blocks:
         ax.text(0.0, y + 0.04, name, fontsize=8, fontweight="bold", va="top", **_TXT)
         answers = (
-            f"answer: \u201c{_clip(row.get('original_answer'), 60)}\u201d \u2192 "
-            f"\u201c{_clip(row.get('masked_answer'), 60)}\u201d"
+            f"answer: \u201c{clip_text(row.get('original_answer'), 60)}\u201d \u2192 "
+            f"\u201c{clip_text(row.get('masked_answer'), 60)}\u201d"
         )
         ax.text(
             0.0,
             y + 0.24,
-            _clip(f"{answers}   |   {_flags(row)}", 230),
+            clip_text(f"{answers}   |   {_flags(row)}", 230),
             fontsize=FONT,
             va="top",
             color="0.15",
@@ -558,12 +518,12 @@ def example_page(
             ("Masked answer", row.get("masked_answer")),
             (
                 "Answer flipped",
-                f"{_yes_no(row.get('answer_flipped'))} (similarity "
+                f"{fmt_yes_no(row.get('answer_flipped'))} (similarity "
                 f"{_sim(row.get('answer_similarity'))})",
             ),
             (
                 "Step disrupted",
-                f"{_yes_no(row.get('step_disrupted'))} (unchanged {row.get('n_unchanged', 0)}, "
+                f"{fmt_yes_no(row.get('step_disrupted'))} (unchanged {row.get('n_unchanged', 0)}, "
                 f"modified {row.get('n_modified', 0)}, disappeared {row.get('n_disappeared', 0)}, "
                 f"new {row.get('n_new', 0)}; mean similarity {_sim(row.get('step_similarity'))})",
             ),
@@ -571,7 +531,7 @@ def example_page(
             ("Region attribution", attribution.title() or "\u2013"),
             (
                 "Hallucination",
-                _yes_no(row.get("hallucinated"))
+                fmt_yes_no(row.get("hallucinated"))
                 + (
                     f" (judge: {row.get('hallucination_judge')})"
                     if row.get("hallucination_judge")

@@ -140,13 +140,6 @@ def example_condition(spec: Mapping[str, Any]) -> str | None:
     return _condition_of(spec, "specific") or _condition_of(spec, "random")
 
 
-def _order(spec: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], list[str]]:
-    models = {str(k): (v or {}) for k, v in (spec.get("models") or {}).items()}
-    order = [str(m) for m in (spec.get("model_order") or list(models))]
-    order += [m for m in models if m not in order]
-    return models, order
-
-
 # --------------------------------------------------------------------------- inputs
 
 
@@ -195,6 +188,34 @@ def example_samples(
     return cond, list(ids)
 
 
+def masking_examples(
+    rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
+) -> tuple[str | None, int, list[tuple[str, list[tuple[str, Mapping[str, Any]]]]]]:
+    """(condition, number of candidate samples, [(sample id, [(model name, row)])]) of
+    the first ``spec["examples"]`` examples; models in run order (others after, sorted)."""
+    cond, samples = example_samples(rows, spec)
+    chosen = samples[: int(spec.get("examples") or 0)]
+    dataset = masking_dataset(spec)
+    by_sample: dict[str, dict[str, Mapping[str, Any]]] = {s: {} for s in chosen}
+    for r in rows:
+        sid = str(r.get("sample_id"))
+        if (
+            sid in by_sample
+            and str(r.get("condition")) == cond
+            and str(r.get("dataset") or dataset) == dataset
+        ):
+            by_sample[sid].setdefault(str(r.get("model")), r)
+    models = spec_models(spec)
+    known = dict(models)
+    out = []
+    for sid in chosen:
+        have = by_sample[sid]
+        pairs = [(name, have[m]) for m, name in models if m in have]
+        pairs += [(m, have[m]) for m in sorted(have) if m not in known]
+        out.append((sid, pairs))
+    return cond, len(samples), out
+
+
 # --------------------------------------------------------------------------- rows
 
 
@@ -216,13 +237,6 @@ def _row(metric: str, **kw: Any) -> dict[str, Any]:
 
 def _join(*notes: str) -> str:
     return "; ".join(n for n in dict.fromkeys(notes) if n)
-
-
-def _n_original(row: Mapping[str, Any]) -> int:
-    steps = row.get("original_steps")
-    if isinstance(steps, list):
-        return len(steps)
-    return sum(int(row.get(k) or 0) for k in ("n_unchanged", "n_modified", "n_disappeared"))
 
 
 def _failed_note(failed: list[Mapping[str, Any]]) -> str:
@@ -271,7 +285,7 @@ def _model_rows(
         out.append(_row(metric, **common, value=p, n=n, note=note))
         out.append(_row(f"{metric}_se", **common, value=binomial_se(p, n), n=n, note=note))
 
-    total = sum(_n_original(r) for r in ok)
+    total = sum(len(r.get("original_steps") or []) for r in ok)
     changed = sum(int(r.get("n_modified") or 0) + int(r.get("n_disappeared") or 0) for r in ok)
     note = empty if not ok else ("" if total else "no original steps")
     out.append(
@@ -347,7 +361,8 @@ def compute_masking_metrics(
     Problems are logged as warnings and written in the rows' ``note``."""
     dataset = masking_dataset(spec)
     conds = masked_conditions(spec)
-    models, order = _order(spec)
+    models = spec.get("models") or {}
+    order = [m for m, _ in spec_models(spec)]
 
     grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     other_ds: Counter[str] = Counter()

@@ -36,9 +36,9 @@ import pandas as pd
 from vlmrobust.metrics.corruption import read_metrics
 from vlmrobust.metrics.masking import (
     example_condition,
-    example_samples,
     masked_conditions,
     masking_dataset,
+    masking_examples,
     read_compared,
     spec_models,
 )
@@ -46,10 +46,11 @@ from vlmrobust.tables.corruption import Footnotes, MetricsIndex, lookup
 from vlmrobust.tables.render import (
     DASH,
     Table,
+    clip_text,
     fmt_count,
     fmt_pct,
+    fmt_yes_no,
     is_missing,
-    printable,
     write_table,
 )
 
@@ -196,11 +197,6 @@ def ablation_table(
 # --------------------------------------------------------------------------- Table 3
 
 
-def _clip(text: Any, limit: int = QUOTE_CHARS) -> str:
-    s = printable(str(text if text is not None else ""))
-    return s if len(s) <= limit else s[: limit - 1].rstrip() + "\u2026"
-
-
 def _box(box: Any) -> str:
     if not isinstance(box, Sequence) or isinstance(box, str) or len(box) != 4:
         return DASH
@@ -219,70 +215,46 @@ def gt_step_cell(row: Mapping[str, Any]) -> str:
     """'Step 2 (VP1 “premise”) / Box (x0,y0,x1,y1)': the first original step that uses
     the premise (``dependent_steps``, 1-based) or, without one, the premise alone; the
     box filled by the mask ("Random box" for random masks)."""
-    vp = f"{_premise_number(row)} \u201c{_clip(row.get('premise'))}\u201d"
+    vp = f"{_premise_number(row)} \u201c{clip_text(row.get('premise'), QUOTE_CHARS)}\u201d"
     deps = [d for d in row.get("dependent_steps") or [] if isinstance(d, int)]
     gt = f"Step {min(deps) + 1} ({vp})" if deps else vp
     kind = "Random box" if row.get("region") == "random" else "Box"
     return f"{gt} / {kind} {_box(row.get('box'))}"
 
 
-def _yes_no(flag: Any) -> str:
-    if flag is None:
-        return DASH
-    return "Yes" if flag else "No"
-
-
 def details_cell(row: Mapping[str, Any]) -> str:
     """'Step disrupted: Yes – Answer flipped: No (a → b) – Similarity: 0.82 – Region
     attribution: Partial – Hallucination: No' (a row with an error: 'Not compared: …')."""
     if row.get("error") not in (None, ""):
-        return f"Not compared: {_clip(row.get('error'), 120)}"
+        return f"Not compared: {clip_text(row.get('error'), 120)}"
     sim = row.get("step_similarity")
     sim_text = DASH if is_missing(sim) else f"{float(sim):.2f}"
-    answers = (
-        f"{_clip(row.get('original_answer'), 40)} \u2192 {_clip(row.get('masked_answer'), 40)}"
-    )
+    answers = f"{clip_text(row.get('original_answer'), 40)} \u2192 {clip_text(row.get('masked_answer'), 40)}"
     attribution = str(row.get("region_attribution") or "")
     parts = [
-        f"Step disrupted: {_yes_no(row.get('step_disrupted'))}",
-        f"Answer flipped: {_yes_no(row.get('answer_flipped'))} ({answers})",
+        f"Step disrupted: {fmt_yes_no(row.get('step_disrupted'))}",
+        f"Answer flipped: {fmt_yes_no(row.get('answer_flipped'))} ({answers})",
         f"Similarity: {sim_text}",
         f"Region attribution: {attribution.title() if attribution else DASH}",
-        f"Hallucination: {_yes_no(row.get('hallucinated'))}",
+        f"Hallucination: {fmt_yes_no(row.get('hallucinated'))}",
     ]
     return SEP.join(parts)
 
 
-def table3(
-    rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], models: list[tuple[str, str]]
-) -> Table:
+def table3(rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> Table:
     """Per example x model: Image, Model, GT Step / Masked Region, Details."""
-    cond, samples = example_samples(rows, spec)
+    cond, n_samples, examples = masking_examples(rows, spec)
     k = int(spec.get("examples") or 0)
-    chosen = samples[:k]
-    dataset = masking_dataset(spec)
-    by_key: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in rows:
-        if str(r.get("condition")) == cond and str(r.get("dataset") or dataset) == dataset:
-            by_key.setdefault((str(r.get("sample_id")), str(r.get("model"))), r)
-    seen = {m for _, m in by_key}
-    models = [*models, *((m, m) for m in sorted(seen) if m not in dict(models))]
-    cells = []
+    cells = [
+        [sid, name, gt_step_cell(r), details_cell(r)]
+        for sid, pairs in examples
+        for name, r in pairs
+    ]
     lines = []
-    for sid in chosen:
-        for mid, name in models:
-            r = by_key.get((sid, mid))
-            if r is None:
-                if mid in seen:
-                    cells.append([sid, name, DASH, DASH])
-                    lines.append(f"{DASH} {name}, {sid}: no compared row.")
-                continue
-            cells.append([sid, name, gt_step_cell(r), details_cell(r)])
     region = _region_of(spec, cond) if cond else ""
-    if len(chosen) < k:
+    if len(examples) < k:
         lines.append(
-            f"{len(chosen)} of the {k} requested example(s): only {len(samples)} compared "
-            "sample(s)."
+            f"{len(examples)} of the {k} requested example(s): only {n_samples} compared sample(s)."
         )
     lines.append(
         "GT Step: the first original reasoning step that uses the masked premise (VPn: "
@@ -352,7 +324,7 @@ def masking_tables(
     specific_cond = next((c for c, r in conds.items() if r == "specific"), None)
     return {
         "table2": table2(index, spec, cond),
-        "table3": table3(rows, spec, _models(index, spec)),
+        "table3": table3(rows, spec),
         "table4": ablation_table(index, spec, random_cond, 4)
         if random_cond is not None
         else absent_table(index, spec, "random", 4),

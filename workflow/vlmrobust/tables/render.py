@@ -60,6 +60,18 @@ def printable(text: str) -> str:
     return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
 
 
+def clip_text(text: Any, limit: int) -> str:
+    """``text`` (None: "") made :func:`printable` and cut to ``limit`` characters, the
+    last one an ellipsis when cut."""
+    s = printable(str("" if text is None else text))
+    return s if len(s) <= limit else s[: limit - 1].rstrip() + "\u2026"
+
+
+def fmt_yes_no(flag: Any) -> str:
+    """Yes / No, or "–" for None."""
+    return DASH if flag is None else ("Yes" if flag else "No")
+
+
 def is_missing(value: Any) -> bool:
     """True for None, NaN, pandas NA and non-finite floats."""
     if value is None:
