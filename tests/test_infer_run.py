@@ -70,10 +70,17 @@ def job(**kw) -> Job:
     return Job(**{**base, **kw})
 
 
-def run(dataset: Path, backend: Backend, **kw) -> tuple[dict, list[dict]]:
+def run(
+    dataset: Path, backend: Backend, context: Path | None = None, **kw
+) -> tuple[dict, list[dict]]:
     out = dataset / "out.jsonl"
     stats = run_inference(
-        job(**kw), dataset / "manifest.jsonl", dataset / "samples.jsonl", out, backend
+        job(**kw),
+        dataset / "manifest.jsonl",
+        dataset / "samples.jsonl",
+        out,
+        backend,
+        context=context,
     )
     return stats, read_jsonl(out)
 
@@ -192,34 +199,17 @@ def test_second_stage_reads_the_first_stage_chain_and_reruns_when_it_changes(dat
     assert chain_text(cot[0]) == "looking\n\nanswer for demo-chart-0000#0"
     context = dataset / "cot.jsonl"
     write_jsonl(context, cot)
-    out = dataset / "answer.jsonl"
     backend = PromptEcho()
-    stats = run_inference(
-        job(prompt="crm-answer"),
-        dataset / "manifest.jsonl",
-        dataset / "samples.jsonl",
-        out,
-        backend,
-        context=context,
-    )
+    stats, rows = run(dataset, backend, context=context, prompt="crm-answer")
     assert stats["generated"] == 5
     assert "Your reasoning:\nlooking\n\nanswer for demo-chart-0000#0\n\n" in backend.asked[0]
-    rows = read_jsonl(out)
     assert all(len(r["context_sha256"]) == 64 for r in rows)
     # a rerun with the same chains reuses every row; a changed chain is asked again
-    partial = out.with_name(out.name + ".partial")
-    write_jsonl(partial, rows)
+    write_jsonl(dataset / "out.jsonl.partial", rows)
     cot[1] = dict(cot[1], answer_text="another chain")
     write_jsonl(context, cot)
     backend = PromptEcho()
-    stats = run_inference(
-        job(prompt="crm-answer"),
-        dataset / "manifest.jsonl",
-        dataset / "samples.jsonl",
-        out,
-        backend,
-        context=context,
-    )
+    stats, _ = run(dataset, backend, context=context, prompt="crm-answer")
     assert stats["reused"] == 4 and stats["generated"] == 1
     assert "another chain" in backend.asked[0]
 
@@ -230,11 +220,4 @@ def test_second_stage_without_its_context_is_an_error(dataset):
     context = dataset / "cot.jsonl"
     write_jsonl(context, [])
     with pytest.raises(ValueError, match="no 'crm-cot' output with key 'demo-chart-0000#0'"):
-        run_inference(
-            job(prompt="crm-answer"),
-            dataset / "manifest.jsonl",
-            dataset / "samples.jsonl",
-            dataset / "a.jsonl",
-            EchoBackend(),
-            context=context,
-        )
+        run(dataset, EchoBackend(), context=context, prompt="crm-answer")

@@ -98,8 +98,16 @@ def study(tmp_path):
     return tmp_path
 
 
-def run(study, threshold=0.6):
+def run(study, threshold=0.6, hallucination=None):
+    """Compare the study's outputs; the offline judge at ``threshold``, or the judge a
+    ``hallucination`` spec names (built by the stage, cached under study/cache)."""
     embedder = Embedder(FakeModel(vectors()))
+    spec = {"attribution_threshold": 0.5}
+    judge = None
+    if hallucination is None:
+        judge = OfflineHallucinationJudge(embedder=embedder, threshold=threshold)
+    else:
+        spec["hallucination"] = hallucination
     counts = compare_masking(
         clean_cot=study / "clean_cot.jsonl",
         clean_answer=study / "clean_answer.jsonl",
@@ -108,9 +116,10 @@ def run(study, threshold=0.6):
         manifest=study / "manifest.jsonl",
         samples=study / "samples.jsonl",
         out=study / "compared.jsonl",
-        spec={"attribution_threshold": 0.5},
+        spec=spec,
+        cache_dir=study / "cache",
         embedder=embedder,
-        judge=OfflineHallucinationJudge(embedder=embedder, threshold=threshold),
+        judge=judge,
     )
     return counts, read_jsonl(study / "compared.jsonl")
 
@@ -171,39 +180,22 @@ def test_llm_hallucination_judge_through_the_stage_is_cached(study, monkeypatch)
     from tests.api_server import FakeAPIServer
 
     monkeypatch.setenv("VLMROBUST_TEST_CRM_KEY", "test-crm-key")
-    embedder = Embedder(FakeModel(vectors()))
     with FakeAPIServer() as server:
         server.reply_fn = lambda text, body: json.dumps(
             {"hallucinated": "chimney" in text, "evidence": "", "reason": "checked"}
         )
         spec = {
-            "attribution_threshold": 0.5,
-            "hallucination": {
-                "backend": "openai",
-                "model": "judge-model",
-                "base_url": server.url + "/v1",
-                "api_key_env": "VLMROBUST_TEST_CRM_KEY",
-                "options": {"max_retries": 1, "base_delay": 0.001, "timeout_s": 5},
-            },
+            "backend": "openai",
+            "model": "judge-model",
+            "base_url": server.url + "/v1",
+            "api_key_env": "VLMROBUST_TEST_CRM_KEY",
+            "options": {"max_retries": 1, "base_delay": 0.001, "timeout_s": 5},
         }
-        kwargs = dict(
-            clean_cot=study / "clean_cot.jsonl",
-            clean_answer=study / "clean_answer.jsonl",
-            masked_cot=study / "masked_cot.jsonl",
-            masked_answer=study / "masked_answer.jsonl",
-            manifest=study / "manifest.jsonl",
-            samples=study / "samples.jsonl",
-            out=study / "compared.jsonl",
-            spec=spec,
-            cache_dir=study / "cache",
-            embedder=embedder,
-        )
-        counts = compare_masking(**kwargs)
+        counts, rows = run(study, hallucination=spec)
         assert server.count == 2  # the failed pair is not judged
-        rows = read_jsonl(study / "compared.jsonl")
         # the prompt names the hidden premise (a factory chimney): the fake says yes
         assert [r.get("hallucinated") for r in rows] == [True, True, None]
         assert rows[0]["hallucination_judge"] == "openai/judge-model"
         assert counts["hallucinated"] == 2
-        compare_masking(**kwargs)
+        run(study, hallucination=spec)
         assert server.count == 2  # a rerun makes no call
