@@ -157,7 +157,7 @@ METRIC_COLUMNS = (
 _TEXT_COLUMNS = tuple(
     c for c in METRIC_COLUMNS if c not in ("severity", "value", "ci_low", "ci_high", "n")
 )
-_FLOAT_COLUMNS = ("severity", "value", "ci_low", "ci_high")
+FLOAT_COLUMNS = ("severity", "value", "ci_low", "ci_high")
 
 #: the benchmark/group name of aggregates over every dataset
 ALL = "all"
@@ -462,9 +462,10 @@ def _paired_units(
 # --------------------------------------------------------------------------- rows
 
 
-def _row(metric: str, **kw: Any) -> dict[str, Any]:
+def metric_row(metric: str, **kw: Any) -> dict[str, Any]:
+    """One tidy metrics row: text columns "", numbers NaN, n 0, then ``kw``."""
     row: dict[str, Any] = {c: "" for c in _TEXT_COLUMNS}
-    row.update({c: math.nan for c in _FLOAT_COLUMNS})
+    row.update({c: math.nan for c in FLOAT_COLUMNS})
     row["n"] = 0
     row["metric"] = metric
     row.update(kw)
@@ -563,7 +564,7 @@ def compute_corruption_metrics(
     out = pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
     for c in _TEXT_COLUMNS:
         out[c] = out[c].astype(str)
-    for c in _FLOAT_COLUMNS:
+    for c in FLOAT_COLUMNS:
         out[c] = out[c].astype(float)
     out["n"] = out["n"].astype(np.int64)
     return out, list(dict.fromkeys(warnings))
@@ -588,7 +589,7 @@ def _accuracy_rows(df, run, order, rank, bench_rank, cond_rank, rows) -> dict[Ac
         for m, b, c in keys:
             bench = run.benches[b]
             rows.append(
-                _row(
+                metric_row(
                     metric,
                     model=m,
                     **run.info(m),
@@ -639,13 +640,13 @@ def _rr_rows(acc, paired, run, order, rows, warnings) -> dict[AccKey, float]:
                         )
                     value = _ratio(pert[0], clean[0])
                     rr[(m, b, c)] = value
-                    rr_rows.append(_row("rr", **common, value=value, n=pert[2], note=note))
+                    rr_rows.append(metric_row("rr", **common, value=value, n=pert[2], note=note))
                 if (m, b, c) in has_pairs:
                     if (m, b, c) in ret.index:
                         v, n = ret.loc[(m, b, c)]
-                        ret_rows.append(_row("retention", **common, value=float(v), n=int(n)))
+                        ret_rows.append(metric_row("retention", **common, value=float(v), n=int(n)))
                     else:
-                        ret_rows.append(_row("retention", **common, note=NOTE_NO_RETAIN))
+                        ret_rows.append(metric_row("retention", **common, note=NOTE_NO_RETAIN))
     rows.extend(rr_rows)
     rows.extend(ret_rows)
     return rr
@@ -667,11 +668,13 @@ def _missing_rows(acc, run, order, rows, warnings) -> None:
                     model=m, **run.info(m), benchmark=b, group=run.benches[b].group, prompt=s
                 )
                 if len(absent) == len(conds):
-                    rows.append(_row("missing", **common, note=NOTE_NO_OUTPUTS))
+                    rows.append(metric_row("missing", **common, note=NOTE_NO_OUTPUTS))
                     lost.append(b)
                 else:
                     for c in absent:
-                        rows.append(_row("missing", **common, condition=c, note=NOTE_NO_OUTPUTS))
+                        rows.append(
+                            metric_row("missing", **common, condition=c, note=NOTE_NO_OUTPUTS)
+                        )
                     lost.append(f"{b} ({', '.join(absent)})")
         if lost:
             warnings.append(
@@ -714,7 +717,7 @@ def _group_rows(acc, run, order, rows, warnings) -> None:
             for c in run.conditions:
                 value, used, missing = per_cond[c]
                 rows.append(
-                    _row(
+                    metric_row(
                         "accuracy",
                         **common,
                         condition=c,
@@ -734,7 +737,7 @@ def _group_rows(acc, run, order, rows, warnings) -> None:
                         "undefined (NaN)"
                     )
                 rows.append(
-                    _row(
+                    metric_row(
                         "rr",
                         **common,
                         condition=c,
@@ -810,12 +813,14 @@ def _pair_rows(paired, run, order, rows, warnings) -> None:
                         f"pair {b} -> {r}, benchmark {x}, condition {c}: {NOTE_NO_SHARED}; "
                         "agreement and retention gap are NaN"
                     )
-                rows.append(_row("pair_n", **common, value=float(n), n=n, note=shared_note))
+                rows.append(metric_row("pair_n", **common, value=float(n), n=n, note=shared_note))
                 rows.append(
-                    _row("agreement", **common, value=stats["agreement"], n=n, note=shared_note)
+                    metric_row(
+                        "agreement", **common, value=stats["agreement"], n=n, note=shared_note
+                    )
                 )
                 rows.append(
-                    _row(
+                    metric_row(
                         "retention_gap",
                         **common,
                         value=stats["gap"],
@@ -826,7 +831,7 @@ def _pair_rows(paired, run, order, rows, warnings) -> None:
                     )
                 )
                 rows.append(
-                    _row(
+                    metric_row(
                         "error_jaccard",
                         **common,
                         value=stats["jaccard"],
@@ -887,7 +892,7 @@ def _fingerprint_rows(rr, run, order, rows) -> None:
                 else:
                     value = float(np.corrcoef(x, y)[0, 1])
                 rows.append(
-                    _row(
+                    metric_row(
                         "rr_fingerprint_corr",
                         model=second,
                         base_model=first,
@@ -931,9 +936,9 @@ def _method_rows(paired, run, rank, rows) -> None:
             severity=float(sev),
             n=int(n),
         )
-        out_acc.append(_row("acc_method_severity", **common, value=float(a)))
+        out_acc.append(metric_row("acc_method_severity", **common, value=float(a)))
         out_rr.append(
-            _row(
+            metric_row(
                 "rr_method_severity",
                 **common,
                 value=_ratio(float(a), float(cl)),
@@ -1013,7 +1018,7 @@ def write_metrics(df: pd.DataFrame, path: str | os.PathLike) -> None:
 def read_metrics(path: str | os.PathLike) -> pd.DataFrame:
     """Read a table written by :func:`write_metrics` back (text ``""``, numbers NaN)."""
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    for c in _FLOAT_COLUMNS:
+    for c in FLOAT_COLUMNS:
         df[c] = pd.to_numeric(df[c].replace("", None), errors="coerce").astype(float)
     df["n"] = pd.to_numeric(df["n"]).astype(np.int64)
     return df

@@ -54,7 +54,7 @@ from typing import Any
 import pandas as pd
 
 from ..io import read_jsonl
-from .corruption import METRIC_COLUMNS
+from .corruption import FLOAT_COLUMNS, METRIC_COLUMNS, metric_row
 from .distraction import spec_dataset
 
 __all__ = [
@@ -91,9 +91,6 @@ MASKING_METRICS: tuple[str, ...] = (
     "failed",
 )
 _COUNTS = ("compared", "failed")
-
-_TEXT = tuple(c for c in METRIC_COLUMNS if c not in ("severity", "value", "ci_low", "ci_high", "n"))
-_FLOAT = ("severity", "value", "ci_low", "ci_high")
 
 
 # --------------------------------------------------------------------------- spec
@@ -226,15 +223,6 @@ def binomial_se(p: float, n: int) -> float:
     return math.sqrt(p * (1.0 - p) / n)
 
 
-def _row(metric: str, **kw: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {c: "" for c in _TEXT}
-    row.update({c: math.nan for c in _FLOAT})
-    row["n"] = 0
-    row["metric"] = metric
-    row.update(kw)
-    return row
-
-
 def _join(*notes: str) -> str:
     return "; ".join(n for n in dict.fromkeys(notes) if n)
 
@@ -257,7 +245,7 @@ def _model_rows(
         log.warning("%s: %s; every masking metric is NaN", label, NOTE_NO_ROWS)
         for metric in MASKING_METRICS:
             value = 0.0 if metric in _COUNTS else math.nan
-            out.append(_row(metric, **common, value=value, note=NOTE_NO_ROWS))
+            out.append(metric_row(metric, **common, value=value, note=NOTE_NO_ROWS))
         return out
     ok = [r for r in rows if _ok(r)]
     failed = [r for r in rows if not _ok(r)]
@@ -282,14 +270,14 @@ def _model_rows(
         note = _join(empty if not ok else "", why, failed_note)
         if ok and not n:
             log.warning("%s: no row with %s; %s is NaN", label, field, metric)
-        out.append(_row(metric, **common, value=p, n=n, note=note))
-        out.append(_row(f"{metric}_se", **common, value=binomial_se(p, n), n=n, note=note))
+        out.append(metric_row(metric, **common, value=p, n=n, note=note))
+        out.append(metric_row(f"{metric}_se", **common, value=binomial_se(p, n), n=n, note=note))
 
     total = sum(len(r.get("original_steps") or []) for r in ok)
     changed = sum(int(r.get("n_modified") or 0) + int(r.get("n_disappeared") or 0) for r in ok)
     note = empty if not ok else ("" if total else "no original steps")
     out.append(
-        _row(
+        metric_row(
             "step_disruption_share",
             **common,
             value=changed / total if total else math.nan,
@@ -306,7 +294,7 @@ def _model_rows(
         failed_note,
     )
     out.append(
-        _row(
+        metric_row(
             "mean_step_similarity",
             **common,
             value=sum(sims) / len(sims) if sims else math.nan,
@@ -327,7 +315,7 @@ def _model_rows(
     for a in ATTRIBUTIONS:
         n = len(known_attr)
         out.append(
-            _row(
+            metric_row(
                 f"attribution_{a}",
                 **common,
                 value=counts[a] / n if n else math.nan,
@@ -336,9 +324,9 @@ def _model_rows(
             )
         )
 
-    out.append(_row("compared", **common, value=float(len(ok)), n=len(ok)))
+    out.append(metric_row("compared", **common, value=float(len(ok)), n=len(ok)))
     out.append(
-        _row(
+        metric_row(
             "failed",
             **common,
             value=float(len(failed)),
@@ -408,7 +396,7 @@ def compute_masking_metrics(
             common = dict(**info, benchmark=dataset, condition=cond, method=region)
             out += _model_rows(grouped.get((m, cond), []), common, f"model {m}, {dataset} / {cond}")
     df = pd.DataFrame(out, columns=list(METRIC_COLUMNS))
-    for c in _FLOAT:
+    for c in FLOAT_COLUMNS:
         df[c] = df[c].astype(float)
     df["n"] = df["n"].astype("int64")
     return df
