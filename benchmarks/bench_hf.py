@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import transformers
 
-    from vlmrobust.infer.base import Request
-    from vlmrobust.infer.demo_model import build_demo_model
-    from vlmrobust.infer.hf import HFBackend
+    from vlmrobust.clients.vlm.base import Request
+    from vlmrobust.clients.vlm.hf import HFBackend
+    from vlmrobust.demo.model import build_demo_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

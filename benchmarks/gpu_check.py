@@ -186,9 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         Qwen2VLVideoProcessor,
     )
 
-    from vlmrobust.infer.base import Request
-    from vlmrobust.infer.demo_model import CHAT_TEMPLATE, _build_tokenizer
-    from vlmrobust.infer.hf import HFBackend
+    from vlmrobust.clients.vlm.base import Request
+    from vlmrobust.clients.vlm.hf import HFBackend
+    from vlmrobust.demo.model import CHAT_TEMPLATE, _build_tokenizer
 
     cuda = torch.cuda.is_available()
     if not cuda and not args.tiny:

@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+from vlmrobust.core.io import read_json, read_jsonl
+from vlmrobust.core.records import read_samples
 from vlmrobust.data import ADAPTERS, BadRowError, build_samples
 from vlmrobust.data.adapters import most_common, parse_inline_options
-from vlmrobust.io import read_json, read_jsonl
-from vlmrobust.records import read_samples
 
 from .conftest import FIXTURES
 
@@ -1073,7 +1073,7 @@ def test_config_errors_name_the_key(tmp_path):
 
 
 def test_constructed_keeps_only_accepted_candidates(tmp_path):
-    from vlmrobust.io import write_jsonl
+    from vlmrobust.core.io import write_jsonl
 
     folder = tmp_path / "construct"
     folder.mkdir()

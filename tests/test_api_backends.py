@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from tests.api_server import FakeAPIServer
-from vlmrobust.apicall import (
+from vlmrobust.clients.apicall import (
     APICallError,
     CallFailed,
     MalformedResponse,
@@ -21,9 +21,9 @@ from vlmrobust.apicall import (
     parse_retry_after,
     png_bytes,
 )
-from vlmrobust.infer.base import Request
-from vlmrobust.infer.gemini_api import GeminiBackend, map_finish_reason
-from vlmrobust.infer.openai_api import OpenAIBackend
+from vlmrobust.clients.vlm.base import Request
+from vlmrobust.clients.vlm.gemini_api import GeminiBackend, map_finish_reason
+from vlmrobust.clients.vlm.openai_api import OpenAIBackend
 
 KEY = "test-SENTINEL-key-7f3a9c0d"
 KEY_ENV = "VLMROBUST_TEST_API_KEY"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from vlmrobust.config import (
+from vlmrobust.core.config import (
     ConfigError,
     load_schema,
     load_yaml,

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from tests.api_server import FakeAPIServer
+from vlmrobust.clients.llm import LLMCache, make_llm
 from vlmrobust.construct import (
     EDIT_SCHEMA,
     MAX_AREA_FRACTION,
@@ -32,9 +33,8 @@ from vlmrobust.construct import (
 )
 from vlmrobust.construct.editor import EditorError
 from vlmrobust.construct.writer import WriterError, correct_option
-from vlmrobust.data.demo import generate_demo
-from vlmrobust.llm import LLMCache, make_llm
-from vlmrobust.records import Sample, safe_id
+from vlmrobust.core.records import Sample, safe_id
+from vlmrobust.demo.data import generate_demo
 from vlmrobust.review import read_candidates
 
 KEY_ENV = "VLMROBUST_TEST_CONSTRUCT_KEY"

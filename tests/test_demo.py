@@ -1,4 +1,4 @@
-"""The embedded demo data generator (vlmrobust.data.demo).
+"""The embedded demo data generator (vlmrobust.demo.data).
 
 Answers are re-derived here from what each row says was drawn (``meta``), and for the
 counting diagrams and the geometry boxes from the pixels themselves.
@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 from scipy import ndimage
 
-from vlmrobust.data.demo import (
+from vlmrobust.core.records import ANSWER_TYPES, Sample, safe_id
+from vlmrobust.demo.data import (
     CONCEPT_FAMILIES,
     DEMO_FAMILIES,
     DEMO_VERSION,
@@ -26,7 +27,6 @@ from vlmrobust.data.demo import (
     PROBLEM_VERSIONS,
     generate_demo,
 )
-from vlmrobust.records import ANSWER_TYPES, Sample, safe_id
 
 N = 20
 ROW_KEYS = {"id", "images", "question", "choices", "answer", "answer_type", "precision", "meta"}

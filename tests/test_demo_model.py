@@ -10,14 +10,14 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
-from vlmrobust.infer.demo_model import (  # noqa: E402
+from vlmrobust.core.io import sha256_file  # noqa: E402
+from vlmrobust.demo.model import (  # noqa: E402
     DEMO_MARKER,
     SPECIAL_TOKENS,
     THINK_TOKENS,
     build_demo_model,
     read_demo_record,
 )
-from vlmrobust.io import sha256_file  # noqa: E402
 
 
 def _files(d: Path) -> dict[str, bytes]:

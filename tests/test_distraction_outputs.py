@@ -14,14 +14,14 @@ import math
 import pandas as pd
 import pytest
 
-from vlmrobust.figures.distraction import (
+from vlmrobust.metrics.corruption import compute_corruption_metrics
+from vlmrobust.metrics.distraction import compute_distraction_metrics, read_judged
+from vlmrobust.report.figures.distraction import (
     distraction_figure_names,
     distraction_figures,
     write_distraction_figures,
 )
-from vlmrobust.metrics.corruption import compute_corruption_metrics
-from vlmrobust.metrics.distraction import compute_distraction_metrics, read_judged
-from vlmrobust.tables.distraction import distraction_table_names, write_distraction_tables
+from vlmrobust.report.tables.distraction import distraction_table_names, write_distraction_tables
 
 DS = "distractbench"
 SAMPLES = ["s1", "s2", "s3", "s4", "s5", "s6", "s7"]

@@ -16,15 +16,19 @@ from tests.test_tables_corruption import (
     make_metrics,
     row,
 )
-from vlmrobust.figures import corruption_figure_names, corruption_figures, write_corruption_figures
-from vlmrobust.figures.corruption import (
+from vlmrobust.perturb.corruption import CORRUPTION_METHODS
+from vlmrobust.report.figures import (
+    corruption_figure_names,
+    corruption_figures,
+    write_corruption_figures,
+)
+from vlmrobust.report.figures.corruption import (
     CLEAN_ZERO_NOTE,
     DPI,
     figure4_size,
     rr_heatmap_size,
 )
-from vlmrobust.perturb.corruption import CORRUPTION_METHODS
-from vlmrobust.tables.corruption import METRIC_COLUMNS
+from vlmrobust.report.tables.corruption import METRIC_COLUMNS
 
 NAN = math.nan
 

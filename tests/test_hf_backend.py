@@ -19,10 +19,10 @@ pytest.importorskip("torchvision")
 
 import torch  # noqa: E402
 
-from vlmrobust.infer.base import Request  # noqa: E402
-from vlmrobust.infer.demo_model import build_demo_model  # noqa: E402
-from vlmrobust.infer.hf import HFBackend, RowSampler  # noqa: E402
-from vlmrobust.infer.media import ImageLoadError, load_image  # noqa: E402
+from vlmrobust.clients.vlm.base import Request  # noqa: E402
+from vlmrobust.clients.vlm.hf import HFBackend, RowSampler  # noqa: E402
+from vlmrobust.clients.vlm.media import ImageLoadError, load_image  # noqa: E402
+from vlmrobust.demo.model import build_demo_model  # noqa: E402
 
 OPTIONS = {"batch_size": 8, "min_pixels": 3136, "max_pixels": 50176}
 SIZES = [(224, 224), (300, 200), (120, 500), (64, 64), (50, 90), (640, 480)]
@@ -387,8 +387,8 @@ def test_hub_checkpoint_reports_its_commit(env, tmp_path):
     local = _run(env["backend"], [req], 8)["k"]
     script = (
         "import json, sys\n"
-        "from vlmrobust.infer.base import Request\n"
-        "from vlmrobust.infer.hf import HFBackend\n"
+        "from vlmrobust.clients.vlm.base import Request\n"
+        "from vlmrobust.clients.vlm.hf import HFBackend\n"
         "b = HFBackend('hub', {'hf_repo': 'acme/demo-vl', 'revision': 'main', 'options': "
         + repr(OPTIONS)
         + "})\n"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from vlmrobust.infer.base import Backend, Result
+from vlmrobust.clients.vlm.base import Backend, Result
+from vlmrobust.core.io import read_jsonl, sha256_file, write_jsonl
+from vlmrobust.core.records import Sample, Variant, write_samples, write_variants
 from vlmrobust.infer.run import Job, chain_text, gather_outputs, run_inference
-from vlmrobust.io import read_jsonl, sha256_file, write_jsonl
-from vlmrobust.records import Sample, Variant, write_samples, write_variants
 
 
 class EchoBackend(Backend):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vlmrobust.io import read_jsonl
+from vlmrobust.core.io import read_jsonl
 
 from .api_server import FakeAPIServer
 from .conftest import BIN, REPO, copy_repo, run, tool_env

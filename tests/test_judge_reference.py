@@ -12,7 +12,9 @@ import jsonschema
 import pytest
 
 from tests.api_server import FakeAPIServer
-from vlmrobust.judge import (
+from vlmrobust.clients.llm import LLMCache, make_llm
+from vlmrobust.core.records import OutputRow, Sample
+from vlmrobust.judges import (
     REFERENCE_SCHEMA,
     LLMReferenceJudge,
     OfflineReferenceJudge,
@@ -26,8 +28,6 @@ from vlmrobust.judge import (
     make_reference_judge,
     reference_rates,
 )
-from vlmrobust.llm import LLMCache, make_llm
-from vlmrobust.records import OutputRow, Sample
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "distract-bench"
 MODELS = ["Qwen__Qwen2.5-VL-7B-Instruct", "FanqingM__MM-Eureka-Qwen-7B"]

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from tests.api_server import FakeAPIServer
-from vlmrobust.llm import GeminiLLM, LLMCache, OpenAILLM, make_key, make_llm
+from vlmrobust.clients.llm import GeminiLLM, LLMCache, OpenAILLM, make_key, make_llm
 
 KEY = "test-SENTINEL-key-llm-91b2"
 KEY_ENV = "VLMROBUST_TEST_LLM_KEY"

@@ -9,10 +9,10 @@ import jsonschema
 import numpy as np
 import pytest
 
-from vlmrobust.embedding import Embedder
-from vlmrobust.llm import make_llm
-from vlmrobust.llm.backends import LLMResponse, parse_json_text
-from vlmrobust.masking.judge import (
+from vlmrobust.clients.embedding import Embedder
+from vlmrobust.clients.llm import make_llm
+from vlmrobust.clients.llm.backends import LLMResponse, parse_json_text
+from vlmrobust.judges.hallucination import (
     HALLUCINATION_SCHEMA,
     NO_CONTENT_REASON,
     HallucinationItem,

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
-from vlmrobust.io import read_jsonl, sha256_file
+from vlmrobust.core.io import read_jsonl, sha256_file
+from vlmrobust.core.records import Sample, read_variants, write_samples
+from vlmrobust.core.seeding import derive_seed, rng_for
 from vlmrobust.perturb import PERTURBATIONS, build_variants
 from vlmrobust.perturb.masking import (
     box_from_bbox,
@@ -19,8 +21,6 @@ from vlmrobust.perturb.masking import (
     overlap_area,
     place_random_box,
 )
-from vlmrobust.records import Sample, read_variants, write_samples
-from vlmrobust.seeding import derive_seed, rng_for
 
 # ---------------------------------------------------------------- geometry
 

@@ -12,11 +12,11 @@ import pytest
 from PIL import Image
 
 from tests.test_masking_steps import FakeModel, unit
-from vlmrobust.embedding import Embedder
-from vlmrobust.io import read_jsonl, sha256_file, write_jsonl
-from vlmrobust.masking.judge import OfflineHallucinationJudge
+from vlmrobust.clients.embedding import Embedder
+from vlmrobust.core.io import read_jsonl, sha256_file, write_jsonl
+from vlmrobust.core.records import Sample, Variant, write_samples, write_variants
+from vlmrobust.judges.hallucination import OfflineHallucinationJudge
 from vlmrobust.masking.stage import compare_masking
-from vlmrobust.records import Sample, Variant, write_samples, write_variants
 
 PREMISE = "A factory chimney releasing thick black smoke."
 OTHER = "A tree with bare branches."

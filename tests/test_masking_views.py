@@ -15,8 +15,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from vlmrobust.figures.masking import masking_figure_names, write_masking_figures
-from vlmrobust.io import write_jsonl
+from vlmrobust.core.io import write_jsonl
 from vlmrobust.metrics.corruption import METRIC_COLUMNS, read_metrics, write_metrics
 from vlmrobust.metrics.masking import (
     MASKING_METRICS,
@@ -26,7 +25,8 @@ from vlmrobust.metrics.masking import (
     example_samples,
     read_compared,
 )
-from vlmrobust.tables.masking import (
+from vlmrobust.report.figures.masking import masking_figure_names, write_masking_figures
+from vlmrobust.report.tables.masking import (
     fmt_rate_se,
     masking_table_names,
     masking_tables,

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vlmrobust.core.records import Variant, write_variants
 from vlmrobust.metrics import (
     METRIC_COLUMNS,
     bootstrap_gap_ci,
@@ -26,7 +27,6 @@ from vlmrobust.metrics import (
     read_metrics,
     write_metrics,
 )
-from vlmrobust.records import Variant, write_variants
 from vlmrobust.score import write_scored
 
 MODELS = {

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from vlmrobust.prompts import PROMPTS, build_prompt, default_prompt, mathvista_problem
-from vlmrobust.records import Sample, Variant
+from vlmrobust.core.prompts import PROMPTS, build_prompt, default_prompt, mathvista_problem
+from vlmrobust.core.records import Sample, Variant
 from vlmrobust.score.released import load_questions
 
 from .conftest import FIXTURES

@@ -380,8 +380,8 @@ def test_xlsx_needs_openpyxl(tmp_path):
 
 
 def test_distract_bench_mathvista_style_row(tmp_path):
-    from vlmrobust.prompts import build_prompt
-    from vlmrobust.records import Variant
+    from vlmrobust.core.prompts import build_prompt
+    from vlmrobust.core.records import Variant
 
     row = {
         "final_id": "7",

@@ -154,7 +154,7 @@ def test_tables_and_figures_from_released_outputs(reviewer_run):
 
 
 def test_distractor_reference_labels_for_the_distracted_outputs(reviewer_run):
-    from vlmrobust.io import read_jsonl
+    from vlmrobust.core.io import read_jsonl
 
     for model in ("qwen2.5-vl-7b", "mm-eureka-qwen-7b"):
         rows = read_jsonl(
@@ -178,7 +178,7 @@ def test_distraction_tables_and_figures_from_released_outputs(reviewer_run):
 
 
 def test_released_labels_are_used_only_when_the_config_says_so(tmp_path):
-    from vlmrobust.io import read_jsonl
+    from vlmrobust.core.io import read_jsonl
 
     workdir = copy_repo(tmp_path / "repo")
     data = _local_distract_bench(workdir / "released")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 import json
 
-from vlmrobust.io import write_jsonl
-from vlmrobust.records import OutputRow, Sample, write_samples
+from vlmrobust.core.io import write_jsonl
+from vlmrobust.core.records import OutputRow, Sample, write_samples
 
 from .api_server import FakeAPIServer
 from .conftest import BIN, run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vlmrobust.records import OutputRow, Sample
+from vlmrobust.core.records import OutputRow, Sample
 from vlmrobust.score import SCORERS, get_scorer, score_outputs, summarize
 from vlmrobust.score.extract import (
     extract_label,
@@ -547,9 +547,9 @@ def test_score_outputs_accepts_dict_rows():
 def test_generic_scorer_and_default_prompts_on_every_demo_family(tmp_path):
     import json
 
-    from vlmrobust.data.demo import DEMO_FAMILIES, generate_demo
-    from vlmrobust.prompts import build_prompt, default_prompt
-    from vlmrobust.records import Variant
+    from vlmrobust.core.prompts import build_prompt, default_prompt
+    from vlmrobust.core.records import Variant
+    from vlmrobust.demo.data import DEMO_FAMILIES, generate_demo
     from vlmrobust.score.released import samples_from_rows
 
     generate_demo(tmp_path, n_per_family=6, image_size=128)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vlmrobust.io import read_jsonl
+from vlmrobust.core.io import read_jsonl
 
 from .conftest import BIN, REPO, copy_repo, run
 from .slurm_cluster import ClusterError, missing_requirements, start_cluster, stop_cluster

@@ -8,9 +8,13 @@ import re
 import pandas as pd
 import pytest
 
-from vlmrobust.tables import corruption_table_names, corruption_tables, write_corruption_tables
-from vlmrobust.tables.corruption import METRIC_COLUMNS, benchmark_label, benchmark_order
-from vlmrobust.tables.render import (
+from vlmrobust.report.tables import (
+    corruption_table_names,
+    corruption_tables,
+    write_corruption_tables,
+)
+from vlmrobust.report.tables.corruption import METRIC_COLUMNS, benchmark_label, benchmark_order
+from vlmrobust.report.tables.render import (
     Table,
     fmt_count,
     fmt_gap_ci,
@@ -297,7 +301,7 @@ def test_benchmark_order_and_labels_for_prompt_variants():
         row("accuracy", "q25", b, "clean", 0.5)
         for b in ("chartqa", "mathvista:mathvista-cot", "mathvista:mathvista-format", "extra")
     ]
-    from vlmrobust.tables.corruption import MetricsIndex
+    from vlmrobust.report.tables.corruption import MetricsIndex
 
     index = MetricsIndex(pd.DataFrame(rows, columns=list(METRIC_COLUMNS)))
     assert benchmark_order(index, spec) == [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vlmrobust.infer.thinking import split_thinking
+from vlmrobust.clients.vlm.thinking import split_thinking
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vlmrobust.io import read_jsonl, sha256_file
+from vlmrobust.core.io import read_jsonl, sha256_file
+from vlmrobust.core.records import Sample, read_variants, write_samples
+from vlmrobust.core.seeding import derive_seed, rng_for
 from vlmrobust.perturb import (
     CORRUPTION_METHODS,
     PERTURBATIONS,
@@ -18,8 +20,6 @@ from vlmrobust.perturb import (
     build_variants,
     corrupt_image,
 )
-from vlmrobust.records import Sample, read_variants, write_samples
-from vlmrobust.seeding import derive_seed, rng_for
 
 CORRUPT = {"perturbation": "corruption", "assignment": "random"}
 

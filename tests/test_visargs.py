@@ -14,12 +14,12 @@ import pytest
 from PIL import Image
 
 from tests.api_server import FakeAPIServer
+from vlmrobust.core.io import read_json
+from vlmrobust.core.records import read_samples
 from vlmrobust.data.base import BadRowError
 from vlmrobust.data.build import build_samples
-from vlmrobust.data.demo import generate_demo
 from vlmrobust.data.visargs import region_phrase, template_question
-from vlmrobust.io import read_json
-from vlmrobust.records import read_samples
+from vlmrobust.demo.data import generate_demo
 
 KEY_ENV = "VLMROBUST_TEST_VISARGS_KEY"
 

@@ -12,13 +12,13 @@ from PIL import Image
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
-from vlmrobust.infer.base import Request  # noqa: E402
-from vlmrobust.infer.demo_model import build_demo_model  # noqa: E402
-from vlmrobust.infer.vllm import (  # noqa: E402
+from vlmrobust.clients.vlm.base import Request  # noqa: E402
+from vlmrobust.clients.vlm.vllm import (  # noqa: E402
     VLLMBackend,
     build_vllm_requests,
     engine_kwargs,
 )
+from vlmrobust.demo.model import build_demo_model  # noqa: E402
 
 PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 

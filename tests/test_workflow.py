@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vlmrobust.io import read_jsonl, sha256_file
+from vlmrobust.core.io import read_jsonl, sha256_file
 
 from .conftest import BIN, copy_repo, run
 

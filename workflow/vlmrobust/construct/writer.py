@@ -7,7 +7,7 @@ layout constraints), a short distractor description, a trap reasoning path, a tr
 answer and a structured ``render`` object that :class:`~.editor.CompositeEditor` draws.
 A failure raises :class:`WriterError` (the pipeline records it).
 
-- :class:`LLMWriter`: a VLM call through a :mod:`vlmrobust.llm` backend describes the
+- :class:`LLMWriter`: a VLM call through a :mod:`vlmrobust.clients.llm` backend describes the
   image, then a second call (the image, the sample, the retrieved seeds as
   demonstrations and the paper's three constraints — preserve the original content,
   keep the answer unchanged, a factually valid but irrelevant distractor) returns strict
@@ -31,8 +31,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..records import Sample
-from ..seeding import rng_for
+from ..core.records import Sample
+from ..core.seeding import rng_for
 from .seeds import KBEntry, Seed, render_from_pattern
 
 PROMPT_VERSION = "edit-writer-v1"

@@ -1,4 +1,4 @@
-"""One adapter per benchmark: hub schema row -> :class:`~vlmrobust.records.Sample` draft.
+"""One adapter per benchmark: hub schema row -> :class:`~vlmrobust.core.records.Sample` draft.
 
 Every adapter reads the benchmark's rows from the hub (``datasets.load_dataset``) or
 from a local folder in the same schema (see :mod:`vlmrobust.data.base`). The field
@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..io import read_jsonl
+from ..core.io import read_jsonl
 from .base import (
     Adapter,
     Draft,

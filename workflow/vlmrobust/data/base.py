@@ -39,7 +39,7 @@ from typing import Any
 
 from PIL import Image
 
-from ..io import read_jsonl
+from ..core.io import read_jsonl
 
 
 class BadRowError(ValueError):

@@ -21,8 +21,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..io import atomic_write_bytes, write_json
-from ..records import Sample, safe_id, write_samples
+from ..core.io import atomic_write_bytes, write_json
+from ..core.records import Sample, safe_id, write_samples
 from .adapters import ADAPTERS
 from .base import Adapter, BadRowError, EncodedImage, RowProblem, load_image
 

@@ -11,7 +11,7 @@ writer*:
   the part named from the box's centre (top-left / top / top-right / left / centre /
   right / bottom-left / bottom / bottom-right, by thirds of the image);
 - an LLM (``question_writer: {backend: openai | gemini, model, ...}``) through
-  :func:`vlmrobust.llm.make_llm`, strict JSON ``{"question": ...}``, every call cached
+  :func:`vlmrobust.clients.llm.make_llm`, strict JSON ``{"question": ...}``, every call cached
   by content under ``question_writer.cache_dir`` (a rerun makes no call).
 
 Images: a row's ``image`` (when the rows carry one) or its ``url``. A relative url is a
@@ -267,7 +267,7 @@ class VisArgs(Adapter):
                 r["_question"] = template_question(r["_boxes"][r["_premise_index"]], r["_size"])
                 r["_question_source"] = "template"
             return
-        from ..llm import LLMCache, make_llm
+        from ..clients.llm import LLMCache, make_llm
 
         cache = LLMCache(Path(writer.get("cache_dir") or "results/cache/llm"))
         try:

@@ -22,11 +22,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..io import write_jsonl
-from ..records import OutputRow, Sample, Variant, output_key, read_samples, read_variants
-from ..seeding import derive_seed
-from .base import Backend, Request, Result, chunks
-from .thinking import split_thinking
+from ..clients.vlm.base import Backend, Request, Result, chunks
+from ..clients.vlm.thinking import split_thinking
+from ..core.io import write_jsonl
+from ..core.records import OutputRow, Sample, Variant, output_key, read_samples, read_variants
+from ..core.seeding import derive_seed
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class Job:
 
     model: str
     model_spec: dict[str, Any]
-    prompt: str  # prompt setting (vlmrobust.prompts), or "default": the dataset's per sample
+    prompt: str  # prompt setting (vlmrobust.core.prompts), or "default": the dataset's per sample
     max_new_tokens: int
     adapter: str = "demo"  # the dataset's adapter (chooses the default prompt)
     temperature: float = 0.0
@@ -68,7 +68,7 @@ def chain_text(row: dict[str, Any]) -> str:
 def read_contexts(path: Path) -> dict[str, str]:
     """First-stage outputs as context of a second-stage prompt: key -> chain text
     (a failed first-stage row gives an empty chain)."""
-    from ..io import read_jsonl
+    from ..core.io import read_jsonl
 
     return {row["key"]: chain_text(row) for row in read_jsonl(path)}
 
@@ -83,8 +83,8 @@ def plan_requests(
 
     ``contexts`` (key -> text) feed a second-stage prompt (``PromptBuilder.needs``):
     the first-stage output of the same (variant, draw)."""
-    from ..io import sha256_bytes
-    from ..prompts import PROMPTS, build_prompt, default_prompt
+    from ..core.io import sha256_bytes
+    from ..core.prompts import PROMPTS, build_prompt, default_prompt
 
     if not 0 <= job.shard < job.shards:
         raise ValueError(f"shard {job.shard} is outside 0..{job.shards - 1}")
@@ -248,7 +248,7 @@ def run_inference(
     if todo:
         own_backend = backend is None
         if backend is None:
-            from . import make_backend
+            from ..clients.vlm import make_backend
 
             backend = make_backend(job.model, job.model_spec)
         size = batch_size or backend.default_batch_size
@@ -310,6 +310,6 @@ def gather_outputs(shards: list[Path], manifest: Path, out: Path) -> int:
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
-    from ..io import read_jsonl
+    from ..core.io import read_jsonl
 
     return read_jsonl(path)

@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core.io import read_jsonl, write_jsonl
+from ..core.records import Sample, Variant, output_key, read_samples, read_variants
 from ..infer.run import chain_text
-from ..io import read_jsonl, write_jsonl
-from ..records import Sample, Variant, output_key, read_samples, read_variants
+from ..judges.hallucination import HallucinationItem, make_hallucination_judge
 from . import SPEC_KEYS
-from .judge import HallucinationItem, make_hallucination_judge
 from .steps import (
     Embedder,
     answer_flip,
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 def _defaults() -> dict[str, Any]:
-    from ..config import load_schema
+    from ..core.config import load_schema
 
     props = load_schema("config")["properties"]["masking"]["properties"]
     return {k: props[k]["default"] for k in SPEC_KEYS}
@@ -93,7 +93,7 @@ def compare_masking(
     if embedder is None:
         embedder = Embedder(model_dir=spec["model_dir"])
     if judge is None:
-        from ..llm import LLMCache
+        from ..clients.llm import LLMCache
 
         cache = LLMCache(cache_dir) if cache_dir is not None else None
         judge = make_hallucination_judge(spec["hallucination"], cache, embedder=embedder)

@@ -124,7 +124,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..io import atomic_write, read_jsonl
+from ..core.io import atomic_write, read_jsonl
 
 __all__ = [
     "ALL",

@@ -36,7 +36,7 @@ rows, ``perturbed_conditions = [corrupt]`` and ``[distracted]``)
                   module gives no row for (no outputs of both models under that
                   condition) still gets its rows, NaN with a note.
 
-Table 5 / Figure 6 (condition distracted; :func:`vlmrobust.judge.reference_rates`)
+Table 5 / Figure 6 (condition distracted; :func:`vlmrobust.judges.reference_rates`)
     ``drr``, ``hfr`` (``n`` = N judged rows with a verdict and a scored row),
     ``ref_correct`` (``n`` = correct ones), ``ref_wrong`` (``n`` = wrong ones). A judged
     row is matched to its scored ``distracted`` row by ``key`` (the model's rows only);
@@ -58,8 +58,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..io import read_jsonl
-from ..judge.reference import reference_rates
+from ..core.io import read_jsonl
+from ..judges.reference import reference_rates
 from .corruption import METRIC_COLUMNS, compute_corruption_metrics
 
 __all__ = [

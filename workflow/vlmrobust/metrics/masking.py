@@ -53,7 +53,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..io import read_jsonl
+from ..core.io import read_jsonl
 from .corruption import FLOAT_COLUMNS, METRIC_COLUMNS, metric_row
 from .distraction import spec_dataset
 

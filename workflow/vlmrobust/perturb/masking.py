@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageFilter
 
-from ..records import Sample
-from ..seeding import derive_seed, rng_for
+from ..core.records import Sample
+from ..core.seeding import derive_seed, rng_for
 from .variants import Perturbation, VariantPlan, _check_keys, _key, register
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 A *condition* (a named entry of ``conditions`` in the config) names a perturbation and
 its parameters. :func:`build_variants` turns the samples of one dataset into the
-variant manifest of one condition: a JSONL of :class:`~vlmrobust.records.Variant` rows
+variant manifest of one condition: a JSONL of :class:`~vlmrobust.core.records.Variant` rows
 plus the perturbed image files under ``out.parent / "images"``.
 
 Because the image files are named ``<variant_id>_<k>.png`` (``variant_id`` is the
@@ -44,9 +44,9 @@ from typing import Any
 from PIL import Image, ImageColor, ImageOps
 from tqdm import tqdm
 
-from ..io import atomic_write_bytes, sha256_bytes, sha256_file
-from ..records import Sample, Variant, read_samples, write_variants
-from ..seeding import derive_seed, rng_for
+from ..core.io import atomic_write_bytes, sha256_bytes, sha256_file
+from ..core.records import Sample, Variant, read_samples, write_variants
+from ..core.seeding import derive_seed, rng_for
 from .corruption import CORRUPTION_METHODS, SEVERITIES, corrupt_image
 
 __all__ = [

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..io import atomic_write_text
+from ..core.io import atomic_write_text
 from .decisions import CRITERIA, OPTIONAL_CRITERIA, Candidate, Decision, apply_decisions
 from .decisions import as_candidates as _as_candidates
 

@@ -17,7 +17,7 @@ output (``finish_reason == "length"``) says so in its reason.
 
 :func:`summarize` groups scored rows by model x dataset x condition x prompt.
 :func:`write_scored` / :func:`read_scored` / :func:`write_summary` store them as CSV.
-:func:`llm_extractor` turns an LLM backend (:mod:`vlmrobust.llm`) into the
+:func:`llm_extractor` turns an LLM backend (:mod:`vlmrobust.clients.llm`) into the
 ``fallback`` of :func:`score_outputs`: asked only when the rules find nothing; its
 answer is read with the same rules and recorded with ``method == "llm"``.
 """
@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write
-from ..records import OutputRow, Sample
+from ..core.io import atomic_write
+from ..core.records import OutputRow, Sample
 from .extract import Extraction
 from .scorers import SCORERS, Score, Scorer, get_scorer
 
@@ -274,7 +274,7 @@ def _answer_form(sample: Sample) -> str:
 def llm_extractor(
     llm: Any, max_tokens: int = 64, response_chars: int = 4000
 ) -> Callable[[Sample, str], str | None]:
-    """A scoring fallback that asks ``llm`` (an :class:`~vlmrobust.llm.LLMBackend`, or
+    """A scoring fallback that asks ``llm`` (an :class:`~vlmrobust.clients.llm.LLMBackend`, or
     anything with ``complete(prompt, temperature=, max_tokens=)`` returning an object
     with ``text`` and ``error``) for the final answer of a response. Returns None for
     NONE/empty; raises RuntimeError when the call failed (the scorer records it as the

@@ -41,11 +41,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..clients.vlm.thinking import split_thinking
+from ..core.io import atomic_write, read_jsonl
+from ..core.records import OutputRow, Sample, output_key, safe_id
 from ..data.adapters import ADAPTERS
 from ..data.base import Adapter, RowProblem, iter_files, missing
-from ..infer.thinking import split_thinking
-from ..io import atomic_write, read_jsonl
-from ..records import OutputRow, Sample, output_key, safe_id
 from . import score_outputs
 
 __all__ = [

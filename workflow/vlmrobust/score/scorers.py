@@ -68,7 +68,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..records import Sample
+from ..core.records import Sample
 from .extract import (
     Extraction,
     clean_latex,

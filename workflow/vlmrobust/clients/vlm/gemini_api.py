@@ -1,13 +1,13 @@
 """The ``gemini`` backend: Google's Gemini API through ``google-genai``.
 
 The SDK's own retries are off (``HttpRetryOptions(attempts=1)``); the shared policy of
-:mod:`vlmrobust.apicall` retries on top. ``base_url`` (registry) overrides the
+:mod:`vlmrobust.clients.apicall` retries on top. ``base_url`` (registry) overrides the
 endpoint, which is how the tests point the SDK at a local fake server.
 
 Registry ``options`` (all optional):
 
 ``concurrency`` (8); ``timeout_s`` (120), ``max_retries`` (5), ``base_delay``, ``max_delay``, ``jitter``
-    As for every API backend (:class:`~vlmrobust.apicall.RetryPolicy`).
+    As for every API backend (:class:`~vlmrobust.clients.apicall.RetryPolicy`).
 ``send_temperature`` (true), ``send_top_p`` (= send_temperature), ``send_seed`` (true)
     Whether these decoding fields are sent.
 ``include_thoughts`` (unset), ``thinking_budget`` (unset), ``thinking_level`` (unset)
@@ -76,7 +76,7 @@ def map_finish_reason(raw: Any) -> str:
 
 
 def classify_gemini(exc: BaseException) -> Classified:
-    """The google-genai SDK's exceptions in :mod:`vlmrobust.apicall` terms."""
+    """The google-genai SDK's exceptions in :mod:`vlmrobust.clients.apicall` terms."""
     from google.genai import errors
 
     if isinstance(exc, errors.UnknownApiResponseError | json.JSONDecodeError):
@@ -158,7 +158,7 @@ def parse_gemini_response(response: Any, latency_s: float) -> Completion:
 class GeminiChat:
     """A generate_content client with the shared retry policy and in-flight limit.
 
-    Used by :class:`GeminiBackend` (VLM) and :class:`vlmrobust.llm.backends.GeminiLLM`.
+    Used by :class:`GeminiBackend` (VLM) and :class:`vlmrobust.clients.llm.backends.GeminiLLM`.
     The API key is handed to the SDK client and kept nowhere else.
     """
 

@@ -16,7 +16,7 @@ distracted / corruption condition names). Output, in ``out_dir``: ``table3``,
 
 A missing or undefined value shows as "–" with a footnote naming the model, the column
 and the reason from the metrics table. Model names, type labels, family grouping and
-the look-ups are those of :mod:`vlmrobust.tables.corruption`.
+the look-ups are those of :mod:`vlmrobust.report.tables.corruption`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from vlmrobust.metrics.distraction import distraction_conditions, distraction_dataset
-from vlmrobust.tables.corruption import (
+from vlmrobust.report.tables.corruption import (
     Footnotes,
     MetricsIndex,
     ModelInfo,
@@ -37,7 +37,7 @@ from vlmrobust.tables.corruption import (
     lookup,
     ordered_models,
 )
-from vlmrobust.tables.render import (
+from vlmrobust.report.tables.render import (
     DASH,
     Table,
     fmt_count,

@@ -42,8 +42,8 @@ from vlmrobust.metrics.masking import (
     read_compared,
     spec_models,
 )
-from vlmrobust.tables.corruption import Footnotes, MetricsIndex, lookup
-from vlmrobust.tables.render import (
+from vlmrobust.report.tables.corruption import Footnotes, MetricsIndex, lookup
+from vlmrobust.report.tables.render import (
     DASH,
     Table,
     clip_text,

@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageFont
 
-from ..io import atomic_save_image, write_json, write_jsonl
-from ..records import ANSWER_TYPES
-from ..seeding import rng_for
+from ..core.io import atomic_save_image, write_json, write_jsonl
+from ..core.records import ANSWER_TYPES
+from ..core.seeding import rng_for
 
 __all__ = [
     "DEMO_FAMILIES",
@@ -1987,7 +1987,7 @@ def generate_demo(
             "answer_types": dict(sorted(counts.items())),
         }
     summary = {
-        "generator": "vlmrobust.data.demo",
+        "generator": "vlmrobust.demo.data",
         "version": DEMO_VERSION,
         "seed": seed,
         "n_per_family": n,
@@ -2001,8 +2001,8 @@ def generate_demo(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m vlmrobust.data.demo OUT_DIR [--n N] [--seed S] [--families a,b]``."""
-    ap = argparse.ArgumentParser(prog="vlmrobust.data.demo", description=__doc__.split("\n")[0])
+    """``python -m vlmrobust.demo.data OUT_DIR [--n N] [--seed S] [--families a,b]``."""
+    ap = argparse.ArgumentParser(prog="vlmrobust.demo.data", description=__doc__.split("\n")[0])
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--n", type=int, default=20, help="samples per family (1-500)")
     ap.add_argument("--seed", type=int, default=0)

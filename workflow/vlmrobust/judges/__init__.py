@@ -1,5 +1,5 @@
 """Judges that read model outputs: the Distract-Bench distractor-reference judge
-(:mod:`vlmrobust.judge.reference`: LLM or offline, DRR / HFR / Ref_correct / Ref_wrong,
+(:mod:`vlmrobust.judges.reference`: LLM or offline, DRR / HFR / Ref_correct / Ref_wrong,
 agreement with the released judgments)."""
 
 from .reference import (

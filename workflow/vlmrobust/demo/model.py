@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vlmrobust.io import sha256_file
+from vlmrobust.core.io import sha256_file
 
 #: Name of the file that marks a directory as a demo model and records how it was built.
 DEMO_MARKER = "vlmrobust_demo.json"

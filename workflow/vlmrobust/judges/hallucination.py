@@ -8,7 +8,7 @@ Saying that a region is hidden, or refusing to describe it, is not hallucination
 Two judges, both with ``name`` and ``judge_many(items) -> rows`` (one row per item, in
 order; a failed judgment never raises):
 
-- :class:`LLMHallucinationJudge`: an LLM (:func:`vlmrobust.llm.make_llm`) reads the
+- :class:`LLMHallucinationJudge`: an LLM (:func:`vlmrobust.clients.llm.make_llm`) reads the
   question, the masked content, the original and the masked chain and answers strict
   JSON (:data:`HALLUCINATION_SCHEMA`); every call goes through the LLM cache;
 - :class:`OfflineHallucinationJudge`: deterministic and API-free: a masked-chain step
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..llm.judging import LLMJudge
-from .steps import Embedder, split_steps
+from ..masking.steps import Embedder, split_steps
+from .base import LLMJudge
 
 #: Bumped whenever the prompt or the parsing changes (the prompt is part of the LLM cache
 #: key anyway, so a new prompt never reuses an old answer).
@@ -288,14 +288,14 @@ def schema_problem(value: Any) -> str | None:
 
 
 class LLMHallucinationJudge(LLMJudge):
-    """The hallucination judge behind an LLM backend (:func:`vlmrobust.llm.make_llm`).
+    """The hallucination judge behind an LLM backend (:func:`vlmrobust.clients.llm.make_llm`).
 
     One call per item (prompt: :func:`build_hallucination_prompt`) with
     :data:`HALLUCINATION_SCHEMA`, all through ``llm.complete_many``; the backend caches
     valid answers by content and retries invalid JSON; a failed call or an answer that
     violates the schema becomes a row with ``hallucinated None`` and ``error`` set. An
     empty masked chain makes no call (not hallucinated, method ``empty``). The shared
-    loop: :class:`vlmrobust.llm.judging.LLMJudge`.
+    loop: :class:`vlmrobust.judges.base.LLMJudge`.
     """
 
     schema = HALLUCINATION_SCHEMA
@@ -333,7 +333,7 @@ def make_hallucination_judge(
 ) -> OfflineHallucinationJudge | LLMHallucinationJudge:
     """A judge from a config spec: ``{backend: offline, threshold: 0.6, model_dir: null}``
     (the default when ``spec`` is None; ``embedder`` is shared with the caller when
-    given) or an LLM spec for :func:`vlmrobust.llm.make_llm` (``backend: openai |
+    given) or an LLM spec for :func:`vlmrobust.clients.llm.make_llm` (``backend: openai |
     gemini``, ``model``, ``base_url``, ``api_key_env``, ``options``) with optional
     ``max_tokens`` / ``temperature`` / ``seed``. An unknown backend is a ValueError."""
     spec = dict(spec or {"backend": "offline"})
@@ -343,7 +343,7 @@ def make_hallucination_judge(
             threshold=float(spec.get("threshold", 0.6)),
             model_dir=spec.get("model_dir"),
         )
-    from ..llm import make_llm
+    from ..clients.llm import make_llm
 
     return LLMHallucinationJudge(
         make_llm(spec, cache),

@@ -400,7 +400,7 @@ class Completion:
 
     def text_with_thinking(self) -> str:
         """The answer with the reasoning prepended as ``<think>...</think>`` (the markers
-        the common thinking split of :mod:`vlmrobust.infer.thinking` understands)."""
+        the common thinking split of :mod:`vlmrobust.clients.vlm.thinking` understands)."""
         if self.reasoning:
             return f"<think>{self.reasoning}</think>\n\n{self.text}"
         return self.text

@@ -15,7 +15,7 @@ judgment failed are excluded and counted, never silently read as "no").
 Two judges:
 
 - an LLM judge (:class:`LLMReferenceJudge`, or any backend from
-  :func:`vlmrobust.llm.make_llm`): the prompt of :func:`build_reference_prompt`, strict
+  :func:`vlmrobust.clients.llm.make_llm`): the prompt of :func:`build_reference_prompt`, strict
   JSON checked against :data:`REFERENCE_SCHEMA`; every call goes through the
   content-addressed LLM cache (a rerun makes no request); invalid JSON / a schema
   violation is retried by the backend and then recorded as an error row;
@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..embedding import (  # noqa: F401 - re-exported: the judge's model
+from ..clients.embedding import (  # noqa: F401 - re-exported: the judge's model
     DEFAULT_MODEL_NAME,
     Embedder,
     default_model_dir,
     load_embedding_model,
 )
-from ..llm.judging import LLMJudge
+from .base import LLMJudge
 
 #: Bumped whenever the prompt or the parsing changes (the prompt text is part of the LLM
 #: cache key anyway, so a new prompt never reuses an old answer).
@@ -184,8 +184,8 @@ def edit_record(meta_edit: Any) -> dict[str, Any]:
 
 def describe_outputs(samples: Mapping[str, Any]) -> Callable[[Any], ReferenceItem]:
     """A ``describe`` for :func:`judge_reference` over model outputs
-    (:class:`~vlmrobust.records.OutputRow` or its dict) of Distract-Bench samples
-    (``sample_id`` → :class:`~vlmrobust.records.Sample`): the judge reads the whole raw
+    (:class:`~vlmrobust.core.records.OutputRow` or its dict) of Distract-Bench samples
+    (``sample_id`` → :class:`~vlmrobust.core.records.Sample`): the judge reads the whole raw
     output (reasoning included, as the paper counts references in the reasoning too),
     the sample's ``meta["edit"]["dead_end_description"]`` and ``edit_instruction``."""
 
@@ -251,12 +251,12 @@ def _precheck(item: ReferenceItem, judge: str) -> dict[str, Any] | None:
 
 
 class LLMReferenceJudge(LLMJudge):
-    """The distractor-reference judge behind an LLM backend (:func:`vlmrobust.llm.make_llm`).
+    """The distractor-reference judge behind an LLM backend (:func:`vlmrobust.clients.llm.make_llm`).
 
     One call per item with :data:`REFERENCE_SCHEMA`; the backend caches every valid
     answer by content, retries invalid JSON and schema violations (``max_retries``) and
     then returns an error, which becomes a row with ``verdict None`` and ``error`` set
-    (the shared loop: :class:`vlmrobust.llm.judging.LLMJudge`).
+    (the shared loop: :class:`vlmrobust.judges.base.LLMJudge`).
     """
 
     schema = REFERENCE_SCHEMA
@@ -557,20 +557,20 @@ def as_judge(judge: Any) -> ReferenceJudge:
         return LLMReferenceJudge(judge)
     raise TypeError(
         f"{type(judge).__name__} is not a reference judge: pass an LLM backend "
-        "(vlmrobust.llm.make_llm), an LLMReferenceJudge or an OfflineReferenceJudge"
+        "(vlmrobust.clients.llm.make_llm), an LLMReferenceJudge or an OfflineReferenceJudge"
     )
 
 
 def make_reference_judge(spec: Mapping[str, Any] | None, cache: Any = None) -> ReferenceJudge:
     """A judge from a config spec: ``{backend: offline, threshold: 0.6, model_dir: null}``
-    (the default when ``spec`` is None) or an LLM spec for :func:`vlmrobust.llm.make_llm`
+    (the default when ``spec`` is None) or an LLM spec for :func:`vlmrobust.clients.llm.make_llm`
     (``backend: openai | gemini``, ...) with optional ``max_tokens`` / ``temperature``."""
     spec = dict(spec or {"backend": "offline"})
     if spec.get("backend", "offline") == "offline":
         return OfflineReferenceJudge(
             model_dir=spec.get("model_dir"), threshold=float(spec.get("threshold", 0.6))
         )
-    from ..llm import make_llm
+    from ..clients.llm import make_llm
 
     return LLMReferenceJudge(
         make_llm(spec, cache),
@@ -590,7 +590,7 @@ def judge_reference(
     ``describe`` turns a row into what the judge reads (a :class:`ReferenceItem` or a
     mapping, see :meth:`ReferenceItem.from_mapping`; :func:`describe_outputs` for
     model outputs); without it the rows must already be items or mappings. ``judge`` is
-    an LLM backend (:func:`vlmrobust.llm.make_llm`), an :class:`LLMReferenceJudge` or an
+    an LLM backend (:func:`vlmrobust.clients.llm.make_llm`), an :class:`LLMReferenceJudge` or an
     :class:`OfflineReferenceJudge`.
 
     Each result: ``key``, ``verdict`` ("yes" / "no" / None), ``reason``, ``evidence``,

@@ -41,14 +41,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from PIL import Image, ImageDraw
 
-from vlmrobust.figures.corruption import DPI, _save
-from vlmrobust.io import atomic_write_text
+from vlmrobust.core.io import atomic_write_text
 from vlmrobust.metrics.masking import (
     masked_conditions,
     masking_examples,
     read_compared,
 )
-from vlmrobust.tables.render import clip_text, fmt_yes_no, printable
+from vlmrobust.report.figures.corruption import DPI, _save
+from vlmrobust.report.tables.render import clip_text, fmt_yes_no, printable
 
 __all__ = [
     "MAX_STEPS",

@@ -5,7 +5,7 @@ the package (and the request building below, which is unit-tested on the demo mo
 processor) works without it.
 
 Prompts are built here, not by ``LLM.chat``: the model's own chat template (through
-its transformers processor) turns each :class:`~vlmrobust.infer.base.Request` into a
+its transformers processor) turns each :class:`~vlmrobust.clients.vlm.base.Request` into a
 prompt holding the model's image placeholder once per image, in the order of the
 request's content, and the images go in ``multi_modal_data`` in the same order (vLLM
 expands each placeholder into the image's tokens itself).

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write_text
+from ...core.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@
 
 PNG (150 dpi) and PDF, fixed sizes (a function of the number of models only), no
 timestamps, the default style: a rerun on the same metrics gives the same bytes
-(:mod:`vlmrobust.figures.corruption`'s writer). A missing or undefined value is no bar
+(:mod:`vlmrobust.report.figures.corruption`'s writer). A missing or undefined value is no bar
 but an "n/a" mark at its place; a panel without any value says why in red.
 """
 
@@ -30,17 +30,17 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from vlmrobust.figures.corruption import DPI, _save, _snap
 from vlmrobust.metrics.distraction import distraction_conditions, distraction_dataset
-from vlmrobust.tables.corruption import (
+from vlmrobust.report.figures.corruption import DPI, _save, _snap
+from vlmrobust.report.tables.corruption import (
     MetricsIndex,
     ModelInfo,
     family_label,
     lookup,
     ordered_models,
 )
-from vlmrobust.tables.distraction import pair_models
-from vlmrobust.tables.render import is_missing
+from vlmrobust.report.tables.distraction import pair_models
+from vlmrobust.report.tables.render import is_missing
 
 __all__ = [
     "distraction_figure_names",

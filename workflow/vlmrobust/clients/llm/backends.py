@@ -1,6 +1,6 @@
 """LLM judge and writer backends: text (and images) in, text or JSON out.
 
-Every call goes through the :class:`~vlmrobust.llm.cache.LLMCache` when one is given:
+Every call goes through the :class:`~vlmrobust.clients.llm.cache.LLMCache` when one is given:
 a cached key makes no request. With ``json_schema`` the backend asks for JSON output
 (OpenAI ``response_format``, Gemini ``response_mime_type``), parses it and validates it
 against the schema; invalid JSON or a schema violation is retried like a malformed
@@ -14,7 +14,7 @@ A backend is made from a small spec (:func:`make_llm`)::
      api_key_env: OPENAI_API_KEY, options: {...}}
 
 ``options`` are those of the VLM backends of the same provider
-(:mod:`vlmrobust.infer.openai_api`, :mod:`vlmrobust.infer.gemini_api`: concurrency,
+(:mod:`vlmrobust.clients.vlm.openai_api`, :mod:`vlmrobust.clients.vlm.gemini_api`: concurrency,
 retry policy, max_tokens_param, send_temperature, ...) plus:
 
 ``json_mode`` (openai only; "json_schema")
@@ -42,6 +42,7 @@ from typing import Any
 
 from jsonschema.exceptions import best_match
 
+from ...core.io import sha256_bytes, sha256_file
 from ..apicall import (
     APICallError,
     CallFailed,
@@ -51,7 +52,6 @@ from ..apicall import (
     map_concurrent,
     png_bytes,
 )
-from ..io import sha256_bytes, sha256_file
 from .cache import LLMCache, make_key, request_payload
 
 #: Options that do not change the answer, so they stay out of the cache key.
@@ -403,7 +403,7 @@ class OpenAILLM(LLMBackend):
         *,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        from ..infer.openai_api import OpenAIChat
+        from ..vlm.openai_api import OpenAIChat
 
         super().__init__(spec, cache, sleep=sleep)
         mode = self.options.get("json_mode", "json_schema")
@@ -452,7 +452,7 @@ class OpenAILLM(LLMBackend):
         check: Callable[[Completion], None],
         describe: str,
     ) -> Completion:
-        from ..infer.openai_api import image_part
+        from ..vlm.openai_api import image_part
 
         wire: list[dict[str, Any]] = [dict(m) for m in messages]
         if images:
@@ -486,7 +486,7 @@ class GeminiLLM(LLMBackend):
         *,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        from ..infer.gemini_api import GeminiChat
+        from ..vlm.gemini_api import GeminiChat
 
         super().__init__(spec, cache, sleep=sleep)
         who = f"LLM {self.model!r}"

@@ -15,7 +15,7 @@ import jsonschema
 import yaml
 from jsonschema import Draft202012Validator, validators
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 
 
 class ConfigError(ValueError):

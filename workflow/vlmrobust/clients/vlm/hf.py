@@ -60,6 +60,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...demo.model import read_demo_record
 from .base import (
     Backend,
     Request,
@@ -69,7 +70,6 @@ from .base import (
     media_marks,
     without_marks,
 )
-from .demo_model import read_demo_record
 from .media import load_image
 
 log = logging.getLogger(__name__)

@@ -35,9 +35,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from vlmrobust.io import atomic_write_bytes
+from vlmrobust.core.io import atomic_write_bytes
 from vlmrobust.perturb.corruption import CORRUPTION_METHODS, SEVERITIES
-from vlmrobust.tables.corruption import (
+from vlmrobust.report.tables.corruption import (
     POOLED,
     MetricsIndex,
     ModelInfo,
@@ -49,7 +49,7 @@ from vlmrobust.tables.corruption import (
     lookup,
     ordered_models,
 )
-from vlmrobust.tables.render import is_missing
+from vlmrobust.report.tables.render import is_missing
 
 __all__ = [
     "DPI",

@@ -83,7 +83,7 @@ class LLMJudge:
         return self.judge_many([item])[0]
 
     def answer_row(self, key: str, response: Any) -> dict[str, Any]:
-        """The row of one backend response (:class:`vlmrobust.llm.LLMResponse`)."""
+        """The row of one backend response (:class:`vlmrobust.clients.llm.LLMResponse`)."""
         extra = {
             "method": "llm",
             "cached": bool(response.cached),

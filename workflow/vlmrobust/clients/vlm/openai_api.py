@@ -3,7 +3,7 @@
 vLLM, SGLang, LMDeploy and Ollama serve the same chat-completions API; point a
 registry entry at one with ``base_url`` (``api_key_env: null`` when the server needs
 no key). The official ``openai`` client does the HTTP with its own retries switched
-off (``max_retries=0``); :mod:`vlmrobust.apicall` retries on top, the same way for
+off (``max_retries=0``); :mod:`vlmrobust.clients.apicall` retries on top, the same way for
 every provider.
 
 Registry ``options`` (all optional):
@@ -11,7 +11,7 @@ Registry ``options`` (all optional):
 ``concurrency`` (8)
     Requests in flight at once.
 ``timeout_s`` (120), ``max_retries`` (5), ``base_delay`` (1.0), ``max_delay`` (60), ``jitter`` (true)
-    The :class:`~vlmrobust.apicall.RetryPolicy`.
+    The :class:`~vlmrobust.clients.apicall.RetryPolicy`.
 ``max_tokens_param`` ("max_tokens")
     The request field for the output budget. GPT-5 and the o-series reject
     ``max_tokens`` and need ``"max_completion_tokens"`` (which also counts their
@@ -71,7 +71,7 @@ def image_part(image: Any, detail: str | None = None) -> dict[str, Any]:
 
 
 def classify_openai(exc: BaseException) -> Classified:
-    """The openai SDK's exceptions in :mod:`vlmrobust.apicall` terms."""
+    """The openai SDK's exceptions in :mod:`vlmrobust.clients.apicall` terms."""
     import openai
 
     if isinstance(exc, openai.APIResponseValidationError):
@@ -142,7 +142,7 @@ def parse_chat_completion(completion: Any, latency_s: float) -> Completion:
 class OpenAIChat:
     """A chat-completions client with the shared retry policy and in-flight limit.
 
-    Used by :class:`OpenAIBackend` (VLM) and :class:`vlmrobust.llm.backends.OpenAILLM`.
+    Used by :class:`OpenAIBackend` (VLM) and :class:`vlmrobust.clients.llm.backends.OpenAILLM`.
     The API key is handed to the SDK client and kept nowhere else.
     """
 
@@ -240,8 +240,8 @@ class OpenAIChat:
         **kwargs: Any,
     ) -> Completion:
         """:meth:`attempt` under the retry policy; ``check`` may raise
-        :class:`~vlmrobust.apicall.APICallError` to reject an answer (retried when
-        retryable). Raises :class:`~vlmrobust.apicall.CallFailed` when all fail."""
+        :class:`~vlmrobust.clients.apicall.APICallError` to reject an answer (retried when
+        retryable). Raises :class:`~vlmrobust.clients.apicall.CallFailed` when all fail."""
 
         def once() -> Completion:
             completion = self.attempt(messages, **kwargs)

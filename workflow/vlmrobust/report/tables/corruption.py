@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from vlmrobust.metrics.corruption import METRIC_COLUMNS as _METRIC_COLUMNS
-from vlmrobust.tables.render import (
+from vlmrobust.report.tables.render import (
     DASH,
     Table,
     fmt_count,

@@ -1,0 +1,3 @@
+"""The clients layer: backends that answer a request (VLM backends, LLM judge/writer
+backends, the content-addressed LLM cache, the sentence-embedding model, the shared API
+retry loop). They know nothing of datasets, studies or files beyond their own cache."""
