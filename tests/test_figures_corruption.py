@@ -22,13 +22,13 @@ from vlmrobust.report.figures import (
     corruption_figures,
     write_corruption_figures,
 )
+from vlmrobust.metrics.core import METRIC_COLUMNS
+from vlmrobust.report.common import DPI
 from vlmrobust.report.figures.corruption import (
     CLEAN_ZERO_NOTE,
-    DPI,
     figure4_size,
     rr_heatmap_size,
 )
-from vlmrobust.report.tables.corruption import METRIC_COLUMNS
 
 NAN = math.nan
 

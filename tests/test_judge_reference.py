@@ -26,8 +26,8 @@ from vlmrobust.judges import (
     judge_reference,
     load_released_references,
     make_reference_judge,
-    reference_rates,
 )
+from vlmrobust.metrics.distraction import reference_rates
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "distract-bench"
 MODELS = ["Qwen__Qwen2.5-VL-7B-Instruct", "FanqingM__MM-Eureka-Qwen-7B"]

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from vlmrobust.core.io import write_jsonl
-from vlmrobust.metrics.corruption import METRIC_COLUMNS, read_metrics, write_metrics
+from vlmrobust.metrics.core import METRIC_COLUMNS, read_metrics, write_metrics
 from vlmrobust.metrics.masking import (
     MASKING_METRICS,
     NOTE_NO_ROWS,

@@ -49,7 +49,8 @@ SPEC = {
         "chartqa": {"group": "general", "display": "ChartQA"},
         "mathvista": {"group": "reasoning", "display": "MathVista"},
     },
-    "conditions": {"clean": "clean", "perturbed": [COND]},
+    "clean_condition": "clean",
+    "perturbed_conditions": [COND],
 }
 
 BENCH_GROUP = {"chartqa": "general", "mathvista": "reasoning"}
@@ -301,7 +302,7 @@ def test_benchmark_order_and_labels_for_prompt_variants():
         row("accuracy", "q25", b, "clean", 0.5)
         for b in ("chartqa", "mathvista:mathvista-cot", "mathvista:mathvista-format", "extra")
     ]
-    from vlmrobust.report.tables.corruption import MetricsIndex
+    from vlmrobust.metrics.index import MetricsIndex
 
     index = MetricsIndex(pd.DataFrame(rows, columns=list(METRIC_COLUMNS)))
     assert benchmark_order(index, spec) == [
@@ -400,7 +401,7 @@ def test_markdown_escapes_pipes_and_latex_guards_leading_bracket():
 
 
 def test_several_perturbed_conditions_get_one_file_each(tmp_path):
-    spec = dict(SPEC, conditions={"clean": "clean", "perturbed": [COND, "blur"]})
+    spec = dict(SPEC, perturbed_conditions=[COND, "blur"])
     assert corruption_table_names(spec) == [
         "table1_corrupt",
         "table1_blur",

@@ -15,7 +15,6 @@ from .reference import (
     judge_reference,
     load_released_references,
     make_reference_judge,
-    reference_rates,
 )
 
 __all__ = [
@@ -31,5 +30,4 @@ __all__ = [
     "judge_reference",
     "load_released_references",
     "make_reference_judge",
-    "reference_rates",
 ]

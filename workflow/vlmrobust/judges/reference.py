@@ -2,7 +2,8 @@
 
 For every model output on a distracted image the judge answers one question: does the
 output *explicitly refer to or use* the injected distractor? The answer ``r_i`` (yes = 1)
-gives the paper's output-analysis metrics (:func:`reference_rates`)::
+gives the paper's output-analysis metrics (computed from these labels by
+:func:`vlmrobust.metrics.distraction.reference_rates`)::
 
     DRR         = 1/N * sum r_i
     HFR         = 1/N * sum r_i (1 - c_i)
@@ -30,7 +31,6 @@ Two judges:
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -601,84 +601,6 @@ def judge_reference(
     """
     items = [as_item(describe(row) if describe is not None else row) for row in rows]
     return as_judge(judge).judge_many(items)
-
-
-# --- metrics ----------------------------------------------------------------------------------
-
-
-def _truth(value: Any) -> bool | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in ("true", "1", "yes", "correct"):
-            return True
-        if v in ("false", "0", "no", "wrong"):
-            return False
-        raise ValueError(f"correctness {value!r} is not a boolean")
-    return bool(value)
-
-
-def reference_rates(
-    judged: Sequence[Mapping[str, Any]], correct: Mapping[str, Any] | Sequence[Any]
-) -> dict[str, Any]:
-    """The paper's App. D distractor-reference metrics, as fractions in [0, 1].
-
-    ``judged`` are rows of :func:`judge_reference` (``key``, ``verdict``); ``correct``
-    is the correctness of each answer, by key (a mapping) or aligned with ``judged``.
-    Rows without a verdict (a failed judgment) or without a correctness are excluded
-    and counted in ``n_excluded``. Over the N remaining rows (r = verdict is "yes",
-    c = correct):
-
-    - ``DRR`` = sum r / N, ``HFR`` = sum r (1 - c) / N (both over all N rows);
-    - ``Ref_correct`` = sum r c / sum c, ``Ref_wrong`` = sum r (1 - c) / sum (1 - c)
-      (NaN when there is no correct / no wrong row).
-
-    ``n`` = N, ``n_correct`` = sum c, ``n_wrong`` = sum (1 - c); DRR and HFR are NaN
-    when N = 0.
-    """
-    if isinstance(correct, Mapping):
-        lookup = {str(k): v for k, v in correct.items()}
-        pairs = []
-        for row in judged:
-            key = str(row.get("key"))
-            if key not in lookup:
-                raise KeyError(f"no correctness for judged row {key!r}")
-            pairs.append((row, lookup[key]))
-    else:
-        if len(correct) != len(judged):
-            raise ValueError(
-                f"correct has {len(correct)} values for {len(judged)} judged rows; pass a "
-                "mapping by key or one value per row"
-            )
-        pairs = list(zip(judged, correct, strict=True))
-    r_list: list[int] = []
-    c_list: list[int] = []
-    excluded = 0
-    for row, c in pairs:
-        verdict = row.get("verdict")
-        truth = _truth(c)
-        if verdict not in VERDICTS or truth is None:
-            excluded += 1
-            continue
-        r_list.append(1 if verdict == "yes" else 0)
-        c_list.append(1 if truth else 0)
-    n = len(r_list)
-    n_correct = sum(c_list)
-    n_wrong = n - n_correct
-    ref_and_correct = sum(r * c for r, c in zip(r_list, c_list, strict=True))
-    ref_and_wrong = sum(r * (1 - c) for r, c in zip(r_list, c_list, strict=True))
-    nan = float("nan")
-    return {
-        "n": n,
-        "n_excluded": excluded,
-        "n_correct": n_correct,
-        "n_wrong": n_wrong,
-        "DRR": sum(r_list) / n if n else nan,
-        "HFR": ref_and_wrong / n if n else nan,
-        "Ref_correct": ref_and_correct / n_correct if n_correct else nan,
-        "Ref_wrong": ref_and_wrong / n_wrong if n_wrong else nan,
-    }
 
 
 def agreement(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:

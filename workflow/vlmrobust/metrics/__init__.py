@@ -1,31 +1,45 @@
-"""Scored rows -> tidy metric tables (DESIGN.md "Metrics are tidy long tables").
+"""The metrics layer: pure functions from stage files (scored rows, judged labels,
+compared chains, variant manifests) to tidy metric tables.
 
-:mod:`vlmrobust.metrics.corruption` computes the vision-corruption study of
-Distract-Bench (SPEC.md §1a, paper App. D): accuracy, relative robustness, retention,
-macro group aggregates, base-vs-reasoning pair statistics with paired-bootstrap
-intervals, RR-fingerprint correlations and RR per corruption method x severity. Every
-definition and choice is written in that module's docstring.
+:mod:`.core` is shared by every study (columns, rows, pairs, bootstrap, the
+perturbation engine, the files, the index views read); each study has one module of
+its own (:mod:`.corruption`, :mod:`.distraction`, :mod:`.masking`) that imports the
+core and no other study.
 """
 
 from __future__ import annotations
 
-from .corruption import (
+from .core import (
+    FLOAT_COLUMNS,
     METRIC_COLUMNS,
     bootstrap_gap_ci,
-    compute_corruption_metrics,
+    join_notes,
+    metric_row,
+    model_info,
+    perturbation_metrics,
     read_inputs,
     read_metrics,
+    registry_pairs,
+    spec_models,
     write_metrics,
 )
+from .corruption import compute_corruption_metrics
 from .distraction import compute_distraction_metrics, read_judged
 
 __all__ = [
+    "FLOAT_COLUMNS",
     "METRIC_COLUMNS",
     "bootstrap_gap_ci",
     "compute_corruption_metrics",
     "compute_distraction_metrics",
+    "join_notes",
+    "metric_row",
+    "model_info",
+    "perturbation_metrics",
     "read_inputs",
     "read_judged",
     "read_metrics",
+    "registry_pairs",
+    "spec_models",
     "write_metrics",
 ]

@@ -3,12 +3,11 @@
 :func:`compute_distraction_metrics` turns the scored rows of Distract-Bench under the
 ``clean``, ``distracted`` and ``corrupt`` conditions (same sample ids) and the
 distractor-reference judgments of the ``distracted`` outputs into one tidy table with
-the columns of :data:`vlmrobust.metrics.corruption.METRIC_COLUMNS` (same conventions:
+the columns of :data:`vlmrobust.metrics.core.METRIC_COLUMNS` (same conventions:
 fractions in [0, 1], text ``""`` and numbers NaN when they do not apply, every problem
-a warning and a ``note``). It reuses the corruption study's code: every accuracy, RR,
-retention and pair statistic below is computed by
-:func:`~vlmrobust.metrics.corruption.compute_corruption_metrics` and relabelled, never
-recomputed here. ``benchmark`` is the Distract-Bench dataset name throughout.
+a warning and a ``note``). Every accuracy, RR, retention and pair statistic below is
+computed by the shared engine :func:`~vlmrobust.metrics.core.perturbation_metrics`
+(without the method x severity breakdown) and relabelled, never recomputed here. ``benchmark`` is the Distract-Bench dataset name throughout.
 
 Table 3 (all scored rows of the dataset; one run with ``perturbed_conditions =
 [distracted]``)
@@ -36,7 +35,7 @@ rows, ``perturbed_conditions = [corrupt]`` and ``[distracted]``)
                   module gives no row for (no outputs of both models under that
                   condition) still gets its rows, NaN with a note.
 
-Table 5 / Figure 6 (condition distracted; :func:`vlmrobust.judges.reference_rates`)
+Table 5 / Figure 6 (condition distracted; :func:`reference_rates`)
     ``drr``, ``hfr`` (``n`` = N judged rows with a verdict and a scored row),
     ``ref_correct`` (``n`` = correct ones), ``ref_wrong`` (``n`` = wrong ones). A judged
     row is matched to its scored ``distracted`` row by ``key`` (the model's rows only);
@@ -51,7 +50,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +58,17 @@ import numpy as np
 import pandas as pd
 
 from ..core.io import read_jsonl
-from ..judges.reference import reference_rates
-from .corruption import METRIC_COLUMNS, compute_corruption_metrics
+from .core import (
+    FLOAT_COLUMNS,
+    METRIC_COLUMNS,
+    join_notes,
+    metric_row,
+    model_info,
+    perturbation_metrics,
+    registry_pairs,
+    spec_dataset,
+    spec_models,
+)
 
 __all__ = [
     "MATCHED",
@@ -85,21 +93,10 @@ PAIR_METRICS = ("pair_n", "agreement", "retention_gap", "error_jaccard")
 NOTE_NO_JUDGED = "no judged rows"
 NOTE_NO_MATCHED = "no samples scored under all of clean, distracted and corrupt"
 
-_TEXT = tuple(c for c in METRIC_COLUMNS if c not in ("severity", "value", "ci_low", "ci_high", "n"))
-_FLOAT = ("severity", "value", "ci_low", "ci_high")
+_TEXT = tuple(c for c in METRIC_COLUMNS if c not in (*FLOAT_COLUMNS, "n"))
 
 
 # --------------------------------------------------------------------------- spec
-
-
-def spec_dataset(spec: Mapping[str, Any], what: str) -> str:
-    """The dataset name of a study's spec (``dataset``: a name or {name: ...})."""
-    ds = spec.get("dataset")
-    if isinstance(ds, Mapping):
-        ds = ds.get("name")
-    if not ds:
-        raise ValueError(f"spec: key 'dataset' (the {what} dataset name) is missing")
-    return str(ds)
 
 
 def distraction_dataset(spec: Mapping[str, Any]) -> str:
@@ -116,49 +113,7 @@ def distraction_conditions(spec: Mapping[str, Any]) -> tuple[str, str, str]:
     )
 
 
-def _order(spec: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], list[str]]:
-    models = {str(k): (v or {}) for k, v in (spec.get("models") or {}).items()}
-    order = [str(m) for m in (spec.get("model_order") or list(models))]
-    order += [m for m in models if m not in order]
-    return models, order
-
-
-def _pairs(models: Mapping[str, Mapping[str, Any]], order: list[str]) -> list[tuple[str, str]]:
-    """(reasoning, base) registry pairs, in run order (the corruption module's rule)."""
-    known = set(order)
-    return [
-        (m, str(models[m].get("base")))
-        for m in order
-        if m in models
-        and models[m].get("role") == "reasoning"
-        and models[m].get("base")
-        and str(models[m].get("base")) in known
-    ]
-
-
 # --------------------------------------------------------------------------- rows
-
-
-def _row(metric: str, **kw: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {c: "" for c in _TEXT}
-    row.update({c: math.nan for c in _FLOAT})
-    row["n"] = 0
-    row["metric"] = metric
-    row.update(kw)
-    return row
-
-
-def _info(models: Mapping[str, Mapping[str, Any]], model: str) -> dict[str, str]:
-    entry = models.get(model) or {}
-    return {
-        "base_model": str(entry.get("base") or ""),
-        "family": str(entry.get("family") or ""),
-        "role": str(entry.get("role") or ""),
-    }
-
-
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in dict.fromkeys(notes) if n)
 
 
 def _value(rows: pd.DataFrame, **where: str) -> tuple[float, str, int]:
@@ -210,6 +165,83 @@ def _judged_by_model(judged: Any) -> dict[str, list[dict[str, Any]]]:
     )
 
 
+# --------------------------------------------------------------------------- rates
+
+def _truth(value: Any) -> bool | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("true", "1", "yes", "correct"):
+            return True
+        if v in ("false", "0", "no", "wrong"):
+            return False
+        raise ValueError(f"correctness {value!r} is not a boolean")
+    return bool(value)
+
+
+def reference_rates(
+    judged: Sequence[Mapping[str, Any]], correct: Mapping[str, Any] | Sequence[Any]
+) -> dict[str, Any]:
+    """The paper's App. D distractor-reference metrics, as fractions in [0, 1].
+
+    ``judged`` are rows of :func:`judge_reference` (``key``, ``verdict``); ``correct``
+    is the correctness of each answer, by key (a mapping) or aligned with ``judged``.
+    Rows without a verdict (a failed judgment) or without a correctness are excluded
+    and counted in ``n_excluded``. Over the N remaining rows (r = verdict is "yes",
+    c = correct):
+
+    - ``DRR`` = sum r / N, ``HFR`` = sum r (1 - c) / N (both over all N rows);
+    - ``Ref_correct`` = sum r c / sum c, ``Ref_wrong`` = sum r (1 - c) / sum (1 - c)
+      (NaN when there is no correct / no wrong row).
+
+    ``n`` = N, ``n_correct`` = sum c, ``n_wrong`` = sum (1 - c); DRR and HFR are NaN
+    when N = 0.
+    """
+    if isinstance(correct, Mapping):
+        lookup = {str(k): v for k, v in correct.items()}
+        pairs = []
+        for row in judged:
+            key = str(row.get("key"))
+            if key not in lookup:
+                raise KeyError(f"no correctness for judged row {key!r}")
+            pairs.append((row, lookup[key]))
+    else:
+        if len(correct) != len(judged):
+            raise ValueError(
+                f"correct has {len(correct)} values for {len(judged)} judged rows; pass a "
+                "mapping by key or one value per row"
+            )
+        pairs = list(zip(judged, correct, strict=True))
+    r_list: list[int] = []
+    c_list: list[int] = []
+    excluded = 0
+    for row, c in pairs:
+        verdict = row.get("verdict")
+        truth = _truth(c)
+        if verdict not in ("yes", "no") or truth is None:
+            excluded += 1
+            continue
+        r_list.append(1 if verdict == "yes" else 0)
+        c_list.append(1 if truth else 0)
+    n = len(r_list)
+    n_correct = sum(c_list)
+    n_wrong = n - n_correct
+    ref_and_correct = sum(r * c for r, c in zip(r_list, c_list, strict=True))
+    ref_and_wrong = sum(r * (1 - c) for r, c in zip(r_list, c_list, strict=True))
+    nan = float("nan")
+    return {
+        "n": n,
+        "n_excluded": excluded,
+        "n_correct": n_correct,
+        "n_wrong": n_wrong,
+        "DRR": sum(r_list) / n if n else nan,
+        "HFR": ref_and_wrong / n if n else nan,
+        "Ref_correct": ref_and_correct / n_correct if n_correct else nan,
+        "Ref_wrong": ref_and_wrong / n_wrong if n_wrong else nan,
+    }
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -227,7 +259,7 @@ def compute_distraction_metrics(
     """
     dataset = distraction_dataset(spec)
     clean, distracted, corrupt = distraction_conditions(spec)
-    models, order = _order(spec)
+    models, order = spec_models(spec)
     warnings: list[str] = []
 
     df = scored.drop(columns=[c for c in ("prompt_setting",) if c in scored.columns])
@@ -244,13 +276,8 @@ def compute_distraction_metrics(
         }
 
     def run(frame: pd.DataFrame, perturbed: str) -> pd.DataFrame:
-        # a variant manifest naming each variant's condition as its method: the runs
-        # need no method x severity (those rows are dropped) and so warn about none
-        v = frame.loc[frame["condition"].astype(str) == perturbed, ["variant_id"]].astype(str)
-        variants = v.drop_duplicates().assign(
-            dataset=dataset, condition=perturbed, method=perturbed, severity=math.nan
-        )
-        out, warns = compute_corruption_metrics(frame, variants, sub_spec(perturbed))
+        # one edited image per sample: no method x severity breakdown
+        out, warns = perturbation_metrics(frame, None, sub_spec(perturbed), by_method=False)
         warnings.extend(warns)
         return out[out["benchmark"] == dataset]
 
@@ -263,7 +290,7 @@ def compute_distraction_metrics(
     seen = list(dict.fromkeys([*order, *full["model"].astype(str)]))
     seen = [m for m in seen if m]
     for m in seen:
-        info = _info(models, m)
+        info = model_info(models, m)
         ca, cnote, _ = _value(full, metric="accuracy", model=m, condition=clean)
         da, dnote, dn = _value(full, metric="accuracy", model=m, condition=distracted)
         note = ""
@@ -271,7 +298,7 @@ def compute_distraction_metrics(
             absent = [c for c, a in ((clean, ca), (distracted, da)) if math.isnan(a)]
             note = f"no scored outputs under {', '.join(absent)}"
         rows.append(
-            _row(
+            metric_row(
                 "drop_pp",
                 model=m,
                 **info,
@@ -293,7 +320,7 @@ def compute_distraction_metrics(
             f"dataset {dataset}: {NOTE_NO_MATCHED}; the matched comparison (Table 4) is NaN"
         )
     matched = df[ids.isin(shared)]
-    pairs = _pairs(models, order)
+    pairs = registry_pairs(models, order)
     matched_runs = {}
     for cond in (corrupt, distracted):
         res = run(matched, cond)
@@ -306,8 +333,8 @@ def compute_distraction_metrics(
                 rec.update(metric=new, group=MATCHED)
                 rows.append(rec)
         for r, b in pairs:
-            info = dict(model=r, base_model=b, family=_info(models, r)["family"])
-            info["role"] = _info(models, r)["role"]
+            info = dict(model=r, base_model=b, family=model_info(models, r)["family"])
+            info["role"] = model_info(models, r)["role"]
             common = dict(**info, benchmark=dataset, group=MATCHED, condition=cond)
             absent_note = (
                 NOTE_NO_MATCHED
@@ -319,7 +346,7 @@ def compute_distraction_metrics(
                     (res["metric"] == metric) & (res["model"] == r) & (res["base_model"] == b)
                 ]
                 if hit.empty:
-                    rows.append(_row(metric, **common, note=absent_note))
+                    rows.append(metric_row(metric, **common, note=absent_note))
                 else:
                     rec = hit.iloc[0].to_dict()
                     rec.update(common)
@@ -328,12 +355,12 @@ def compute_distraction_metrics(
             rr_, nr, _ = _value(res, metric="rr", model=r, condition=cond)
             note = ""
             if math.isnan(rb) or math.isnan(rr_):
-                note = _join(
+                note = join_notes(
                     absent_note if not shared else "",
                     f"{b}: {nb or 'no RR'}" if math.isnan(rb) else "",
                     f"{r}: {nr or 'no RR'}" if math.isnan(rr_) else "",
                 )
-            rows.append(_row("rr_gap", **common, value=rb - rr_, n=n_shared, note=note))
+            rows.append(metric_row("rr_gap", **common, value=rb - rr_, n=n_shared, note=note))
 
     # ---- Table 5: distractor-reference rates
     by_model = _judged_by_model(judged)
@@ -349,7 +376,7 @@ def compute_distraction_metrics(
     hfr: dict[str, float] = {}
     hfr_n: dict[str, int] = {}
     for m in [*seen, *extra]:
-        info = _info(models, m)
+        info = model_info(models, m)
         common = dict(model=m, **info, benchmark=dataset, condition=distracted)
         jrows = by_model.get(m) or []
         if not jrows:
@@ -358,7 +385,7 @@ def compute_distraction_metrics(
                 "Ref_correct and Ref_wrong are NaN"
             )
             for metric in REFERENCE_METRICS:
-                rows.append(_row(metric, **common, note=NOTE_NO_JUDGED))
+                rows.append(metric_row(metric, **common, note=NOTE_NO_JUDGED))
             hfr[m] = math.nan
             hfr_n[m] = 0
             continue
@@ -382,7 +409,7 @@ def compute_distraction_metrics(
             )
         if unjudged:
             parts.append(f"{unjudged} scored {distracted} row(s) not judged")
-        base_note = _join(*parts)
+        base_note = join_notes(*parts)
         if rates["n"] == 0:
             warnings.append(f"model {m}: no judged row has a verdict and a scored row; NaN")
         counts = {
@@ -399,8 +426,8 @@ def compute_distraction_metrics(
                     "ref_correct": "no correct judged output",
                     "ref_wrong": "no wrong judged output",
                 }.get(metric, "no judged row with a verdict")
-                note = _join(why, base_note)
-            rows.append(_row(metric, **common, value=value, n=counts[metric], note=note))
+                note = join_notes(why, base_note)
+            rows.append(metric_row(metric, **common, value=value, n=counts[metric], note=note))
         hfr[m] = float(rates["HFR"])
         hfr_n[m] = int(rates["n"])
     for r, b in pairs:
@@ -413,12 +440,12 @@ def compute_distraction_metrics(
             warnings.append(f"pair {b} -> {r}: base HFR is 0, so the relative HFR is NaN")
         value = hr / hb if not note else math.nan
         rows.append(
-            _row(
+            metric_row(
                 "hfr_relative",
                 model=r,
                 base_model=b,
-                family=_info(models, r)["family"],
-                role=_info(models, r)["role"],
+                family=model_info(models, r)["family"],
+                role=model_info(models, r)["role"],
                 benchmark=dataset,
                 condition=distracted,
                 value=value,
@@ -430,7 +457,7 @@ def compute_distraction_metrics(
     out = pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
     for c in _TEXT:
         out[c] = out[c].astype(object).where(out[c].notna(), "").astype(str)
-    for c in _FLOAT:
+    for c in FLOAT_COLUMNS:
         out[c] = out[c].astype(float)
     out["n"] = out["n"].astype(np.int64)
     return out.reset_index(drop=True), list(dict.fromkeys(warnings))

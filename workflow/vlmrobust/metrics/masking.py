@@ -2,7 +2,7 @@
 
 :func:`compute_masking_metrics` turns the *compared rows* of one masking dataset (one
 per model x sample x masked condition; schema in :mod:`vlmrobust.masking`) into one tidy
-table with the columns of :data:`vlmrobust.metrics.corruption.METRIC_COLUMNS` (same
+table with the columns of :data:`vlmrobust.metrics.core.METRIC_COLUMNS` (same
 conventions: fractions in [0, 1], text ``""`` and numbers NaN when they do not apply,
 every problem a logged warning and a ``note``).
 
@@ -54,8 +54,7 @@ from typing import Any
 import pandas as pd
 
 from ..core.io import read_jsonl
-from .corruption import FLOAT_COLUMNS, METRIC_COLUMNS, metric_row
-from .distraction import spec_dataset
+from .core import FLOAT_COLUMNS, METRIC_COLUMNS, join_notes, metric_row, spec_dataset
 
 __all__ = [
     "ATTRIBUTIONS",
@@ -101,7 +100,7 @@ def masking_dataset(spec: Mapping[str, Any]) -> str:
     return spec_dataset(spec, "masking")
 
 
-def spec_models(spec: Mapping[str, Any], extra: Iterable[str] = ()) -> list[tuple[str, str]]:
+def display_models(spec: Mapping[str, Any], extra: Iterable[str] = ()) -> list[tuple[str, str]]:
     """(id, display name) of the study's models: ``model_order``, then the rest of the
     registry entries in the spec, then ``extra`` (e.g. models found only in metrics)."""
     registry = spec.get("models") or {}
@@ -202,7 +201,7 @@ def masking_examples(
             and str(r.get("dataset") or dataset) == dataset
         ):
             by_sample[sid].setdefault(str(r.get("model")), r)
-    models = spec_models(spec)
+    models = display_models(spec)
     known = dict(models)
     out = []
     for sid in chosen:
@@ -221,10 +220,6 @@ def binomial_se(p: float, n: int) -> float:
     if n <= 0 or math.isnan(p):
         return math.nan
     return math.sqrt(p * (1.0 - p) / n)
-
-
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in dict.fromkeys(notes) if n)
 
 
 def _failed_note(failed: list[Mapping[str, Any]]) -> str:
@@ -267,7 +262,7 @@ def _model_rows(
             why = f"{excluded} row(s) excluded ({what})"
         n = len(known)
         p = sum(bool(r.get(field)) for r in known) / n if n else math.nan
-        note = _join(empty if not ok else "", why, failed_note)
+        note = join_notes(empty if not ok else "", why, failed_note)
         if ok and not n:
             log.warning("%s: no row with %s; %s is NaN", label, field, metric)
         out.append(metric_row(metric, **common, value=p, n=n, note=note))
@@ -282,13 +277,13 @@ def _model_rows(
             **common,
             value=changed / total if total else math.nan,
             n=total,
-            note=_join(note, failed_note),
+            note=join_notes(note, failed_note),
         )
     )
 
     sims = [float(r["step_similarity"]) for r in ok if r.get("step_similarity") is not None]
     excluded = len(ok) - len(sims)
-    note = _join(
+    note = join_notes(
         empty if not ok else "",
         f"{excluded} row(s) without a matched step pair excluded" if excluded else "",
         failed_note,
@@ -306,7 +301,7 @@ def _model_rows(
     attr = [str(r.get("region_attribution")) for r in ok]
     known_attr = [a for a in attr if a in ATTRIBUTIONS]
     excluded = len(attr) - len(known_attr)
-    note = _join(
+    note = join_notes(
         empty if not ok else "",
         f"{excluded} row(s) without a region attribution excluded" if excluded else "",
         failed_note,
@@ -350,7 +345,7 @@ def compute_masking_metrics(
     dataset = masking_dataset(spec)
     conds = masked_conditions(spec)
     models = spec.get("models") or {}
-    order = [m for m, _ in spec_models(spec)]
+    order = [m for m, _ in display_models(spec)]
 
     grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     other_ds: Counter[str] = Counter()

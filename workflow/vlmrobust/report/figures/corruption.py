@@ -19,7 +19,6 @@ once per condition (``figure4_<condition>``), as the tables are.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,21 +34,23 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from vlmrobust.core.io import atomic_write_bytes
+from vlmrobust.metrics.index import MetricsIndex, is_missing, lookup
 from vlmrobust.perturb.corruption import CORRUPTION_METHODS, SEVERITIES
-from vlmrobust.report.tables.corruption import (
+from vlmrobust.report.common import (
+    DPI,
     POOLED,
-    MetricsIndex,
     ModelInfo,
+    family_label,
+    ordered_models,
+    save_figure,
+    snap,
+)
+from vlmrobust.report.tables.corruption import (
     benchmark_label,
     benchmark_order,
     clean_condition,
     condition_suffixes,
-    family_label,
-    lookup,
-    ordered_models,
 )
-from vlmrobust.report.tables.render import is_missing
 
 __all__ = [
     "DPI",
@@ -62,23 +63,11 @@ __all__ = [
     "write_corruption_figures",
 ]
 
-DPI = 150
-#: No timestamps or version strings that change between runs.
-PNG_METADATA: dict[str, Any] = {"Software": None}
-PDF_METADATA: dict[str, Any] = {"CreationDate": None, "ModDate": None, "Creator": "vlmrobust"}
 CLEAN_ZERO_NOTE = "RR undefined (clean accuracy 0)"
 NA_COLOUR = "0.85"
 BASE_STYLE = {"color": "black", "linestyle": "--", "marker": "o"}
 MARKERS = ("s", "^", "D", "v", "P", "X", "<", ">", "h", "*")
 CMAP = "viridis"
-#: Figure sizes are multiples of this (inches), so pixel sizes are whole at 150 dpi.
-_STEP = 0.2
-
-
-def _snap(inches: float) -> float:
-    return round(math.ceil(inches / _STEP - 1e-9) * _STEP, 1)
-
-
 # ---------------------------------------------------------------------------
 # Shared helpers
 # ---------------------------------------------------------------------------
@@ -116,17 +105,6 @@ def _fingerprint_r(index: MetricsIndex, base: str, reasoning: str, condition: st
     return float(pooled[0]["value"]) if pooled else math.nan
 
 
-def _save(fig: Figure, stem: Path) -> list[Path]:
-    paths = []
-    for fmt, meta in (("png", PNG_METADATA), ("pdf", PDF_METADATA)):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, dpi=DPI, metadata=meta)
-        path = stem.with_name(f"{stem.name}.{fmt}")
-        atomic_write_bytes(path, buf.getvalue())
-        paths.append(path)
-    return paths
-
-
 def _families(models: list[ModelInfo]) -> list[tuple[str, list[ModelInfo]]]:
     fams = list(dict.fromkeys(m.family for m in models))
     return [(f, [m for m in models if m.family == f]) for f in fams]
@@ -140,8 +118,8 @@ def _families(models: list[ModelInfo]) -> list[tuple[str, list[ModelInfo]]]:
 def figure4_size(n_panels: int, n_benchmarks: int, max_models: int) -> tuple[float, float]:
     """(width, height) in inches of Figure 4."""
     panel_w = max(3.2, 0.45 * max(n_benchmarks, 1) + 1.4)
-    width = _snap(max(n_panels, 1) * panel_w + 0.4)
-    height = _snap(3.6 + 0.2 * max(max_models, 1) + 0.8)
+    width = snap(max(n_panels, 1) * panel_w + 0.4)
+    height = snap(3.6 + 0.2 * max(max_models, 1) + 0.8)
     return width, height
 
 
@@ -264,7 +242,7 @@ def rr_heatmap_size(n_models: int) -> tuple[float, float]:
     n = max(n_models, 1)
     ncols = min(_HEAT_COLS, n)
     nrows = math.ceil(n / ncols)
-    return _snap(ncols * _HEAT_PANEL_W + 2.4), _snap(nrows * _HEAT_PANEL_H + 0.8)
+    return snap(ncols * _HEAT_PANEL_W + 2.4), snap(nrows * _HEAT_PANEL_H + 0.8)
 
 
 def _method_severity_values(
@@ -443,5 +421,5 @@ def write_corruption_figures(
     paths: list[Path] = []
     with matplotlib.style.context("default"):
         for stem, fig in corruption_figures(metrics, spec).items():
-            paths += _save(fig, out_dir / stem)
+            paths += save_figure(fig, out_dir / stem)
     return paths

@@ -31,16 +31,16 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from vlmrobust.metrics.distraction import distraction_conditions, distraction_dataset
-from vlmrobust.report.figures.corruption import DPI, _save, _snap
-from vlmrobust.report.tables.corruption import (
-    MetricsIndex,
+from vlmrobust.metrics.index import MetricsIndex, is_missing, lookup
+from vlmrobust.report.common import (
+    DPI,
     ModelInfo,
     family_label,
-    lookup,
     ordered_models,
+    save_figure,
+    snap,
 )
 from vlmrobust.report.tables.distraction import pair_models
-from vlmrobust.report.tables.render import is_missing
 
 __all__ = [
     "distraction_figure_names",
@@ -146,7 +146,7 @@ def _family_ticks(ax: Axes, xs: np.ndarray, runs, models, spec) -> None:
 
 def figure5_size(n_models: int) -> tuple[float, float]:
     """(width, height) in inches of Figure 5."""
-    return _snap(max(4.0, 0.55 * max(n_models, 1) + 1.6)), 3.8
+    return snap(max(4.0, 0.55 * max(n_models, 1) + 1.6)), 3.8
 
 
 def figure5(index: MetricsIndex, spec: Mapping[str, Any]) -> Figure:
@@ -210,7 +210,7 @@ def figure6_size(n_models: int, n_pairs: int) -> tuple[float, float]:
     """(width, height) in inches of Figure 6."""
     a = max(3.6, 0.6 * max(n_models, 1) + 1.4)
     b = max(2.6, 0.5 * max(n_pairs, 1) + 1.4)
-    return _snap(a + b + 0.4), 3.8
+    return snap(a + b + 0.4), 3.8
 
 
 def figure6(index: MetricsIndex, spec: Mapping[str, Any]) -> Figure:
@@ -319,5 +319,5 @@ def write_distraction_figures(
     paths: list[Path] = []
     with matplotlib.style.context("default"):
         for stem, fig in distraction_figures(metrics, spec).items():
-            paths += _save(fig, out_dir / stem)
+            paths += save_figure(fig, out_dir / stem)
     return paths

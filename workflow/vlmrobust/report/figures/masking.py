@@ -47,7 +47,7 @@ from vlmrobust.metrics.masking import (
     masking_examples,
     read_compared,
 )
-from vlmrobust.report.figures.corruption import DPI, _save
+from vlmrobust.report.common import DPI, save_figure
 from vlmrobust.report.tables.render import clip_text, fmt_yes_no, printable
 
 __all__ = [
@@ -578,7 +578,7 @@ def write_masking_figures(
             else:
                 fig = placeholder_figure(n, k)
                 page = placeholder_page(n, k)
-            paths += _save(fig, out_dir / stem)
+            paths += save_figure(fig, out_dir / stem)
             html_path = out_dir / f"{stem}.html"
             atomic_write_text(html_path, page)
             paths.append(html_path)

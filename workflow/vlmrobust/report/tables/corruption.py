@@ -23,13 +23,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from vlmrobust.metrics.corruption import METRIC_COLUMNS as _METRIC_COLUMNS
+from vlmrobust.metrics.index import METRIC_COLUMNS, Cell, MetricsIndex, lookup, normalise_metrics
+from vlmrobust.report.common import (
+    POOLED,
+    Footnotes,
+    ModelInfo,
+    family_groups,
+    family_label,
+    ordered_models,
+)
 from vlmrobust.report.tables.render import (
     DASH,
     Table,
@@ -61,235 +68,14 @@ __all__ = [
     "write_corruption_tables",
 ]
 
-#: The columns of the tidy metrics table, in order (vlmrobust.metrics writes them).
-METRIC_COLUMNS: tuple[str, ...] = _METRIC_COLUMNS
-NUMERIC_COLUMNS: tuple[str, ...] = ("severity", "value", "ci_low", "ci_high", "n")
-TEXT_COLUMNS: tuple[str, ...] = tuple(c for c in METRIC_COLUMNS if c not in NUMERIC_COLUMNS)
-#: The ``benchmark`` of rows pooled over every benchmark.
-POOLED = "all"
 #: Benchmark groups shown first, in this order (the paper's Table 1); others follow.
 KNOWN_GROUPS: tuple[str, ...] = ("reasoning", "general")
-ROLE_LABELS = {"base": "Base", "reasoning": "Reas.", "closed": "Closed-s."}
 CONDITION_LABELS = {"corrupt": "Corrupted", "corruption": "Corrupted", "edit": "Distracted"}
-NO_OUTPUTS = "no scored outputs"
-NOT_EVALUATED = "not in the metrics table"
-
-
-# ---------------------------------------------------------------------------
-# Reading the metrics table
-# ---------------------------------------------------------------------------
-
-
-def normalise_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Check the columns; text columns as str ('' for empty), number columns as float."""
-    missing = [c for c in METRIC_COLUMNS if c not in metrics.columns]
-    if missing:
-        raise ValueError(
-            f"metrics table lacks column(s) {missing}; expected exactly {list(METRIC_COLUMNS)}"
-        )
-    out = pd.DataFrame(index=range(len(metrics)))
-    for col in TEXT_COLUMNS:
-        values = metrics[col].tolist()
-        out[col] = pd.Series(
-            ["" if is_missing(v) else str(v) for v in values], dtype=object, index=out.index
-        )
-    for col in NUMERIC_COLUMNS:
-        try:
-            out[col] = pd.to_numeric(metrics[col].reset_index(drop=True), errors="raise").astype(
-                float
-            )
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"metrics table: column {col!r} holds a non-number ({exc})") from exc
-    return out
-
-
-class MetricsIndex:
-    """Fast look-ups of metric rows by (metric, model, benchmark, condition)."""
-
-    def __init__(self, metrics: pd.DataFrame):
-        self.frame = normalise_metrics(metrics)
-        self._rows: list[dict[str, Any]] = self.frame.to_dict("records")
-        self._by_key: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
-        self._by_metric: dict[str, list[dict[str, Any]]] = {}
-        for row in self._rows:
-            key = (row["metric"], row["model"], row["benchmark"], row["condition"])
-            self._by_key.setdefault(key, []).append(row)
-            self._by_metric.setdefault(row["metric"], []).append(row)
-
-    @property
-    def records(self) -> list[dict[str, Any]]:
-        return self._rows
-
-    def metric_rows(self, metric: str) -> list[dict[str, Any]]:
-        return list(self._by_metric.get(metric, []))
-
-    def rows(
-        self, metric: str, model: str, benchmark: str, condition: str, base_model: str | None = None
-    ) -> list[dict[str, Any]]:
-        rows = self._by_key.get((metric, model, benchmark, condition), [])
-        if base_model is not None:
-            rows = [r for r in rows if r["base_model"] == base_model]
-        return rows
-
-    def one(
-        self, metric: str, model: str, benchmark: str, condition: str, base_model: str | None = None
-    ) -> dict[str, Any] | None:
-        """The single matching row, None if there is none; several are an error."""
-        rows = self.rows(metric, model, benchmark, condition, base_model)
-        if len(rows) > 1:
-            raise ValueError(
-                f"metrics table has {len(rows)} rows for metric={metric!r}, model={model!r}, "
-                f"benchmark={benchmark!r}, condition={condition!r}"
-                + (f", base_model={base_model!r}" if base_model is not None else "")
-                + "; expected at most one"
-            )
-        return rows[0] if rows else None
-
-    def models(self) -> list[str]:
-        """Every model named in the table (model and base_model columns), sorted."""
-        names = {r["model"] for r in self._rows if r["model"]}
-        names |= {r["base_model"] for r in self._rows if r["base_model"]}
-        return sorted(names)
-
-    def benchmarks(self) -> list[str]:
-        return sorted({r["benchmark"] for r in self._rows if r["benchmark"]})
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One looked-up value: the row (None if absent) and why it is missing, if it is."""
-
-    row: dict[str, Any] | None
-    note: str
-
-    @property
-    def value(self) -> float:
-        return math.nan if self.row is None else float(self.row["value"])
-
-    @property
-    def missing(self) -> bool:
-        return is_missing(self.value)
-
-
-def lookup(
-    index: MetricsIndex,
-    metric: str,
-    model: str,
-    benchmark: str,
-    condition: str,
-    base_model: str | None = None,
-) -> Cell:
-    """The row for one table cell and its footnote text ('' when there is nothing to say)."""
-    row = index.one(metric, model, benchmark, condition, base_model)
-    if row is None:
-        miss = index.one("missing", model, benchmark, condition) or index.one(
-            "missing", model, benchmark, ""
-        )
-        if miss is not None:
-            return Cell(None, miss["note"] or NO_OUTPUTS)
-        return Cell(None, NOT_EVALUATED)
-    note = row["note"]
-    if is_missing(row["value"]) and not note:
-        miss = index.one("missing", model, benchmark, condition) or index.one(
-            "missing", model, benchmark, ""
-        )
-        note = (miss["note"] or NO_OUTPUTS) if miss is not None else "undefined"
-    return Cell(row, note)
 
 
 # ---------------------------------------------------------------------------
 # Models, benchmarks, groups, conditions
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    id: str
-    name: str
-    family: str
-    role: str
-    base: str
-
-    @property
-    def type_label(self) -> str:
-        return ROLE_LABELS.get(self.role, self.role.title() if self.role else "")
-
-
-def _registry_entry(spec: Mapping[str, Any], model: str) -> Mapping[str, Any]:
-    entry = (spec.get("models") or {}).get(model)
-    return entry if isinstance(entry, Mapping) else {}
-
-
-def ordered_models(index: MetricsIndex, spec: Mapping[str, Any]) -> list[ModelInfo]:
-    """The run's models (``model_order``, then any other model in the metrics, sorted),
-    grouped by family in order of first appearance: bases first, then the others."""
-    order = [str(m) for m in spec.get("model_order") or []]
-    ids = list(dict.fromkeys(order + [m for m in index.models() if m not in order]))
-    fallback: dict[str, dict[str, str]] = {}
-    for row in index.records:
-        info = fallback.setdefault(row["model"], {})
-        for key in ("family", "role"):
-            if row[key] and key not in info:
-                info[key] = row[key]
-        if row["base_model"] and row["metric"] not in _PAIR_METRICS and "base" not in info:
-            info["base"] = row["base_model"]
-    infos = []
-    for mid in ids:
-        entry = _registry_entry(spec, mid)
-        meta = fallback.get(mid, {})
-        infos.append(
-            ModelInfo(
-                id=mid,
-                name=str(entry.get("name") or mid),
-                family=str(entry.get("family") or meta.get("family") or mid),
-                role=str(entry.get("role") or meta.get("role") or ""),
-                base=str(entry.get("base") or meta.get("base") or ""),
-            )
-        )
-    families = list(dict.fromkeys(m.family for m in infos))
-    out: list[ModelInfo] = []
-    for fam in families:
-        members = [m for m in infos if m.family == fam]
-        out += [m for m in members if m.role == "base"]
-        out += [m for m in members if m.role != "base"]
-    return out
-
-
-_PAIR_METRICS = frozenset(
-    {"pair_n", "agreement", "retention_gap", "error_jaccard", "rr_fingerprint_corr"}
-)
-
-
-def family_label(family: str, spec: Mapping[str, Any]) -> str:
-    """A family's display name: ``spec["families"][id]["name"]`` or from the id
-    ("qwen2.5-vl" -> "Qwen2.5-VL")."""
-    entry = (spec.get("families") or {}).get(family)
-    if isinstance(entry, Mapping) and entry.get("name"):
-        return str(entry["name"])
-    if isinstance(entry, str) and entry:
-        return entry
-    parts = []
-    for part in family.split("-"):
-        if len(part) <= 2 and part.isalpha():
-            parts.append(part.upper())
-        elif part.lower().startswith("gpt"):
-            parts.append("GPT" + part[3:])
-        else:
-            parts.append(part[:1].upper() + part[1:])
-    return "-".join(parts)
-
-
-def family_groups(models: list[ModelInfo], spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
-    """Row groups ("<Family> family", n) for consecutive models of one family."""
-    groups: list[tuple[str, int]] = []
-    last = None
-    for m in models:
-        if m.family == last:
-            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
-        else:
-            groups.append((f"{family_label(m.family, spec)} family", 1))
-            last = m.family
-    return tuple(groups)
 
 
 def _dataset_entry(spec: Mapping[str, Any], dataset: str) -> Mapping[str, Any]:
@@ -349,15 +135,16 @@ def benchmark_label(benchmark: str, spec: Mapping[str, Any]) -> str:
 
 
 def perturbed_conditions(spec: Mapping[str, Any]) -> list[str]:
-    conditions = spec.get("conditions") or {}
-    perturbed = conditions.get("perturbed") or []
+    """The spec's ``perturbed_conditions`` (the same key the metrics read)."""
+    perturbed = spec.get("perturbed_conditions") or []
     if isinstance(perturbed, str):
         perturbed = [perturbed]
     return [str(c) for c in perturbed]
 
 
 def clean_condition(spec: Mapping[str, Any]) -> str:
-    return str((spec.get("conditions") or {}).get("clean") or "clean")
+    """The spec's ``clean_condition`` (default ``clean``)."""
+    return str(spec.get("clean_condition") or "clean")
 
 
 def condition_label(condition: str) -> str:
@@ -371,38 +158,6 @@ def condition_suffixes(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     if len(conds) == 1:
         return [(conds[0], "")]
     return [(c, f"_{c}") for c in conds]
-
-
-# ---------------------------------------------------------------------------
-# Footnotes
-# ---------------------------------------------------------------------------
-
-
-class Footnotes:
-    """Collects (subject, where, note) and writes one line per (subject, note).
-
-    A note on a cell shown as "–" starts with "–"; a note on a cell that has a value
-    (e.g. a group mean that lacks a benchmark) is written without it."""
-
-    def __init__(self, joiner: str = " on "):
-        self.joiner = joiner
-        self._items: dict[tuple[str, str, bool], list[str]] = {}
-
-    def add(self, subject: str, where: str, note: str, missing: bool = True) -> None:
-        if not note:
-            return
-        wheres = self._items.setdefault((subject, note, bool(missing)), [])
-        if where and where not in wheres:
-            wheres.append(where)
-
-    def lines(self) -> tuple[str, ...]:
-        out = []
-        for (subject, note, missing), wheres in self._items.items():
-            text = note if note.endswith((".", "!", "?")) else note + "."
-            where = f"{self.joiner}{', '.join(wheres)}" if wheres else ""
-            line = f"{subject}{where}: {text}" if subject else text
-            out.append(f"{DASH} {line}" if missing else line)
-        return tuple(out)
 
 
 # ---------------------------------------------------------------------------

@@ -29,14 +29,8 @@ from typing import Any
 import pandas as pd
 
 from vlmrobust.metrics.distraction import distraction_conditions, distraction_dataset
-from vlmrobust.report.tables.corruption import (
-    Footnotes,
-    MetricsIndex,
-    ModelInfo,
-    family_groups,
-    lookup,
-    ordered_models,
-)
+from vlmrobust.metrics.index import MetricsIndex, lookup
+from vlmrobust.report.common import Footnotes, ModelInfo, family_groups, ordered_models
 from vlmrobust.report.tables.render import (
     DASH,
     Table,

@@ -33,16 +33,17 @@ from typing import Any
 
 import pandas as pd
 
-from vlmrobust.metrics.corruption import read_metrics
+from vlmrobust.metrics.core import read_metrics
+from vlmrobust.metrics.index import MetricsIndex, lookup
 from vlmrobust.metrics.masking import (
+    display_models,
     example_condition,
     masked_conditions,
     masking_dataset,
     masking_examples,
     read_compared,
-    spec_models,
 )
-from vlmrobust.report.tables.corruption import Footnotes, MetricsIndex, lookup
+from vlmrobust.report.common import Footnotes
 from vlmrobust.report.tables.render import (
     DASH,
     Table,
@@ -101,7 +102,7 @@ def _frame(rows: list[list[str]], columns: list[str]) -> pd.DataFrame:
 
 def _models(index: MetricsIndex, spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(id, display name) in ``model_order``, then the registry, then the metrics."""
-    return spec_models(spec, index.models())
+    return display_models(spec, index.models())
 
 
 def _region_of(spec: Mapping[str, Any], condition: str) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from vlmrobust.core.io import atomic_write_text
+from vlmrobust.metrics.index import is_missing
 
 __all__ = [
     "DASH",
@@ -70,16 +71,6 @@ def clip_text(text: Any, limit: int) -> str:
 def fmt_yes_no(flag: Any) -> str:
     """Yes / No, or "–" for None."""
     return DASH if flag is None else ("Yes" if flag else "No")
-
-
-def is_missing(value: Any) -> bool:
-    """True for None, NaN, pandas NA and non-finite floats."""
-    if value is None:
-        return True
-    try:
-        return bool(pd.isna(value)) or not math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def _round_half_away(x: float, digits: int) -> float:
