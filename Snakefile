@@ -33,15 +33,18 @@ wildcard_constraints:
     shard=r"\d+",
     shards=r"\d+",
     construction=alternation(config["construct"]),
+    folder=alternation(STUDY_FOLDERS),
+    name=r"[A-Za-z0-9_]+",
 
 
 include: "workflow/rules/datasets.smk"
+include: "workflow/rules/questions.smk"
 include: "workflow/rules/variants.smk"
 include: "workflow/rules/construct.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/scoring.smk"
-include: "workflow/rules/metrics.smk"
 include: "workflow/rules/masking.smk"
+include: "workflow/rules/studies.smk"
 
 
 rule all:

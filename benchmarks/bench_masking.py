@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from vlmrobust.clients.embedding import Embedder
-from vlmrobust.masking.steps import answer_flip, compare_chains, split_steps
+from vlmrobust.judges.crm.steps import answer_flip, compare_chains, split_steps
 from vlmrobust.perturb.masking import fill_box, place_random_box
 
 

@@ -16,18 +16,16 @@ from tests.test_tables_corruption import (
     make_metrics,
     row,
 )
-from vlmrobust.perturb.corruption import CORRUPTION_METHODS
-from vlmrobust.report.figures import (
-    corruption_figure_names,
-    corruption_figures,
-    write_corruption_figures,
-)
 from vlmrobust.metrics.core import METRIC_COLUMNS
+from vlmrobust.perturb.corruption import CORRUPTION_METHODS
 from vlmrobust.report.common import DPI
 from vlmrobust.report.figures.corruption import (
     CLEAN_ZERO_NOTE,
+    corruption_figure_names,
+    corruption_figures,
     figure4_size,
     rr_heatmap_size,
+    write_corruption_figures,
 )
 
 NAN = math.nan

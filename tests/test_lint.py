@@ -1,6 +1,13 @@
-"""Static checks CI enforces: ruff, snakefmt and snakemake's own linter."""
+"""Static checks CI enforces: ruff, snakefmt, snakemake's own linter and the import
+contracts of the package's layers (import-linter, configured in pyproject.toml)."""
 
 from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
 
 from .conftest import BIN, REPO, run
 
@@ -19,3 +26,48 @@ def test_snakemake_lint_clean():
     proc = run([str(BIN / "snakemake"), "--lint", "--workflow-profile", "none"], REPO, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Congratulations, your workflow is in a good condition!" in proc.stdout + proc.stderr
+
+
+def _lint_imports(package_parent, *extra):
+    env = {**os.environ, "PYTHONPATH": str(package_parent)}
+    return subprocess.run(
+        [str(BIN / "lint-imports"), "--no-cache", *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_import_contracts_kept():
+    proc = _lint_imports(REPO / "workflow")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "broken" not in proc.stdout.split("Contracts:")[-1].replace("0 broken", "")
+
+
+# Each arrow the wrong way that the layering forbids: (importing module, imported module,
+# the contract that must catch it).
+WRONG_ARROWS = [
+    ("data/adapters.py", "vlmrobust.review.server", "layers"),
+    ("data/visargs.py", "vlmrobust.clients.llm", "data-no-llm"),
+    ("metrics/distraction.py", "vlmrobust.judges.reference", "pure-metrics"),
+    ("clients/llm/backends.py", "vlmrobust.infer.run", "layers"),
+    ("construct/editor.py", "vlmrobust.infer.run", "layers"),
+    ("score/released.py", "vlmrobust.data.adapters", "layers"),
+    ("judges/crm/stage.py", "vlmrobust.infer.run", "layers"),
+    ("core/config.py", "vlmrobust.data.adapters", "layers"),
+    ("clients/vlm/hf.py", "vlmrobust.demo.model", "demo"),
+    ("report/tables/render.py", "vlmrobust.studies", "layers"),
+]
+
+
+@pytest.mark.parametrize(("module", "target", "contract"), WRONG_ARROWS)
+def test_import_contract_catches_wrong_arrow(tmp_path, module, target, contract):
+    shutil.copytree(REPO / "workflow" / "vlmrobust", tmp_path / "vlmrobust")
+    path = tmp_path / "vlmrobust" / module
+    path.write_text(path.read_text() + f"\nimport {target}  # noqa\n")
+    proc = _lint_imports(tmp_path, "--contract", contract)
+    assert proc.returncode != 0, proc.stdout
+    importer = "vlmrobust." + module.removesuffix(".py").replace("/", ".")
+    assert f"{importer} -> {target}" in proc.stdout, proc.stdout

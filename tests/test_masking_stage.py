@@ -16,7 +16,7 @@ from vlmrobust.clients.embedding import Embedder
 from vlmrobust.core.io import read_jsonl, sha256_file, write_jsonl
 from vlmrobust.core.records import Sample, Variant, write_samples, write_variants
 from vlmrobust.judges.hallucination import OfflineHallucinationJudge
-from vlmrobust.masking.stage import compare_masking
+from vlmrobust.judges.crm.stage import compare_masking
 
 PREMISE = "A factory chimney releasing thick black smoke."
 OTHER = "A tree with bare branches."

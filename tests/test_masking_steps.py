@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from vlmrobust.masking.steps import (
+from vlmrobust.judges.crm.steps import (
     Embedder,
     align_steps,
     answer_flip,

@@ -8,12 +8,14 @@ import re
 import pandas as pd
 import pytest
 
-from vlmrobust.report.tables import (
+from vlmrobust.report.tables.corruption import (
+    METRIC_COLUMNS,
+    benchmark_label,
+    benchmark_order,
     corruption_table_names,
     corruption_tables,
     write_corruption_tables,
 )
-from vlmrobust.report.tables.corruption import METRIC_COLUMNS, benchmark_label, benchmark_order
 from vlmrobust.report.tables.render import (
     Table,
     fmt_count,

@@ -118,21 +118,20 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
     out = proc.stdout + proc.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     # Only the corrupt variants and what reads them: 8 datasets (the seven demo families
-    # and demo-distract) x 2 models downstream, then the aggregation of both studies.
+    # and demo-distract) x 2 models downstream, then the two studies that read them:
+    # corruption (metrics, Tables 1, 2, 8-10, Figure 4 and the heat map) and
+    # distraction (metrics, Tables 3-5, Figures 5-6); the masking study does not rerun.
     assert jobs == {
         "variants": "8",
         "infer": "16",
         "gather_outputs": "16",
         "score": "16",
         "score_summary": "1",
-        "metrics_corruption": "1",
-        "tables_corruption": "1",
-        "figures_corruption": "1",
-        "metrics_distraction": "1",
-        "tables_distraction": "1",
-        "figures_distraction": "1",
+        "metrics": "2",
+        "table": "8",
+        "figure": "4",
         "all": "1",
-        "total": "64",
+        "total": "72",
     }
     rerun = re.findall(r"wildcards: dataset=([\w-]+), condition=(\w+)", out)
     expected = [(f"demo-{f}", "corrupt") for f in FAMILIES] + [("demo-distract", "corrupt")]
@@ -182,20 +181,16 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         "judge_reference": "1",
         "compare_masking": "2",
     }
+    # Every study reruns: 3 metrics, 5 + 3 + 4 tables, 2 + 2 + 2 figures, 2 pages.
     aggregation = {
-        "score_summary",
-        "metrics_corruption",
-        "tables_corruption",
-        "figures_corruption",
-        "metrics_distraction",
-        "tables_distraction",
-        "figures_distraction",
-        "metrics_masking",
-        "tables_masking",
-        "figures_masking",
-        "all",
+        "score_summary": "1",
+        "metrics": "3",
+        "table": "12",
+        "figure": "6",
+        "page": "2",
+        "all": "1",
     }
-    assert jobs == {**per_model, **{name: "1" for name in aggregation}}
+    assert jobs == {**per_model, **aggregation}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
     assert len(models) == 1 + 23 * 3 + 1 + 2 and set(models) == {"demo-extra"}

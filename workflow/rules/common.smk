@@ -4,34 +4,25 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from vlmrobust.core.config import (
-    ConfigError,
-    DEMO_ROOT,
-    demo_folder_family,
-    load_yaml,
-    validate_config,
-    validate_registry,
-)
-from vlmrobust.report.figures import corruption_figure_names, distraction_figure_names
-from vlmrobust.report.figures.masking import masking_figure_names
-from vlmrobust.masking import SPEC_KEYS as MASKING_SPEC_KEYS
+from vlmrobust.core.config import ConfigError, DEMO_ROOT, demo_folder_family
+from vlmrobust.judges.crm import SPEC_KEYS as MASKING_SPEC_KEYS
 from vlmrobust.core.prompts import PROMPTS
-from vlmrobust.report.tables import corruption_table_names, distraction_table_names
-from vlmrobust.report.tables.masking import masking_table_names
+from vlmrobust.core.plan import RunPlan
 from vlmrobust.core.workflow import alternation, ensure_cli_on_path
+from vlmrobust.studies import STUDIES, study_folders
+from vlmrobust.studies.base import spec_json
 
 ensure_cli_on_path()
 
 try:
-    _registry_file = (config or {}).get("model_registry", "config/models.yaml")
-    REGISTRY = validate_registry(load_yaml(_registry_file), _registry_file)["models"]
-    validate_config(config, {"models": REGISTRY})
+    PLAN = RunPlan.from_config(config)  # validates the configuration and the registry
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration:\n{exc}") from None
 
-DATASETS = config["datasets"]
-CONDITIONS = config["conditions"]
-MODELS = {m: REGISTRY[m] for m in config["models"]}
+REGISTRY = PLAN.registry
+DATASETS = PLAN.datasets
+CONDITIONS = PLAN.conditions
+MODELS = PLAN.models
 DEMO_MODELS = [m for m, spec in REGISTRY.items() if spec["demo_seed"] is not None]
 # Models answered by a local checkpoint (rule infer, GPU) or through an API (infer_api).
 LOCAL_MODELS = [m for m, spec in REGISTRY.items() if spec["backend"] in ("hf", "vllm")]
@@ -60,14 +51,21 @@ def dataset_spec(wildcards):
     )
 
 
-def samples_input(wildcards):
+def samples_input(wildcards, questions=True):
     """What the samples of a dataset are read from: the demo rows (also for another
     adapter reading a demo family's folder, e.g. VisArgs), the constructed candidates
-    and their decisions file, or the local files."""
+    and their decisions file, or the local files; plus, for a VisArgs dataset whose
+    question_writer is an LLM, the questions file of the `questions` rule (which reads
+    the same files: questions=False)."""
     spec = DATASETS[wildcards.dataset]
+    writer = spec.get("question_writer") or {}
+    llm_writer = writer.get("backend", "template") != "template"
+    extra = []
+    if questions and spec["adapter"] == "visargs" and llm_writer:
+        extra = [f"results/questions/{wildcards.dataset}/questions.jsonl"]
     family = demo_folder_family(spec["path"])
     if family is not None:  # written by the demo_data job
-        return [f"{DEMO_ROOT}/{family}/rows.jsonl"]
+        return [f"{DEMO_ROOT}/{family}/rows.jsonl"] + extra
     if spec["adapter"] == "constructed":
         decisions = [spec["decisions"]] if spec["decisions"] else []
         return [f"{spec['path']}/candidates.jsonl"] + decisions
@@ -77,12 +75,13 @@ def samples_input(wildcards):
             raise WorkflowError(
                 f"datasets.{wildcards.dataset}.path: folder {root} does not exist"
             )
-        return sorted(
+        files = sorted(
             str(p)
             for p in root.rglob("*")
             if p.suffix in (".jsonl", ".json", ".parquet") and p.is_file()
         )
-    return []
+        return files + extra
+    return extra
 
 
 def condition_spec(wildcards):
@@ -90,56 +89,17 @@ def condition_spec(wildcards):
     return json.dumps(CONDITIONS[wildcards.condition], sort_keys=True)
 
 
-def variant_manifests():
-    return [
-        f"results/variants/{dataset}/{condition}/manifest.jsonl"
-        for dataset, spec in DATASETS.items()
-        for condition in spec["conditions"]
-    ]
-
-
 def all_targets():
-    targets = variant_manifests()
+    targets = PLAN.variant_manifests()
     if MODELS:
         targets.append("results/scored/summary.csv")
-    return (
-        targets
-        + construct_targets()
-        + corruption_targets()
-        + judged_files()
-        + distraction_targets()
-        + masking_targets()
-    )
+    return targets + construct_targets() + judged_files() + study_targets()
 
 
-def prompts_of(dataset):
-    """Prompt settings a dataset is answered under ("default" = the dataset's own)."""
-    return DATASETS[dataset]["prompts"] or ["default"]
-
-
-def models_of(dataset):
-    """The run's models evaluated on a dataset."""
-    chosen = DATASETS[dataset]["models"]
-    return [m for m in MODELS if chosen is None or m in chosen]
-
-
-def output_files(model):
-    """Gathered outputs of one model: every dataset x condition x prompt it answers."""
-    return [
-        f"results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl"
-        for dataset, spec in DATASETS.items()
-        if model in models_of(dataset)
-        for condition in spec["conditions"]
-        for prompt in prompts_of(dataset)
-    ]
-
-
-def scored_files():
-    return [
-        path.replace("results/outputs/", "results/scored/").replace(".jsonl", ".csv")
-        for model in MODELS
-        for path in output_files(model)
-    ]
+prompts_of = PLAN.prompts_of
+models_of = PLAN.models_of
+output_files = PLAN.output_files
+scored_files = PLAN.scored_files
 
 
 def model_input(wildcards):
@@ -176,15 +136,21 @@ def context_arg(wildcards, input):
 
 
 def infer_spec(wildcards):
-    """The inference job (vlmrobust.infer.run.Job) as JSON."""
+    """The inference job (vlmrobust.infer.run.Job) as JSON: only what changes its
+    outputs, so editing a model's display name, family, role, base or studies reruns
+    no inference (the registry keys: vlmrobust.core.registry.inference_fields)."""
+    from vlmrobust.core.prompts import prompt_versions
+    from vlmrobust.core.registry import inference_fields
+
     dataset = DATASETS[wildcards.dataset]
     decoding = config["decoding"]
     temperature, max_new_tokens = stage_decoding(wildcards.prompt, wildcards.dataset)
     return json.dumps(
         {
             "model": wildcards.model,
-            "model_spec": REGISTRY[wildcards.model],
+            "model_spec": inference_fields(REGISTRY[wildcards.model]),
             "prompt": wildcards.prompt,
+            "prompt_versions": prompt_versions(wildcards.prompt, dataset["adapter"]),
             "adapter": dataset["adapter"],
             "max_new_tokens": max_new_tokens,
             "temperature": temperature,
@@ -199,8 +165,25 @@ def infer_spec(wildcards):
 
 
 def infer_gpus(wildcards):
-    """GPUs of a local-checkpoint inference job: one, except for the CPU demo models."""
-    return int(REGISTRY[wildcards.model]["demo_seed"] is None)
+    """GPUs of an inference job: the registry's `resources.gpu` (null: 1 for a local
+    checkpoint, 0 for the demo and API models; vlmrobust.core.registry)."""
+    from vlmrobust.core.registry import model_resources
+
+    return model_resources(REGISTRY[wildcards.model])["gpu"]
+
+
+def infer_mem_mb(wildcards):
+    """Memory (MB) of an inference job: the registry's `resources.mem_mb`."""
+    from vlmrobust.core.registry import model_resources
+
+    return model_resources(REGISTRY[wildcards.model])["mem_mb"]
+
+
+def infer_runtime(wildcards):
+    """Time limit (minutes) of an inference job: the registry's `resources.runtime`."""
+    from vlmrobust.core.registry import model_resources
+
+    return model_resources(REGISTRY[wildcards.model])["runtime"]
 
 
 def shard_files(wildcards):
@@ -222,106 +205,6 @@ def scorer_of(wildcards):
 
 def llm_fallback(wildcards):
     return json.dumps(config["scoring"]["llm_fallback"], sort_keys=True)
-
-
-# --- metrics, tables, figures: the vision-corruption study ---------------------------
-
-CLEAN = config["metrics"]["clean_condition"]
-CORRUPTION_CONDITIONS = [
-    c for c, spec in CONDITIONS.items() if spec["perturbation"] == "corruption"
-]
-
-
-def corruption_datasets():
-    """Datasets with the clean condition and at least one corruption condition."""
-    return [
-        d
-        for d, spec in DATASETS.items()
-        if CLEAN in spec["conditions"]
-        and any(c in spec["conditions"] for c in CORRUPTION_CONDITIONS)
-    ]
-
-
-def corruption_study_inputs():
-    """Scored files and corruption manifests the corruption metrics read."""
-    scored, manifests = [], []
-    for dataset in corruption_datasets():
-        conditions = [
-            c
-            for c in DATASETS[dataset]["conditions"]
-            if c == CLEAN or c in CORRUPTION_CONDITIONS
-        ]
-        for condition in conditions:
-            if condition != CLEAN:
-                manifests.append(
-                    f"results/variants/{dataset}/{condition}/manifest.jsonl"
-                )
-            for model in models_of(dataset):
-                for prompt in prompts_of(dataset):
-                    scored.append(
-                        f"results/scored/{model}/{dataset}/{condition}/{prompt}.csv"
-                    )
-    return {"scored": scored, "manifests": manifests}
-
-
-def corruption_spec():
-    """What the corruption metrics, tables and figures need from the configuration
-    and the registry (vlmrobust.metrics / tables / figures)."""
-    studied = [
-        m for m in MODELS if any(m in models_of(d) for d in corruption_datasets())
-    ]
-    return {
-        "models": {m: MODELS[m] for m in studied},
-        "model_order": studied,
-        "datasets": {
-            d: {
-                "group": DATASETS[d]["group"],
-                "prompts": prompts_of(d),
-                "models": models_of(d),
-                "conditions": DATASETS[d]["conditions"],
-            }
-            for d in corruption_datasets()
-        },
-        "clean_condition": CLEAN,
-        "perturbed_conditions": CORRUPTION_CONDITIONS,
-        "conditions": {"clean": CLEAN, "perturbed": CORRUPTION_CONDITIONS},
-        "bootstrap": {
-            "resamples": config["metrics"]["bootstrap_resamples"],
-            "seed": config["seed"],
-            "level": config["metrics"]["ci_level"],
-        },
-    }
-
-
-def corruption_metrics_spec(wildcards):
-    return json.dumps(corruption_spec(), sort_keys=True)
-
-
-def corruption_targets():
-    """The study's final files (none when no model or no corruption condition runs)."""
-    if not MODELS or not corruption_datasets():
-        return []
-    return (
-        ["results/metrics/corruption/metrics.csv"]
-        + corruption_tables()
-        + corruption_figures()
-    )
-
-
-def corruption_tables():
-    return [
-        f"results/tables/corruption/{t}.{ext}"
-        for t in corruption_table_names(corruption_spec())
-        for ext in ("csv", "md", "tex")
-    ]
-
-
-def corruption_figures(ext=("png", "pdf")):
-    return [
-        f"figures/corruption/{f}.{e}"
-        for f in corruption_figure_names(corruption_spec())
-        for e in ext
-    ]
 
 
 # --- released outputs (reviewers) ----------------------------------------------------
@@ -352,9 +235,7 @@ def import_spec(wildcards):
 
 # --- judges --------------------------------------------------------------------------
 
-DISTRACTION_CONDITIONS = [
-    c for c, spec in CONDITIONS.items() if spec["perturbation"] == "distraction"
-]
+DISTRACTION_CONDITIONS = PLAN.conditions_with("distraction")
 
 
 def judged_files():
@@ -371,95 +252,6 @@ def judged_files():
 
 def reference_judge_spec(wildcards):
     return json.dumps(config["judge"]["reference"], sort_keys=True)
-
-
-# --- metrics, tables, figures: the semantic-distraction study -----------------------
-
-
-def distraction_datasets():
-    """Datasets answered under the clean condition and a distraction condition."""
-    return [
-        d
-        for d, spec in DATASETS.items()
-        if CLEAN in spec["conditions"]
-        and any(c in DISTRACTION_CONDITIONS for c in spec["conditions"])
-    ]
-
-
-def distraction_spec(dataset):
-    conditions = DATASETS[dataset]["conditions"]
-    distracted = next(c for c in conditions if c in DISTRACTION_CONDITIONS)
-    corrupt = next((c for c in conditions if c in CORRUPTION_CONDITIONS), None)
-    return {
-        "models": {m: MODELS[m] for m in models_of(dataset)},
-        "model_order": models_of(dataset),
-        "dataset": dataset,
-        "clean_condition": CLEAN,
-        "distracted_condition": distracted,
-        "corruption_condition": corrupt,
-        "bootstrap": {
-            "resamples": config["metrics"]["bootstrap_resamples"],
-            "seed": config["seed"],
-            "level": config["metrics"]["ci_level"],
-        },
-    }
-
-
-def distraction_spec_json(wildcards):
-    return json.dumps(distraction_spec(wildcards.dataset), sort_keys=True)
-
-
-def distraction_inputs(wildcards):
-    spec = distraction_spec(wildcards.dataset)
-    conditions = [
-        c
-        for c in (
-            spec["clean_condition"],
-            spec["distracted_condition"],
-            spec["corruption_condition"],
-        )
-        if c
-    ]
-    scored = [
-        f"results/scored/{model}/{wildcards.dataset}/{condition}/{prompt}.csv"
-        for model in spec["model_order"]
-        for condition in conditions
-        for prompt in prompts_of(wildcards.dataset)
-    ]
-    judged = [
-        f"results/judged/{model}/{wildcards.dataset}/{spec['distracted_condition']}/{prompt}.jsonl"
-        for model in spec["model_order"]
-        for prompt in prompts_of(wildcards.dataset)
-    ]
-    return {"scored": scored, "judged": judged}
-
-
-def distraction_tables(dataset):
-    return [
-        f"results/tables/distraction/{dataset}/{t}.{ext}"
-        for t in distraction_table_names(distraction_spec(dataset))
-        for ext in ("csv", "md", "tex")
-    ]
-
-
-def distraction_figures(dataset, ext=("png", "pdf")):
-    return [
-        f"figures/distraction/{dataset}/{f}.{e}"
-        for f in distraction_figure_names(distraction_spec(dataset))
-        for e in ext
-    ]
-
-
-def distraction_targets():
-    if not MODELS:
-        return []
-    return [
-        path
-        for d in distraction_datasets()
-        for path in [f"results/metrics/distraction/{d}/metrics.csv"]
-        + distraction_tables(d)
-        + distraction_figures(d)
-    ]
 
 
 # --- construction of distraction benchmarks ------------------------------------------
@@ -513,40 +305,7 @@ def use_released(wildcards):
 # --- Contrastive Region Masking (CRM) ------------------------------------------------
 
 MASKING = config["masking"]
-MASK_CONDITIONS = {
-    c: spec.get("region", "specific")
-    for c, spec in CONDITIONS.items()
-    if spec["perturbation"] == "mask"
-}
-
-
-def masking_datasets():
-    """Datasets answered clean and under at least one mask condition."""
-    return [
-        d
-        for d, spec in DATASETS.items()
-        if CLEAN in spec["conditions"]
-        and any(c in MASK_CONDITIONS for c in spec["conditions"])
-    ]
-
-
-def masking_spec(dataset):
-    return {
-        "dataset": dataset,
-        "models": {m: MODELS[m] for m in models_of(dataset)},
-        "model_order": models_of(dataset),
-        "clean_condition": CLEAN,
-        "masked_conditions": {
-            c: MASK_CONDITIONS[c]
-            for c in DATASETS[dataset]["conditions"]
-            if c in MASK_CONDITIONS
-        },
-        "examples": MASKING["examples"],
-    }
-
-
-def masking_spec_json(wildcards):
-    return json.dumps(masking_spec(wildcards.dataset), sort_keys=True)
+MASK_CONDITIONS = PLAN.conditions_with("mask")
 
 
 def compare_spec(wildcards):
@@ -558,8 +317,8 @@ def compare_input(wildcards):
     out = f"results/outputs/{wildcards.model}/{wildcards.dataset}"
     cot, answer = MASKING["cot_prompt"], MASKING["answer_prompt"]
     return {
-        "clean_cot": f"{out}/{CLEAN}/{cot}.jsonl",
-        "clean_answer": f"{out}/{CLEAN}/{answer}.jsonl",
+        "clean_cot": f"{out}/{PLAN.clean}/{cot}.jsonl",
+        "clean_answer": f"{out}/{PLAN.clean}/{answer}.jsonl",
         "masked_cot": f"{out}/{wildcards.condition}/{cot}.jsonl",
         "masked_answer": f"{out}/{wildcards.condition}/{answer}.jsonl",
         "manifest": f"results/variants/{wildcards.dataset}/{wildcards.condition}/manifest.jsonl",
@@ -567,43 +326,58 @@ def compare_input(wildcards):
     }
 
 
-def compared_files(dataset):
-    spec = masking_spec(dataset)
-    return [
-        f"results/compared/{model}/{dataset}/{condition}.jsonl"
-        for model in spec["model_order"]
-        for condition in spec["masked_conditions"]
-    ]
+# --- the studies (vlmrobust.studies): generic metrics / table / figure / page rules ----
+
+STUDY_FOLDERS = study_folders(PLAN)
 
 
-def compared_input(wildcards):
-    return compared_files(wildcards.dataset)
+def study_targets():
+    """Every study's metrics, tables, figures and pages in this run."""
+    return [path for study in STUDIES.values() for path in study.targets(PLAN)]
 
 
-def masking_tables(dataset):
-    return [
-        f"results/tables/masking/{dataset}/{t}.{ext}"
-        for t in masking_table_names(masking_spec(dataset))
-        for ext in ("csv", "md", "tex")
-    ]
+def study_name(wildcards):
+    return STUDY_FOLDERS[wildcards.folder][0].name
 
 
-def masking_figures(dataset, ext=("png", "pdf", "html")):
-    return [
-        f"figures/masking/{dataset}/{f}.{e}"
-        for f in masking_figure_names(masking_spec(dataset))
-        for e in ext
-    ]
+def study_scope(wildcards):
+    return STUDY_FOLDERS[wildcards.folder][1]
 
 
-def masking_targets():
-    if not MODELS:
-        return []
-    return [
-        path
-        for d in masking_datasets()
-        if models_of(d)
-        for path in [f"results/metrics/masking/{d}/metrics.csv"]
-        + masking_tables(d)
-        + masking_figures(d)
-    ]
+def study_title(wildcards):
+    """The report category of a study's file."""
+    return STUDY_FOLDERS[wildcards.folder][0].title
+
+
+def study_spec(wildcards):
+    study, scope = STUDY_FOLDERS[wildcards.folder]
+    return spec_json(study.spec(PLAN, scope))
+
+
+def study_inputs(wildcards):
+    study, scope = STUDY_FOLDERS[wildcards.folder]
+    return study.inputs(PLAN, scope)
+
+
+def study_inputs_json(wildcards):
+    return json.dumps(study_inputs(wildcards), sort_keys=True)
+
+
+def view_inputs(wildcards):
+    """A view's inputs: the study's metrics and the stage files its views read."""
+    study, scope = STUDY_FOLDERS[wildcards.folder]
+    return {"metrics": study.metrics_path(scope), **study.view_inputs(PLAN, scope)}
+
+
+def view_inputs_json(wildcards):
+    study, scope = STUDY_FOLDERS[wildcards.folder]
+    return json.dumps(study.view_inputs(PLAN, scope), sort_keys=True)
+
+
+def study_caption(kind):
+    """The report caption of a study's tables, figures or pages (a params function)."""
+
+    def caption(wildcards):
+        return getattr(STUDY_FOLDERS[wildcards.folder][0], f"{kind}_caption")
+
+    return caption

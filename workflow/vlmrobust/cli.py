@@ -90,6 +90,39 @@ def cmd_samples(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_write_questions(args: argparse.Namespace) -> int:
+    """VisArgs: the LLM question writer's questions of one dataset (read by `samples`)."""
+    from .construct.questions import write_questions
+    from .data.visargs import question_items
+
+    spec = _spec(args, "datasets", args.name)
+    if spec.get("adapter") != "visargs":
+        raise ConfigError(
+            f"datasets.{args.name}: adapter {spec.get('adapter')!r} has no question writer "
+            "(only visargs does)"
+        )
+    writer = spec.get("question_writer") or {"backend": "template"}
+    t0 = time.perf_counter()
+    items = question_items(args.name, spec)
+    counts = write_questions(
+        items,
+        writer,
+        Path(args.out),
+        cache_dir=args.cache_dir,
+        where=f"datasets.{args.name}.question_writer",
+    )
+    log.info(
+        "dataset %s: %d questions written to %s (%d from the cache, %d failed; %.1f s)",
+        args.name,
+        counts["written"],
+        args.out,
+        counts["cached"],
+        counts["failed"],
+        time.perf_counter() - t0,
+    )
+    return 0
+
+
 def cmd_variants(args: argparse.Namespace) -> int:
     from .perturb import build_variants
 
@@ -199,16 +232,19 @@ def cmd_score_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_score_released(args: argparse.Namespace) -> int:
+    from .data.released import load_questions
     from .score.released import score_released
 
+    questions = load_questions(args.dataset, Path(args.questions))
     rows = score_released(
         args.format,
         args.dataset,
-        Path(args.questions),
+        questions,
         Path(args.samples),
         Path(args.out),
         model=args.model,
         condition=args.condition,
+        id_field=args.id_field,
     )
     log.info("%s: %d rows scored", args.out, len(rows))
     return 0
@@ -285,31 +321,8 @@ def cmd_import_outputs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_metrics_corruption(args: argparse.Namespace) -> int:
-    from .core.io import atomic_write_text
-    from .metrics import compute_corruption_metrics, read_inputs, write_metrics
-
-    spec = _json_arg(args.spec, "--spec")
-    t0 = time.perf_counter()
-    scored, variants = read_inputs(args.scored, args.manifests or [])
-    metrics, warnings = compute_corruption_metrics(scored, variants, spec)
-    write_metrics(metrics, Path(args.out))
-    for w in warnings:
-        log.warning("%s", w)
-    if args.warnings:
-        atomic_write_text(args.warnings, "".join(f"{w}\n" for w in warnings))
-    log.info(
-        "%s: %d metric rows, %d warnings (%.1f s)",
-        args.out,
-        len(metrics),
-        len(warnings),
-        time.perf_counter() - t0,
-    )
-    return 0
-
-
 def cmd_compare_masking(args: argparse.Namespace) -> int:
-    from .masking.stage import compare_masking
+    from .judges.crm.stage import compare_masking
 
     counts = compare_masking(
         clean_cot=Path(args.clean_cot),
@@ -323,36 +336,6 @@ def cmd_compare_masking(args: argparse.Namespace) -> int:
         cache_dir=Path(args.cache_dir),
     )
     log.info("%s: %s", args.out, counts)
-    return 0
-
-
-def cmd_metrics_masking(args: argparse.Namespace) -> int:
-    from .metrics.corruption import write_metrics
-    from .metrics.masking import compute_masking_metrics, read_compared
-
-    spec = _json_arg(args.spec, "--spec")
-    metrics = compute_masking_metrics(read_compared(args.compared), spec)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_metrics(metrics, out)
-    log.info("%s: %d metric rows", out, len(metrics))
-    return 0
-
-
-def cmd_masking_view(args: argparse.Namespace) -> int:
-    """Tables 2-5 or the example figures of the masking study."""
-    spec = _json_arg(args.spec, "--spec")
-    if args.command == "tables-masking":
-        from .report.tables.masking import write_masking_tables
-
-        paths = write_masking_tables(
-            Path(args.metrics), [Path(p) for p in args.compared], spec, Path(args.out_dir)
-        )
-    else:
-        from .report.figures.masking import write_masking_figures
-
-        paths = write_masking_figures([Path(p) for p in args.compared], spec, Path(args.out_dir))
-    log.info("%d files written to %s", len(paths), args.out_dir)
     return 0
 
 
@@ -401,22 +384,6 @@ def cmd_judge_reference(args: argparse.Namespace) -> int:
         n_yes,
         n_err,
     )
-    return 0
-
-
-def cmd_metrics_distraction(args: argparse.Namespace) -> int:
-    from .core.io import atomic_write_text
-    from .metrics import compute_distraction_metrics, read_inputs, read_judged, write_metrics
-
-    spec = _json_arg(args.spec, "--spec")
-    scored, _ = read_inputs(args.scored, [])
-    metrics, warnings = compute_distraction_metrics(scored, read_judged(args.judged), spec)
-    write_metrics(metrics, Path(args.out))
-    for w in warnings:
-        log.warning("%s", w)
-    if args.warnings:
-        atomic_write_text(args.warnings, "".join(f"{w}\n" for w in warnings))
-    log.info("%s: %d metric rows, %d warnings", args.out, len(metrics), len(warnings))
     return 0
 
 
@@ -516,26 +483,78 @@ def cmd_judge_agreement(args: argparse.Namespace) -> int:
     return 0
 
 
-#: metrics -> tables / figures commands: name -> (module, writer function, help)
-VIEWS = {
-    "tables-corruption": ("tables", "write_corruption_tables", "Tables 1, 2, 8-10 (csv, md, tex)"),
-    "figures-corruption": ("figures", "write_corruption_figures", "Figure 4 and the RR heat map"),
-    "tables-distraction": ("tables", "write_distraction_tables", "Tables 3, 4, 5 (csv, md, tex)"),
-    "figures-distraction": ("figures", "write_distraction_figures", "Figures 5 and 6"),
-}
+def _study_job(args: argparse.Namespace):
+    """(study, scope, spec, inputs) of a study command: from --spec and --inputs JSON
+    (as the rules pass them) or from --config (the run plan says which files)."""
+    from .studies import get_study
+
+    study = get_study(args.study)
+    if args.config is not None:
+        from .core.plan import RunPlan
+
+        plan = RunPlan.load(args.config)
+        scopes = study.scopes(plan)
+        if args.scope not in scopes:
+            known = ", ".join(repr(s) for s in scopes) or "none in this run"
+            raise ConfigError(
+                f"{args.config}: study {study.name} has no scope {args.scope!r} (scopes: {known})"
+            )
+        inputs = study.inputs(plan, args.scope)
+        if args.command != "metrics":
+            inputs = study.view_inputs(plan, args.scope)
+        return study, args.scope, study.spec(plan, args.scope), inputs
+    if args.spec is None:
+        raise ConfigError("give either --config FILE or --spec JSON (and --inputs JSON)")
+    spec = _json_arg(args.spec, "--spec")
+    inputs = _json_arg(args.inputs, "--inputs") if args.inputs else {}
+    return study, args.scope, spec, inputs
 
 
-def cmd_view(args: argparse.Namespace) -> int:
-    """Write one study's tables or figures from its tidy metrics (see VIEWS)."""
-    import importlib
-
-    from .metrics import read_metrics
-
-    module, function, _ = VIEWS[args.command]
-    write = getattr(importlib.import_module(f"vlmrobust.{module}"), function)
-    paths = write(read_metrics(args.metrics), _json_arg(args.spec, "--spec"), Path(args.out_dir))
-    log.info("%d files written to %s", len(paths), args.out_dir)
+def cmd_study(args: argparse.Namespace) -> int:
+    """A study's metrics, or one of its tables, figures or pages (see vlmrobust.studies)."""
+    study, scope, spec, inputs = _study_job(args)
+    t0 = time.perf_counter()
+    if args.command == "metrics":
+        out = Path(args.out or study.metrics_path(scope))
+        warnings = Path(args.warnings or study.warnings_path(scope))
+        metrics, found = study.write_metrics(inputs, spec, out, warnings)
+        for w in found:
+            log.warning("%s", w)
+        log.info(
+            "%s: %d metric rows, %d warnings (%.1f s)",
+            out,
+            len(metrics),
+            len(found),
+            time.perf_counter() - t0,
+        )
+        return 0
+    metrics = Path(args.metrics or study.metrics_path(scope))
+    default_dir = {"table": "results/tables"}.get(args.command, "figures")
+    out_dir = Path(args.out_dir or f"{default_dir}/{study.folder(scope)}")
+    write = getattr(study, f"write_{args.command}")
+    paths = write(args.name, metrics, inputs, spec, out_dir)
+    log.info("%s (%.1f s)", ", ".join(str(p) for p in paths), time.perf_counter() - t0)
     return 0
+
+
+def _study_parser(sub, command: str, what: str) -> None:
+    s = sub.add_parser(command, help=what)
+    if command != "metrics":
+        s.add_argument("name", help=f"the {command}'s file stem, e.g. table1, figure4, example1")
+    s.add_argument("--study", required=True, help="corruption, distraction, masking, ...")
+    s.add_argument(
+        "--scope", default="", help="the dataset of a per-dataset study ('' for a pooled one)"
+    )
+    s.add_argument("--config", help="a run configuration YAML: spec and inputs from its plan")
+    s.add_argument("--spec", help="or: the study's specification as JSON (as the rule passes it)")
+    s.add_argument("--inputs", help="and its input files as JSON {name: [paths]}")
+    if command == "metrics":
+        s.add_argument("--out", help="metrics CSV (default: the study's)")
+        s.add_argument("--warnings", help="warnings text file (default: the study's)")
+    else:
+        s.add_argument("--metrics", help="the study's metrics CSV (default: the study's)")
+        s.add_argument("--out-dir", help="output folder (default: the study's)")
+    s.set_defaults(func=cmd_study)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -569,6 +588,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="samples JSONL (images go beside it)")
     s.add_argument("--report", required=True, help="report JSON (counts, skipped rows)")
     s.set_defaults(func=cmd_samples)
+
+    s = sub.add_parser(
+        "write-questions",
+        help="VisArgs: the LLM question writer's questions of one dataset (cached)",
+    )
+    s.add_argument("--name", required=True, help="the dataset's name (key under `datasets`)")
+    s.add_argument("--spec", help="the dataset's configuration as JSON (as the rule passes it)")
+    s.add_argument("--config", help="or: a run configuration YAML to read it from")
+    s.add_argument(
+        "--cache-dir",
+        default=None,
+        help="LLM cache folder (default: question_writer.cache_dir, else results/cache/llm)",
+    )
+    s.add_argument(
+        "--out", required=True, help="questions JSONL (results/questions/<dataset>/questions.jsonl)"
+    )
+    s.set_defaults(func=cmd_write_questions)
 
     s = sub.add_parser("variants", help="samples -> variants: apply one condition")
     s.add_argument("--samples", required=True, help="samples JSONL")
@@ -679,28 +715,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--samples", required=True, help="released samples / predictions file")
     s.add_argument("--model", default="released", help="model id recorded in the rows")
     s.add_argument("--condition", default="clean", help="condition recorded in the rows")
+    s.add_argument(
+        "--id-field",
+        default=None,
+        help="the results' id field: doc_id (lmms-eval; a dotted path reaches nested fields) "
+        "/ index or id (VLMEvalKit)",
+    )
     s.add_argument("--out", required=True, help="scored CSV")
     s.set_defaults(func=cmd_score_released)
-
-    s = sub.add_parser("metrics-corruption", help="scored -> metrics of the corruption study")
-    s.add_argument("--spec", required=True, help="models, datasets, conditions, bootstrap (JSON)")
-    s.add_argument("--scored", nargs="+", required=True, help="scored CSV files")
-    s.add_argument(
-        "--manifests", nargs="*", default=[], help="manifests of the perturbed conditions"
-    )
-    s.add_argument("--out", required=True, help="tidy metrics CSV")
-    s.add_argument("--warnings", help="a text file listing the warnings")
-    s.set_defaults(func=cmd_metrics_corruption)
-
-    s = sub.add_parser(
-        "metrics-distraction", help="scored + judged -> metrics of the distraction study"
-    )
-    s.add_argument("--spec", required=True, help="models, dataset, conditions, bootstrap (JSON)")
-    s.add_argument("--scored", nargs="+", required=True, help="scored CSV files")
-    s.add_argument("--judged", nargs="*", default=[], help="distractor-reference JSONL files")
-    s.add_argument("--out", required=True, help="tidy metrics CSV")
-    s.add_argument("--warnings", help="a text file listing the warnings")
-    s.set_defaults(func=cmd_metrics_distraction)
 
     s = sub.add_parser(
         "compare-masking",
@@ -717,33 +739,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="compared rows JSONL")
     s.set_defaults(func=cmd_compare_masking)
 
-    s = sub.add_parser("metrics-masking", help="compared -> the CRM study's tidy metrics")
-    s.add_argument("--spec", required=True, help="the study's specification (JSON)")
-    s.add_argument("--out", required=True, help="metrics CSV")
-    s.add_argument("compared", nargs="+", help="compared rows JSONL files")
-    s.set_defaults(func=cmd_metrics_masking)
-
-    s = sub.add_parser("tables-masking", help="metrics -> CRM Tables 2, 3, 4, 5 (csv, md, tex)")
-    s.add_argument("--spec", required=True, help="the study's specification (JSON)")
-    s.add_argument("--metrics", required=True, help="tidy metrics CSV")
-    s.add_argument("--out-dir", required=True)
-    s.add_argument("compared", nargs="+", help="compared rows JSONL files (Table 3)")
-    s.set_defaults(func=cmd_masking_view)
-
-    s = sub.add_parser(
-        "figures-masking", help="compared -> CRM example figures (png, pdf) and pages (html)"
-    )
-    s.add_argument("--spec", required=True, help="the study's specification (JSON)")
-    s.add_argument("--out-dir", required=True)
-    s.add_argument("compared", nargs="+", help="compared rows JSONL files")
-    s.set_defaults(func=cmd_masking_view)
-
-    for name, (_, _, what) in VIEWS.items():
-        s = sub.add_parser(name, help=f"metrics -> {what}")
-        s.add_argument("--spec", required=True, help="the study's specification (JSON)")
-        s.add_argument("--metrics", required=True, help="tidy metrics CSV")
-        s.add_argument("--out-dir", required=True)
-        s.set_defaults(func=cmd_view)
+    for command, what in (
+        ("metrics", "stage files -> a study's tidy metrics (and warnings)"),
+        ("table", "metrics -> one table of a study (csv, md, tex)"),
+        ("figure", "metrics -> one figure of a study (png, pdf)"),
+        ("page", "metrics -> one HTML page of a study"),
+    ):
+        _study_parser(sub, command, what)
     return p
 
 

@@ -24,10 +24,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from vlmrobust.clients.vlm.hf import BUILD_RECORD as DEMO_MARKER
+from vlmrobust.clients.vlm.hf import read_build_record as read_demo_record  # noqa: F401
 from vlmrobust.core.io import sha256_file
 
-#: Name of the file that marks a directory as a demo model and records how it was built.
-DEMO_MARKER = "vlmrobust_demo.json"
+#: DEMO_MARKER (the build record file, defined with the hf backend that reads it) marks a
+#: directory as a demo model and records how it was built.
 #: Bump when the construction changes, so a cached demo model is rebuilt.
 DEMO_FORMAT = 1
 
@@ -318,11 +320,3 @@ def _replace_dir(src: Path, dst: Path) -> None:
             os.replace(trash, dst)
         raise
     shutil.rmtree(trash, ignore_errors=True)
-
-
-def read_demo_record(model_dir: Path) -> dict[str, Any] | None:
-    """The build record of a demo model directory, or None when it is not one."""
-    path = Path(model_dir) / DEMO_MARKER
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))

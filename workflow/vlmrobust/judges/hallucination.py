@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..masking.steps import Embedder, split_steps
+from .crm.steps import Embedder, split_steps
 from .base import LLMJudge
 
 #: Bumped whenever the prompt or the parsing changes (the prompt is part of the LLM cache
@@ -55,7 +55,7 @@ class HallucinationItem:
 
     ``masked_content`` are the premise texts under the mask (may be empty, typically
     for a random mask); ``masked_steps`` the masked chain split into steps
-    (:func:`~vlmrobust.masking.steps.split_steps`; computed from ``masked_chain`` when
+    (:func:`~vlmrobust.judges.crm.steps.split_steps`; computed from ``masked_chain`` when
     empty).
     """
 

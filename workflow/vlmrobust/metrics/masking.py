@@ -1,7 +1,7 @@
 """Metrics of the Contrastive Region Masking study (papers/crm.txt §3.5, §3.6, Tables 2, 4, 5).
 
 :func:`compute_masking_metrics` turns the *compared rows* of one masking dataset (one
-per model x sample x masked condition; schema in :mod:`vlmrobust.masking`) into one tidy
+per model x sample x masked condition; schema in :mod:`vlmrobust.judges.crm`) into one tidy
 table with the columns of :data:`vlmrobust.metrics.core.METRIC_COLUMNS` (same
 conventions: fractions in [0, 1], text ``""`` and numbers NaN when they do not apply,
 every problem a logged warning and a ``note``).

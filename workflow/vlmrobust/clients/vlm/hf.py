@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import re
 import secrets
@@ -60,7 +61,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...demo.model import read_demo_record
 from .base import (
     Backend,
     Request,
@@ -73,6 +73,18 @@ from .base import (
 from .media import load_image
 
 log = logging.getLogger(__name__)
+
+#: A local checkpoint built by this workflow (the embedded demo models) carries this
+#: build record; its ``weights_sha256`` is the checkpoint's revision.
+BUILD_RECORD = "vlmrobust_demo.json"
+
+
+def read_build_record(model_dir: Path) -> dict[str, Any] | None:
+    """The build record of a local checkpoint directory, or None when it has none."""
+    path = Path(model_dir) / BUILD_RECORD
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
 
 #: GenerationConfig fields that the Request decides, so ``options.generation`` may not.
 _REQUEST_DECIDES = {"do_sample", "temperature", "top_p", "max_new_tokens", "num_beams", "top_k"}
@@ -364,7 +376,7 @@ class HFBackend(Backend):
             return self._commit
         if not self.is_local:
             return str(self.spec.get("revision") or "unknown")
-        record = read_demo_record(Path(self.source))
+        record = read_build_record(Path(self.source))
         if record and record.get("weights_sha256"):
             return f"sha256:{record['weights_sha256'][:16]}"
         m = re.search(r"[/\\]snapshots[/\\]([0-9a-f]{40})(?:[/\\]|$)", str(Path(self.source)))

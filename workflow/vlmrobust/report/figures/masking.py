@@ -559,25 +559,36 @@ def placeholder_page(i: int, k: int) -> str:
 # --------------------------------------------------------------------------- API
 
 
+def masking_examples_views(
+    rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
+) -> dict[str, tuple[Figure, str]]:
+    """Every example by file stem (:func:`masking_figure_names`): its figure and its
+    HTML page (a placeholder of both where there are fewer examples than asked for)."""
+    masked_conditions(spec)  # validates the spec
+    cond, k, examples = masking_examples(rows, spec)
+    out: dict[str, tuple[Figure, str]] = {}
+    with matplotlib.style.context("default"):
+        for n, stem in enumerate(masking_figure_names(spec), start=1):
+            if n <= len(examples):
+                sid, models = examples[n - 1]
+                out[stem] = (
+                    example_figure(n, sid, str(cond), models),
+                    example_page(n, sid, str(cond), models),
+                )
+            else:
+                out[stem] = (placeholder_figure(n, k), placeholder_page(n, k))
+    return out
+
+
 def write_masking_figures(
     compared_paths: Iterable[str | os.PathLike], spec: Mapping[str, Any], out_dir: str | Path
 ) -> list[Path]:
     """Write ``example{i}.png``, ``.pdf`` and ``.html`` for every name of
     :func:`masking_figure_names` under ``out_dir``; return the paths."""
-    rows = read_compared(compared_paths)
     out_dir = Path(out_dir)
-    masked_conditions(spec)  # validates the spec
-    cond, k, examples = masking_examples(rows, spec)
     paths: list[Path] = []
     with matplotlib.style.context("default"):
-        for n, stem in enumerate(masking_figure_names(spec), start=1):
-            if n <= len(examples):
-                sid, models = examples[n - 1]
-                fig = example_figure(n, sid, str(cond), models)
-                page = example_page(n, sid, str(cond), models)
-            else:
-                fig = placeholder_figure(n, k)
-                page = placeholder_page(n, k)
+        for stem, (fig, page) in masking_examples_views(read_compared(compared_paths), spec).items():
             paths += save_figure(fig, out_dir / stem)
             html_path = out_dir / f"{stem}.html"
             atomic_write_text(html_path, page)

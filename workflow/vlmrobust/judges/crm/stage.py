@@ -4,12 +4,12 @@ Inputs: the model's outputs of both stages (``crm-cot`` chain, ``crm-answer`` fi
 answer) on the clean images and on the masked images, the mask condition's variant
 manifest (the filled box, the premise's box, the premises it covers) and the samples.
 Each masked variant is paired with the clean output of its sample (same draw). The
-chain of an output is its reasoning and visible text (:func:`~vlmrobust.infer.run.chain_text`);
+chain of an output is its reasoning and visible text (:func:`~vlmrobust.core.records.chain_text`);
 the final answer is the answer stage's visible text.
 
 A pair with a missing or failed output (either stage, either image) becomes a row
 with ``error`` set, counted in no rate (the metrics report how many). The row format is
-in :mod:`vlmrobust.masking`.
+in :mod:`vlmrobust.judges.crm`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.io import read_jsonl, write_jsonl
-from ..core.records import Sample, Variant, output_key, read_samples, read_variants
-from ..infer.run import chain_text
-from ..judges.hallucination import HallucinationItem, make_hallucination_judge
+from ...core.io import read_jsonl, write_jsonl
+from ...core.records import Sample, Variant, chain_text, output_key, read_samples, read_variants
+from ..hallucination import HallucinationItem, make_hallucination_judge
 from . import SPEC_KEYS
 from .steps import (
     Embedder,
@@ -38,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 def _defaults() -> dict[str, Any]:
-    from ..core.config import load_schema
+    from ...core.config import load_schema
 
     props = load_schema("config")["properties"]["masking"]["properties"]
     return {k: props[k]["default"] for k in SPEC_KEYS}
@@ -93,7 +92,7 @@ def compare_masking(
     if embedder is None:
         embedder = Embedder(model_dir=spec["model_dir"])
     if judge is None:
-        from ..clients.llm import LLMCache
+        from ...clients.llm import LLMCache
 
         cache = LLMCache(cache_dir) if cache_dir is not None else None
         judge = make_hallucination_judge(spec["hallucination"], cache, embedder=embedder)

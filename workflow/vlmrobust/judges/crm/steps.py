@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..clients.embedding import Embedder
+from ...clients.embedding import Embedder
 
 #: The paper's thresholds (crm.txt §3.5): a step is disrupted below 0.80, an answer
 #: flipped below 0.90.

@@ -1,0 +1,100 @@
+# Stage 5, generic over the studies (vlmrobust.studies): stage files -> tidy metrics ->
+# tables, figures and pages. {folder} is a study's folder: `corruption` (pooled over the
+# datasets) or `<study>/<dataset>`; each study says what it reads and which files it has.
+
+
+rule metrics:
+    input:
+        unpack(study_inputs),
+    output:
+        metrics="results/metrics/{folder}/metrics.csv",
+        warnings="results/metrics/{folder}/warnings.txt",
+    log:
+        "logs/metrics/{folder}.log",
+    benchmark:
+        "logs/benchmarks/metrics/{folder}.tsv"
+    conda:
+        "../../envs/report.yaml"
+    params:
+        study=study_name,
+        scope=study_scope,
+        spec=study_spec,
+        inputs=study_inputs_json,
+    shell:
+        "vlmrobust metrics --study {params.study} --scope {params.scope:q}"
+        " --spec {params.spec:q} --inputs {params.inputs:q}"
+        " --out {output.metrics} --warnings {output.warnings} > {log} 2>&1"
+
+
+rule table:
+    input:
+        unpack(view_inputs),
+    output:
+        report(
+            "results/tables/{folder}/{name}.csv",
+            caption="../report/view.rst",
+            category=study_title,
+            subcategory="Tables",
+        ),
+        multiext("results/tables/{folder}/{name}", ".md", ".tex"),
+    log:
+        "logs/tables/{folder}/{name}.log",
+    conda:
+        "../../envs/report.yaml"
+    params:
+        study=study_name,
+        scope=study_scope,
+        spec=study_spec,
+        inputs=view_inputs_json,
+        caption=study_caption("table"),
+    shell:
+        "vlmrobust table {wildcards.name} --study {params.study} --scope {params.scope:q}"
+        " --spec {params.spec:q} --inputs {params.inputs:q} --metrics {input.metrics}"
+        " --out-dir results/tables/{wildcards.folder} > {log} 2>&1"
+
+
+rule figure:
+    input:
+        unpack(view_inputs),
+    output:
+        report(
+            "figures/{folder}/{name}.png",
+            caption="../report/view.rst",
+            category=study_title,
+            subcategory="Figures",
+        ),
+        "figures/{folder}/{name}.pdf",
+    log:
+        "logs/figures/{folder}/{name}.log",
+    conda:
+        "../../envs/report.yaml"
+    params:
+        study=study_name,
+        scope=study_scope,
+        spec=study_spec,
+        inputs=view_inputs_json,
+        caption=study_caption("figure"),
+    shell:
+        "vlmrobust figure {wildcards.name} --study {params.study} --scope {params.scope:q}"
+        " --spec {params.spec:q} --inputs {params.inputs:q} --metrics {input.metrics}"
+        " --out-dir figures/{wildcards.folder} > {log} 2>&1"
+
+
+rule page:
+    input:
+        unpack(view_inputs),
+    output:
+        "figures/{folder}/{name}.html",
+    log:
+        "logs/pages/{folder}/{name}.log",
+    conda:
+        "../../envs/report.yaml"
+    params:
+        study=study_name,
+        scope=study_scope,
+        spec=study_spec,
+        inputs=view_inputs_json,
+    shell:
+        "vlmrobust page {wildcards.name} --study {params.study} --scope {params.scope:q}"
+        " --spec {params.spec:q} --inputs {params.inputs:q} --metrics {input.metrics}"
+        " --out-dir figures/{wildcards.folder} > {log} 2>&1"

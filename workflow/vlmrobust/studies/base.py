@@ -1,0 +1,188 @@
+"""What a study is: one object that declares its inputs, its specification, the files
+it produces and the functions that make them.
+
+A study turns stage files (scored rows, judged labels, compared chains, manifests) into
+a tidy metrics table, and that table (plus, for some views, the stage files) into
+tables, figures and HTML pages. A study has *scopes*: a pooled study (the corruption
+study pools every dataset) has one scope, ``""``; a per-dataset study has one scope per
+dataset it applies to. Each scope has a folder (``corruption``,
+``distraction/<dataset>``) under which every file of the study lives::
+
+    results/metrics/<folder>/metrics.csv, warnings.txt
+    results/tables/<folder>/<table>.csv, .md, .tex
+    figures/<folder>/<figure>.png, .pdf
+    figures/<folder>/<page>.html
+
+The workflow has one generic rule per kind of file (``metrics``, ``table``,
+``figure``, ``page``) with the folder as a wildcard; the CLI has one command per kind
+(``vlmrobust metrics|table|figure|page --study S --scope X``). Adding a study is one
+module under :mod:`vlmrobust.studies` defining a :class:`Study` subclass and ``STUDY``.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from ..core.io import atomic_write_text
+from ..core.plan import RunPlan
+from ..metrics.core import read_metrics, write_metrics
+from ..report.common import save_figure
+from ..report.tables.render import Table, write_table
+
+#: named lists of input files (e.g. {"scored": [...], "manifests": [...]})
+Inputs = Mapping[str, list[str]]
+
+TABLE_EXTS = ("csv", "md", "tex")
+FIGURE_EXTS = ("png", "pdf")
+
+
+class Study(ABC):
+    """One study of the workflow; subclasses fill the class variables and methods."""
+
+    #: short name: the first part of every folder, the CLI's ``--study``
+    name: ClassVar[str]
+    #: the report's category for its files
+    title: ClassVar[str]
+    #: one scope per dataset (True) or one pooled scope "" (False)
+    per_dataset: ClassVar[bool] = True
+    #: report captions (reStructuredText) of its tables, figures and pages
+    table_caption: ClassVar[str] = ""
+    figure_caption: ClassVar[str] = ""
+    page_caption: ClassVar[str] = ""
+
+    # ------------------------------------------------------------------ what it reads
+
+    @abstractmethod
+    def scopes(self, plan: RunPlan) -> list[str]:
+        """The study's scopes in this run ([] when it does not apply)."""
+
+    @abstractmethod
+    def spec(self, plan: RunPlan, scope: str) -> dict[str, Any]:
+        """What the metrics and views need from the configuration and the registry."""
+
+    @abstractmethod
+    def inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
+        """The metrics' input files by name."""
+
+    def view_inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
+        """Stage files the views read besides the metrics (e.g. example rows)."""
+        return {}
+
+    # ------------------------------------------------------------------ what it makes
+
+    @abstractmethod
+    def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:
+        """The tidy metrics table and its warnings."""
+
+    @abstractmethod
+    def table_names(self, spec: Mapping[str, Any]) -> list[str]:
+        """File stems of its tables (they depend on the spec only)."""
+
+    def figure_names(self, spec: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def page_names(self, spec: Mapping[str, Any]) -> list[str]:
+        return []
+
+    @abstractmethod
+    def tables(
+        self, metrics: pd.DataFrame, inputs: Inputs, spec: Mapping[str, Any]
+    ) -> dict[str, Table]:
+        """Every table by file stem."""
+
+    def figures(self, metrics: pd.DataFrame, inputs: Inputs, spec: Mapping[str, Any]) -> dict:
+        """Every figure (matplotlib Figure) by file stem."""
+        return {}
+
+    def pages(self, metrics: pd.DataFrame, inputs: Inputs, spec: Mapping[str, Any]) -> dict:
+        """Every HTML page (text) by file stem."""
+        return {}
+
+    # ------------------------------------------------------------------ files (generic)
+
+    def folder(self, scope: str) -> str:
+        return f"{self.name}/{scope}" if scope else self.name
+
+    def metrics_path(self, scope: str) -> str:
+        return f"results/metrics/{self.folder(scope)}/metrics.csv"
+
+    def warnings_path(self, scope: str) -> str:
+        return f"results/metrics/{self.folder(scope)}/warnings.txt"
+
+    def table_files(self, plan: RunPlan, scope: str) -> list[str]:
+        folder = self.folder(scope)
+        return [
+            f"results/tables/{folder}/{t}.{ext}"
+            for t in self.table_names(self.spec(plan, scope))
+            for ext in TABLE_EXTS
+        ]
+
+    def figure_files(self, plan: RunPlan, scope: str) -> list[str]:
+        folder = self.folder(scope)
+        return [
+            f"figures/{folder}/{f}.{ext}"
+            for f in self.figure_names(self.spec(plan, scope))
+            for ext in FIGURE_EXTS
+        ]
+
+    def page_files(self, plan: RunPlan, scope: str) -> list[str]:
+        folder = self.folder(scope)
+        return [f"figures/{folder}/{p}.html" for p in self.page_names(self.spec(plan, scope))]
+
+    def targets(self, plan: RunPlan) -> list[str]:
+        """Every final file of the study in this run."""
+        return [
+            path
+            for scope in self.scopes(plan)
+            for path in [self.metrics_path(scope), self.warnings_path(scope)]
+            + self.table_files(plan, scope)
+            + self.figure_files(plan, scope)
+            + self.page_files(plan, scope)
+        ]
+
+    # ------------------------------------------------------------------ running (generic)
+
+    def write_metrics(self, inputs: Inputs, spec: Mapping[str, Any], out: Path, warnings: Path):
+        metrics, found = self.compute(inputs, spec)
+        write_metrics(metrics, out)
+        atomic_write_text(warnings, "".join(f"{w}\n" for w in found))
+        return metrics, found
+
+    def _view(self, kind: str, name: str, metrics: Path, inputs: Inputs, spec):
+        names = {
+            "table": self.table_names,
+            "figure": self.figure_names,
+            "page": self.page_names,
+        }[kind](spec)
+        if name not in names:
+            known = ", ".join(names) or "none"
+            raise ValueError(f"study {self.name}: no {kind} {name!r} (its {kind}s: {known})")
+        make = {"table": self.tables, "figure": self.figures, "page": self.pages}[kind]
+        return make(read_metrics(metrics), inputs, spec)[name]
+
+    def write_table(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
+        table = self._view("table", name, metrics, inputs, spec)
+        return write_table(table, Path(out_dir) / name)
+
+    def write_figure(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
+        import matplotlib.style
+
+        with matplotlib.style.context("default"):
+            fig = self._view("figure", name, metrics, inputs, spec)
+            return save_figure(fig, Path(out_dir) / name)
+
+    def write_page(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
+        path = Path(out_dir) / f"{name}.html"
+        atomic_write_text(path, self._view("page", name, metrics, inputs, spec))
+        return [path]
+
+
+def spec_json(spec: Mapping[str, Any]) -> str:
+    """A spec as the rules pass it (sorted keys: a stable params rerun trigger)."""
+    return json.dumps(spec, sort_keys=True)
