@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+from vlmrobust.core.benchmarks import BENCHMARKS
 from vlmrobust.core.io import read_json, read_jsonl
 from vlmrobust.core.records import read_samples
 from vlmrobust.data import ADAPTERS, BadRowError, build_samples
@@ -81,6 +82,10 @@ def run(tmp_path: Path, name: str, s: dict):
     rep = build_samples(name, s, out, report)
     samples = {x.sample_id: x for x in read_samples(out)}
     assert read_json(report) == rep
+    record = BENCHMARKS[s["adapter"]]  # the samples are what the benchmark's record says
+    for x in samples.values():
+        assert x.answer_type in record.answer_types, x.sample_id
+        assert {"source_id", *record.meta} <= set(x.meta), x.sample_id
     return samples, rep, out
 
 

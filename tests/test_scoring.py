@@ -547,6 +547,7 @@ def test_score_outputs_accepts_dict_rows():
 def test_generic_scorer_and_default_prompts_on_every_demo_family(tmp_path):
     import json
 
+    from vlmrobust.core.benchmarks import BENCHMARKS
     from vlmrobust.core.prompts import build_prompt, default_prompt
     from vlmrobust.core.records import Variant
     from vlmrobust.demo.data import DEMO_FAMILIES, generate_demo
@@ -556,6 +557,7 @@ def test_generic_scorer_and_default_prompts_on_every_demo_family(tmp_path):
     for fam in DEMO_FAMILIES:
         rows = [json.loads(x) for x in (tmp_path / fam / "rows.jsonl").read_text().splitlines()]
         for s in samples_from_rows("demo", rows, dataset=f"demo-{fam}").values():
+            assert s.answer_type in BENCHMARKS["demo"].answer_types, (fam, s.answer_type)
             for text in (
                 s.answer,
                 f"The answer is {s.answer}.",

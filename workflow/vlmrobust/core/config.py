@@ -15,6 +15,8 @@ import jsonschema
 import yaml
 from jsonschema import Draft202012Validator, validators
 
+from .benchmarks import BENCHMARKS, SCORER_NAMES
+
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 
 
@@ -50,7 +52,18 @@ def load_yaml(path: str | Path) -> Any:
 
 
 def load_schema(name: str) -> dict:
-    return load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
+    schema = load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
+    if name == "config":
+        _fill_benchmark_enums(schema)
+    return schema
+
+
+def _fill_benchmark_enums(schema: dict) -> None:
+    """The dataset keys ``adapter`` and ``scorer`` take the names of the benchmark
+    registry (:mod:`vlmrobust.core.benchmarks`); the schema file lists none of them."""
+    props = schema["$defs"]["dataset"]["properties"]
+    props["adapter"]["enum"] = [*BENCHMARKS, None]
+    props["scorer"]["enum"] = [*SCORER_NAMES, None]
 
 
 def _key(path: Iterator[Any]) -> str:
@@ -249,17 +262,14 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
     config = validate(config, load_schema("config"), "config")
     for name, ds in config["datasets"].items():
         if ds["adapter"] is None:
-            adapters = load_schema("config")["$defs"]["dataset"]["properties"]["adapter"]["enum"]
-            if name not in adapters:
+            if name not in BENCHMARKS:
                 raise ConfigError(
                     f"config: datasets.{name}.adapter: not given, and {name!r} is not an "
-                    f"adapter name (known: {', '.join(a for a in adapters if a)})"
+                    f"adapter name (known: {', '.join(BENCHMARKS)})"
                 )
             ds["adapter"] = name
         if ds["scorer"] is None:
-            ds["scorer"] = (
-                "generic" if ds["adapter"] in ("demo", "constructed", "visargs") else ds["adapter"]
-            )
+            ds["scorer"] = BENCHMARKS[ds["adapter"]].scorer
         if ds["on_bad_row"] is None:
             ds["on_bad_row"] = config["samples"]["on_bad_row"]
         for cond in ds["conditions"]:

@@ -66,12 +66,13 @@ three, ... — MathVista itself has only one and two), or a Python list. A free-
 answer the question and provide the final answer at the end." — our choice, as
 MathVista has no hint for it.
 
-Default prompt per adapter (:func:`default_prompt`): ``mathvista`` →
+Default prompt per adapter (:func:`default_prompt`): the ``default_prompt`` of the
+adapter's benchmark record (:mod:`vlmrobust.core.benchmarks`): ``mathvista`` →
 ``mathvista-solution`` (the setting of the released Distract-Bench runs; ``cot`` and
 ``format`` are selected per condition/run config); ``distract-bench`` →
-``distract-open``; ``mathvision`` → ``mathvision``; every other adapter by the
-sample's answer type: letter → ``mcq``, yes/no → ``yesno``, label → ``label``,
-number/text/list → ``short``.
+``distract-open``; ``mathvision`` → ``mathvision``; every other adapter (its record's
+``default_prompt`` is ``None``) by the sample's answer type: letter → ``mcq``, yes/no
+→ ``yesno``, label → ``label``, number/text/list → ``short``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .benchmarks import BENCHMARKS
 from .records import Sample, Variant
 
 __all__ = [
@@ -475,11 +477,8 @@ _BY_ANSWER_TYPE = {
     "text": "short",
     "list": "short",
 }
-_BY_ADAPTER = {
-    "mathvista": "mathvista-solution",
-    "distract-bench": "distract-open",
-    "mathvision": "mathvision",
-}
+#: the benchmarks whose record names a default prompt (the others go by answer type)
+_BY_ADAPTER = {b.name: b.default_prompt for b in BENCHMARKS.values() if b.default_prompt}
 
 
 def default_prompt(adapter: str, sample: Sample) -> str:

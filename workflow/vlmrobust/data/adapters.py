@@ -32,6 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..core.benchmarks import BENCHMARKS
 from ..core.io import read_jsonl
 from .base import (
     Adapter,
@@ -82,11 +83,8 @@ class MMMU(Adapter):
     topic_difficulty, explanation, image_numbers.
     """
 
-    name = "mmmu"
-    hub_id = "lmms-lab/MMMU"
-    split = "validation"
+    benchmark = BENCHMARKS["mmmu"]
     id_label = "id"
-    description = "MMMU validation: multi-discipline multiple-choice and open questions"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         question = _question(row)
@@ -144,11 +142,8 @@ class MathVista(Adapter):
     metadata.
     """
 
-    name = "mathvista"
-    hub_id = "AI4Math/MathVista"
-    split = "testmini"
+    benchmark = BENCHMARKS["mathvista"]
     id_label = "pid"
-    description = "MathVista testmini: math reasoning in visual contexts"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         question = _question(row)
@@ -211,11 +206,8 @@ class MathVision(Adapter):
     level, subject, solution.
     """
 
-    name = "mathvision"
-    hub_id = "MathLLMs/MathVision"
-    split = "testmini"
+    benchmark = BENCHMARKS["mathvision"]
     id_label = "id"
-    description = "MathVision testmini: competition math with visual contexts"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         question = _question(row)
@@ -237,11 +229,8 @@ class ChartQA(Adapter):
     Answer: ``number`` if numeric else ``text``. Meta: type (human_test/augmented).
     """
 
-    name = "chartqa"
-    hub_id = "lmms-lab/ChartQA"
-    split = "test"
+    benchmark = BENCHMARKS["chartqa"]
     id_label = "row"
-    description = "ChartQA test: questions about charts"
 
     def source_id(self, row: dict[str, Any], index: int) -> str:
         return str(index)
@@ -266,11 +255,8 @@ class HallusionBench(Adapter):
     sample_note, visual_input, gt_answer_details, filename.
     """
 
-    name = "hallusionbench"
-    hub_id = "lmms-lab/HallusionBench"
-    split = "image"
+    benchmark = BENCHMARKS["hallusionbench"]
     id_label = "id"
-    description = "HallusionBench image split: yes/no questions on visual illusions and edits"
 
     def source_id(self, row: dict[str, Any], index: int) -> str:
         parts = []
@@ -315,12 +301,8 @@ class InfoVQA(Adapter):
     Meta: answers, answer_types (the source's ``answer_type`` list).
     """
 
-    name = "infovqa"
-    hub_id = "lmms-lab/DocVQA"
-    hub_config = "InfographicVQA"
-    split = "validation"
+    benchmark = BENCHMARKS["infovqa"]
     id_label = "questionId"
-    description = "InfographicVQA validation: questions about infographics (ANLS)"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         answers = [str(a).strip() for a in (row.get("answers") or []) if not missing(a)]
@@ -388,11 +370,8 @@ class MMStar(Adapter):
     l2_category, index, meta_info, raw_question, options_parsed.
     """
 
-    name = "mmstar"
-    hub_id = "Lin-Chen/MMStar"
-    split = "val"
+    benchmark = BENCHMARKS["mmstar"]
     id_label = "index"
-    description = "MMStar val: vision-indispensable multiple-choice questions"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         raw = _question(row)
@@ -426,11 +405,8 @@ class TextVQA(Adapter):
     ocr_tokens.
     """
 
-    name = "textvqa"
-    hub_id = "lmms-lab/textvqa"
-    split = "validation"
+    benchmark = BENCHMARKS["textvqa"]
     id_label = "question_id"
-    description = "TextVQA validation: questions that need reading text in images"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         answers = [str(a).strip() for a in (row.get("answers") or []) if not missing(a)]
@@ -481,11 +457,8 @@ class DistractBench(Adapter):
     inferred from the fields), and every other non-image field of the row.
     """
 
-    name = "distract-bench"
-    hub_id = "EthanSun/Distract-Bench"
-    split = "test"
+    benchmark = BENCHMARKS["distract-bench"]
     id_label = "final_id"
-    description = "Distract-Bench: answer-preserving semantic distractors (clean + distracted)"
     exclude_files = ("questions.jsonl", "edit_instructions.jsonl")
 
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
@@ -651,9 +624,8 @@ class Demo(Adapter):
     are copied into the samples' images folder like every other adapter's.
     """
 
-    name = "demo"
+    benchmark = BENCHMARKS["demo"]
     id_label = "id"
-    description = "synthetic demo data made offline by the demo generator"
 
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
         if (spec.get("source") or "local") != "local":
@@ -711,9 +683,8 @@ class Constructed(Adapter):
     generated, accepted, rejected (per criterion) and undecided candidates.
     """
 
-    name = "constructed"
+    benchmark = BENCHMARKS["constructed"]
     id_label = "sample_id"
-    description = "a distraction benchmark constructed and human-verified by this workflow"
 
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
         from ..review import apply_decisions, read_candidates, read_decisions

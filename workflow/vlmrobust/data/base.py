@@ -39,6 +39,7 @@ from typing import Any
 
 from PIL import Image
 
+from ..core.benchmarks import Benchmark
 from ..core.io import read_jsonl
 
 
@@ -439,11 +440,16 @@ def load_hub(hub_id: str, config: str | None, split: str, revision: str | None) 
 class Adapter:
     """One benchmark's conversion from its hub schema to :class:`Sample` rows.
 
-    Subclasses set the class attributes and implement :meth:`convert`; most also
-    override :meth:`source_id`. The defaults ``hub_id``, ``hub_config`` and ``split``
-    are used when the run config leaves them ``null``.
+    Subclasses name their record of the benchmark registry
+    (``benchmark = BENCHMARKS["mmmu"]``, :mod:`vlmrobust.core.benchmarks`), which sets
+    ``name``, ``hub_id``, ``hub_config``, ``split`` and ``description``; they set
+    ``id_label`` and implement :meth:`convert`; most also override :meth:`source_id`.
+    The defaults ``hub_id``, ``hub_config`` and ``split`` are used when the run config
+    leaves them ``null``.
     """
 
+    #: the benchmark's record; the attributes below it are copied from it
+    benchmark: Benchmark | None = None
     name: str = ""
     hub_id: str | None = None
     hub_config: str | None = None
@@ -453,6 +459,16 @@ class Adapter:
     description: str = ""
     #: file names a local folder may hold that are not rows (metadata files)
     exclude_files: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        record = cls.__dict__.get("benchmark")
+        if record is not None:
+            cls.name = record.name
+            cls.hub_id = record.hub_id
+            cls.hub_config = record.hub_config
+            cls.split = record.split
+            cls.description = record.description
 
     def defaults(self) -> dict[str, str | None]:
         return {"hub_id": self.hub_id, "hub_config": self.hub_config, "split": self.split}

@@ -51,6 +51,7 @@ from typing import Any
 
 from PIL import Image
 
+from ..core.benchmarks import BENCHMARKS
 from .base import (
     Adapter,
     Draft,
@@ -149,11 +150,8 @@ def _as_list(row: dict[str, Any], key: str) -> list[Any]:
 
 
 class VisArgs(Adapter):
-    name = "visargs"
-    hub_id = "jiwan-chung/visargs"
-    split = "train"
+    benchmark = BENCHMARKS["visargs"]
     id_label = "id"
-    description = "VisArgs: one sample per (image, visual premise) for region masking"
 
     # -- reading ----------------------------------------------------------------
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:

@@ -1,7 +1,7 @@
 """Outputs -> scored rows -> per-group summaries.
 
 :func:`score_outputs` scores every output row with one scorer of
-:data:`~vlmrobust.score.scorers.SCORERS` (by adapter name; ``demo`` -> ``generic``)
+:data:`~vlmrobust.score.scorers.SCORERS` (by benchmark name; ``demo`` -> ``generic``)
 and returns one flat dict per row::
 
     key, variant_id, sample_id, dataset, condition, prompt, model, draw, answer,

@@ -68,6 +68,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from ..core.benchmarks import BENCHMARKS
 from ..core.records import Sample
 from .extract import (
     Extraction,
@@ -641,6 +642,7 @@ class GenericScorer(Scorer):
         return _verdict(ext.value, correct, ext)
 
 
+#: keyed by benchmark name (vlmrobust.core.benchmarks) or generic scorer name
 SCORERS: dict[str, Scorer] = {
     "mmmu": MMMUScorer(),
     "mathvista": MathVistaScorer(),
@@ -656,9 +658,10 @@ SCORERS: dict[str, Scorer] = {
 
 
 def get_scorer(name: str) -> Scorer:
-    """The scorer ``name``; ``demo`` (the demo adapter) maps to ``generic``."""
-    if name == "demo":
-        name = "generic"
+    """The scorer ``name``; a benchmark without rules of its own (``demo``, ``visargs``,
+    ``constructed``) maps to its record's scorer (``generic``)."""
+    if name not in SCORERS and name in BENCHMARKS:
+        name = BENCHMARKS[name].scorer
     if name not in SCORERS:
         raise ValueError(f"unknown scorer {name!r}; known scorers: {', '.join(sorted(SCORERS))}")
     return SCORERS[name]

@@ -1,0 +1,157 @@
+"""The benchmark registry (vlmrobust.core.benchmarks) and the registries keyed by it.
+
+Every benchmark has an adapter, a scorer and a default prompt; every adapter and scorer
+key is a benchmark (or a declared generic scorer); the config schema takes its adapter
+and scorer names from the registry (that core imports no stage is import-linter's
+`layers` contract, tests/test_lint.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from vlmrobust.core.benchmarks import (
+    BENCHMARKS,
+    GENERIC_SCORERS,
+    SCORER_NAMES,
+    Benchmark,
+    get_benchmark,
+)
+from vlmrobust.core.config import (
+    ConfigError,
+    load_schema,
+    load_yaml,
+    validate_config,
+    validate_registry,
+)
+from vlmrobust.core.prompts import PROMPTS, default_prompt
+from vlmrobust.core.records import ANSWER_TYPES, Sample
+from vlmrobust.data import ADAPTERS
+from vlmrobust.score import SCORERS, get_scorer
+
+from .conftest import REPO
+
+NAMES = list(BENCHMARKS)
+
+
+def _registry():
+    return validate_registry(load_yaml(REPO / "config/models.yaml"))
+
+
+def _sample(answer_type: str) -> Sample:
+    answer = {"letter": "A", "number": "3", "yes/no": "yes", "list": "[1, 2]"}.get(
+        answer_type, "cat"
+    )
+    return Sample(
+        sample_id="b-1",
+        dataset="b",
+        images=["x.png"],
+        question="Q?",
+        answer=answer,
+        answer_type=answer_type,
+        choices=["cat", "dog"] if answer_type in ("letter", "label") else [],
+    )
+
+
+def test_records_are_frozen_and_checked():
+    record = BENCHMARKS["mmmu"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.scorer = "generic"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        BENCHMARKS["x"] = record  # type: ignore[index]
+    with pytest.raises(ValueError, match="answer_types"):
+        Benchmark("x", "d", answer_types=("essay",), scorer="generic")
+    with pytest.raises(ValueError, match="benchmark name"):
+        Benchmark("X Y", "d", answer_types=("text",), scorer="generic")
+    with pytest.raises(ValueError, match="unknown benchmark 'nope'; known benchmarks: mmmu, "):
+        get_benchmark("nope")
+    assert get_benchmark("chartqa") is BENCHMARKS["chartqa"]
+
+
+def test_every_benchmark_has_an_adapter_and_every_adapter_is_a_benchmark():
+    assert list(ADAPTERS) == NAMES
+    for name, adapter in ADAPTERS.items():
+        record = BENCHMARKS[name]
+        assert adapter.benchmark is record
+        assert (adapter.name, adapter.description) == (record.name, record.description)
+        assert adapter.defaults() == {
+            "hub_id": record.hub_id,
+            "hub_config": record.hub_config,
+            "split": record.split,
+        }
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_benchmark_has_a_scorer(name):
+    record = BENCHMARKS[name]
+    assert record.scorer in SCORERS
+    if name in SCORERS:  # a benchmark with rules of its own is scored by them
+        assert record.scorer == name
+    assert get_scorer(name) is SCORERS[record.scorer]
+
+
+def test_every_scorer_is_a_benchmark_or_a_generic_scorer():
+    assert set(GENERIC_SCORERS).isdisjoint(BENCHMARKS)
+    assert all(k in BENCHMARKS or k in GENERIC_SCORERS for k in SCORERS)
+    assert set(SCORERS) == set(SCORER_NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_benchmark_has_a_default_prompt(name):
+    record = BENCHMARKS[name]
+    assert record.default_prompt is None or record.default_prompt in PROMPTS
+    for answer_type in record.answer_types:
+        chosen = default_prompt(name, _sample(answer_type))
+        assert chosen in PROMPTS
+        if record.default_prompt is not None:
+            assert chosen == record.default_prompt
+
+
+def test_config_schema_takes_the_names_from_the_registry():
+    # the schema file names no benchmark: the enums are filled in when it is loaded
+    raw = load_yaml(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    props = raw["$defs"]["dataset"]["properties"]
+    assert "enum" not in props["adapter"] and "enum" not in props["scorer"]
+    props = load_schema("config")["$defs"]["dataset"]["properties"]
+    assert props["adapter"]["enum"] == [*BENCHMARKS, None]
+    assert props["scorer"]["enum"] == [*SCORER_NAMES, None]
+
+
+@pytest.mark.parametrize("key", ["adapter", "scorer"])
+def test_unknown_adapter_or_scorer_names_the_key_and_the_known_names(key):
+    config = load_yaml(REPO / "config/config.yaml")
+    config["datasets"]["demo-chart"][key] = "mmmuu"
+    with pytest.raises(ConfigError) as err:
+        validate_config(config, _registry())
+    message = str(err.value)
+    assert f"key 'datasets.demo-chart.{key}': 'mmmuu' is not one of" in message
+    known = NAMES if key == "adapter" else list(SCORER_NAMES)
+    assert all(repr(n) in message for n in known)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_dataset_named_after_a_benchmark_gets_its_adapter_and_scorer(name):
+    config = load_yaml(REPO / "config/config.yaml")
+    config["datasets"] = {name: {"source": "local", "path": "x", "decisions": "d.json"}}
+    config["construct"] = {}
+    if name == "demo":
+        config["datasets"] = {name: {"source": "local", "path": "results/raw/demo/chart"}}
+    ds = validate_config(config, _registry())["datasets"][name]
+    assert (ds["adapter"], ds["scorer"]) == (name, BENCHMARKS[name].scorer)
+
+
+def test_answer_types_are_sample_answer_types():
+    for record in BENCHMARKS.values():
+        assert set(record.answer_types) <= set(ANSWER_TYPES)
+
+
+def test_docs_name_every_benchmark():
+    howto = (REPO / "docs" / "adding-a-benchmark.md").read_text(encoding="utf-8")
+    assert "workflow/vlmrobust/core/benchmarks.py" in howto
+    assert "tests/test_benchmarks.py" in howto
+    readme = (REPO / "config" / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith("| `adapter` |"))
+    assert set(re.findall(r"`([a-z-]+)`", row)) >= set(BENCHMARKS)
