@@ -27,15 +27,15 @@ from vlmrobust.construct import (
     build_candidates,
     knowledge_base,
     load_seeds,
-    make_demo_seeds,
     retrieve,
     validate_edit,
 )
 from vlmrobust.construct.editor import EditorError
 from vlmrobust.construct.writer import WriterError, correct_option
+from vlmrobust.core.decisions import read_candidates
 from vlmrobust.core.records import Sample, safe_id
 from vlmrobust.demo.data import generate_demo
-from vlmrobust.review import read_candidates
+from vlmrobust.demo.seeds import make_demo_seeds
 
 KEY_ENV = "VLMROBUST_TEST_CONSTRUCT_KEY"
 

@@ -12,7 +12,7 @@ import pytest
 
 from vlmrobust.core.prompts import PROMPTS, build_prompt, default_prompt, mathvista_problem
 from vlmrobust.core.records import Sample, Variant
-from vlmrobust.score.released import load_questions
+from vlmrobust.data.released import load_questions
 
 from .conftest import FIXTURES
 

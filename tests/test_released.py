@@ -13,13 +13,9 @@ import json
 
 import pytest
 
-from vlmrobust.score.released import (
-    import_lmms_eval,
-    import_vlmevalkit,
-    load_questions,
-    samples_from_rows,
-    score_released,
-)
+from vlmrobust.data.released import load_questions, samples_from_rows
+from vlmrobust.score.released import import_lmms_eval, import_vlmevalkit
+from vlmrobust.score.released import score_released as _score_released
 
 from .conftest import FIXTURES
 
@@ -27,6 +23,13 @@ DB = FIXTURES / "distract-bench"
 OUT = DB / "model_outputs"
 EUREKA = OUT / "FanqingM__MM-Eureka-Qwen-7B.samples.jsonl"
 QWEN = OUT / "Qwen__Qwen2.5-VL-7B-Instruct.samples.jsonl"
+
+
+def score_released(fmt, dataset, questions_path, samples_path, out, **kwargs):
+    """What ``vlmrobust score-released`` does: the dataset's rows without images, then
+    the rescoring of the released file against them."""
+    questions = load_questions(dataset, questions_path)
+    return _score_released(fmt, dataset, questions, samples_path, out, **kwargs)
 
 
 # --------------------------------------------------------------------------- Distract-Bench
@@ -411,3 +414,24 @@ def test_distract_bench_mathvista_style_row(tmp_path):
     rows = score_released("lmms-eval", "distract-bench", tmp_path / "questions.jsonl", spath,
                           tmp_path / "o.csv")  # fmt: skip
     assert [(r["prediction"], r["correct"]) for r in rows] == [("8/11", 1)]
+
+
+def test_score_released_command(tmp_path):
+    from vlmrobust.cli import main
+
+    out = tmp_path / "scored.csv"
+    argv = ["score-released", "--format", "lmms-eval", "--dataset", "distract-bench"]
+    argv += ["--questions", str(DB / "questions.jsonl"), "--samples", str(EUREKA)]
+    assert main([*argv, "--out", str(out)]) == 0
+    with open(out, newline="", encoding="utf-8") as fh:
+        table = list(csv.DictReader(fh))
+    assert [int(r["correct"]) for r in table] == EUREKA_CORRECT
+    # --id-field: the released rows' nested question_id instead of doc_id
+    nested = tmp_path / "nested.samples.jsonl"
+    nested.write_text(json.dumps({"doc_id": 0, "filtered_resps": "B", "meta": {"qid": "1"}}) + "\n")
+    argv = ["score-released", "--format", "lmms-eval", "--dataset", "distract-bench"]
+    argv += ["--questions", str(DB / "questions.jsonl"), "--samples", str(nested)]
+    assert main([*argv, "--id-field", "meta.qid", "--out", str(out)]) == 0
+    with open(out, newline="", encoding="utf-8") as fh:
+        table = list(csv.DictReader(fh))
+    assert [(r["sample_id"], r["correct"]) for r in table] == [("1", "1")]

@@ -1,5 +1,6 @@
 """The VisArgs adapter: one sample per (image, visual premise), box checks, image
-download and cache, template and LLM question writers, the demo's annotation.json."""
+download and cache, the template question writer and the LLM question writer's step
+(`vlmrobust write-questions`, whose file the adapter reads), the demo's annotation.json."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from PIL import Image
 
 from tests.api_server import FakeAPIServer
+from vlmrobust.cli import main
 from vlmrobust.core.io import read_json
 from vlmrobust.core.records import read_samples
 from vlmrobust.data.base import BadRowError
@@ -168,31 +170,107 @@ def test_url_images_are_downloaded_once_then_read_from_the_cache(tmp_path, folde
         _build(tmp_path, folder, [_row("w", gone, [_box(0, 0, 8, 8)])], image_cache=str(cache))
 
 
-def test_llm_question_writer_is_cached(tmp_path, folder, monkeypatch):
+def _writer(server, tmp_path):
+    return {
+        "backend": "openai",
+        "model": "writer-model",
+        "base_url": server.url + "/v1",
+        "api_key_env": KEY_ENV,
+        "cache_dir": str(tmp_path / "llm-cache"),
+        "options": {"max_retries": 1, "base_delay": 0.001, "max_delay": 0.005, "timeout_s": 5},
+    }
+
+
+def _write_questions(folder, rows, writer, out, name="visargs"):
+    """`vlmrobust write-questions` as the workflow's questions rule runs it."""
+    (folder / "annotation.json").write_text(json.dumps(rows))
+    spec = {"adapter": "visargs", "source": "local", "path": str(folder)}
+    argv = [
+        "write-questions",
+        "--name",
+        name,
+        "--spec",
+        json.dumps(spec | {"question_writer": writer}),
+    ]
+    return main([*argv, "--out", str(out)])
+
+
+def test_llm_question_writer_step_is_cached_and_read_by_the_adapter(tmp_path, folder, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "test-visargs-key")
+    monkeypatch.chdir(tmp_path)  # the adapter's default questions file is relative
     rows = [_row("a", "img/a.png", [_box(0, 0, 50, 40), _box(200, 100, 100, 50)])]
+    out = tmp_path / "results" / "questions" / "visargs" / "questions.jsonl"
     with FakeAPIServer() as server:
         server.reply_fn = lambda text, body: json.dumps({"question": "What sits in that corner?"})
-        writer = {
-            "backend": "openai",
-            "model": "writer-model",
-            "base_url": server.url + "/v1",
-            "api_key_env": KEY_ENV,
-            "cache_dir": str(tmp_path / "llm-cache"),
-            "options": {"max_retries": 1, "base_delay": 0.001, "max_delay": 0.005, "timeout_s": 5},
-        }
+        writer = _writer(server, tmp_path)
+        assert _write_questions(folder, rows, writer, out) == 0
+        assert server.count == 2
+        prompts = sorted(json.dumps(r.body) for r in server.requests)
+        assert "premise 0" in prompts[0] and "top-left" in prompts[0]
+        assert "[0, 0, 50, 40]" in prompts[0] and "premise 1" in prompts[1]
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [x["key"] for x in lines] == ["a-vp1", "a-vp2"]
+        for x in lines:
+            assert (x["question"], x["writer"], x["error"]) == (
+                "What sits in that corner?",
+                "openai/writer-model",
+                None,
+            )
+            assert re.fullmatch(r"[0-9a-f]{64}", x["cache_key"])
+            assert (
+                tmp_path / "llm-cache" / x["cache_key"][:2] / f"{x['cache_key']}.json"
+            ).is_file()
+        written = out.read_bytes()
+        # a rerun of the step asks nothing: every answer comes from the cache
+        out.unlink()
+        assert _write_questions(folder, rows, writer, out) == 0
+        assert server.count == 2 and out.read_bytes() == written
+        # the samples step only reads the file (default path: results/questions/<name>/)
         samples, report = _build(tmp_path, folder, rows, question_writer=writer)
         assert server.count == 2
-        prompt = json.dumps(server.requests[0].body)
-        assert "premise 0" in prompt and "top-left" in prompt
-        assert [s.question for s in samples] == ["What sits in that corner?"] * 2
-        assert samples[0].meta["question_source"] == "openai/writer-model"
-        assert report["question_writer"] == "openai/writer-model"
-        _build(tmp_path, folder, rows, question_writer=writer)
-        assert server.count == 2  # every question came from the cache
-    assert "test-visargs-key" not in "".join(
-        p.read_text() for p in (tmp_path / "llm-cache").rglob("*") if p.is_file()
+    assert [s.question for s in samples] == ["What sits in that corner?"] * 2
+    assert samples[0].meta["question_source"] == "openai/writer-model"
+    assert report["question_writer"] == "openai/writer-model"
+    assert (
+        "test-visargs-key"
+        not in "".join(p.read_text() for p in (tmp_path / "llm-cache").rglob("*") if p.is_file())
+        + written.decode()
     )
+
+
+def test_llm_questions_file_problems_are_named(tmp_path, folder, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "test-visargs-key")
+    rows = [_row("a", "img/a.png", [_box(0, 0, 50, 40), _box(200, 100, 100, 50)])]
+    out = tmp_path / "q.jsonl"
+    with FakeAPIServer() as server:
+        server.reply_fn = lambda text, body: json.dumps({"question": "What is up there?"})
+        server.add_fault("400", match="premise 1")
+        writer = _writer(server, tmp_path)
+        assert _write_questions(folder, rows, writer, out) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[0]["question"] == "What is up there?" and lines[0]["error"] is None
+    assert lines[1]["question"] is None and "400" in lines[1]["error"]
+    # a failed call is a bad row of that premise, under the dataset's on_bad_row
+    with pytest.raises(BadRowError, match=r"id 'a-vp2'\): the question writer failed: "):
+        _build(tmp_path, folder, rows, question_writer=writer, questions_file=str(out))
+    samples, report = _build(
+        tmp_path, folder, rows, question_writer=writer, questions_file=str(out), on_bad_row="skip"
+    )
+    assert [s.sample_id for s in samples] == ["visargs-a-vp1"]
+    assert [r["id"] for r in report["skipped_rows"]] == ["a-vp2"]
+    # another writer, a missing key, a missing file: write the questions again
+    other = dict(writer, model="other-model")
+    with pytest.raises(ValueError, match="written by 'openai/writer-model'.*write the questions"):
+        _build(tmp_path, folder, rows, question_writer=other, questions_file=str(out))
+    out.write_text(out.read_text().splitlines()[0] + "\n")
+    with pytest.raises(ValueError, match="no question for 'a-vp2'"):
+        _build(tmp_path, folder, rows, question_writer=writer, questions_file=str(out))
+    with pytest.raises(ValueError, match="questions file .*missing.jsonl does not exist"):
+        _build(tmp_path, folder, rows, question_writer=writer,
+               questions_file=str(tmp_path / "missing.jsonl"))  # fmt: skip
+    # the template writer needs no file; the step refuses it
+    assert _write_questions(folder, rows, {"backend": "template"}, tmp_path / "t.jsonl") == 2
+    assert not (tmp_path / "t.jsonl").exists()
 
 
 def test_demo_premises_feed_the_visargs_adapter(tmp_path):

@@ -17,7 +17,6 @@ from .seeds import (
     Seed,
     knowledge_base,
     load_seeds,
-    make_demo_seeds,
     retrieve,
     retrieve_entries,
 )
@@ -41,7 +40,6 @@ __all__ = [
     "editor_prompt",
     "knowledge_base",
     "load_seeds",
-    "make_demo_seeds",
     "retrieve",
     "retrieve_entries",
     "validate_edit",

@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..core.io import atomic_write_text
+from .io import atomic_write_text
 
 # The four criteria of the paper (Distract-Bench §3), in its order and words.
 CRITERIA: dict[str, str] = {

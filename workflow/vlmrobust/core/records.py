@@ -152,6 +152,14 @@ def output_key(variant_id: str, draw: int) -> str:
     return f"{variant_id}#{draw}"
 
 
+def chain_text(row: dict[str, Any]) -> str:
+    """The whole text a model wrote for one output row (as a dict): its reasoning
+    (``thinking``, when the family's markers split one off) and the visible answer,
+    think tags removed."""
+    parts = [row.get("thinking") or "", row.get("answer_text") or ""]
+    return "\n\n".join(p.strip() for p in parts if p and p.strip())
+
+
 def read_samples(path: str | Path) -> list[Sample]:
     return [Sample.from_dict(r) for r in read_jsonl(path)]
 

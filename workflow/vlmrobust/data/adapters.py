@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.benchmarks import BENCHMARKS
+from ..core.decisions import apply_decisions, read_candidates, read_decisions
 from ..core.io import read_jsonl
 from .base import (
     Adapter,
@@ -674,7 +675,7 @@ class Constructed(Adapter):
 
     Reads ``<path>/candidates.jsonl`` (written by the construction step; image paths as
     written there, relative to the working directory) and the human-verification
-    decisions file named by ``datasets.<name>.decisions`` (vlmrobust.review). Only
+    decisions file named by ``datasets.<name>.decisions`` (vlmrobust.core.decisions). Only
     ACCEPTED candidates become samples: the clean image is the original, the edited one
     goes to ``meta["distracted_images"]`` and the edit record to ``meta["edit"]`` (the
     fields of the released Distract-Bench: dead_end_description, trap_reasoning_path,
@@ -687,8 +688,6 @@ class Constructed(Adapter):
     id_label = "sample_id"
 
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
-        from ..review import apply_decisions, read_candidates, read_decisions
-
         folder = self.local_folder(spec, key)
         path = folder / "candidates.jsonl"
         if not path.is_file():

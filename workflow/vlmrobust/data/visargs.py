@@ -10,9 +10,15 @@ writer*:
 - ``template`` (the default, offline): "What is shown in the <part> of the image?",
   the part named from the box's centre (top-left / top / top-right / left / centre /
   right / bottom-left / bottom / bottom-right, by thirds of the image);
-- an LLM (``question_writer: {backend: openai | gemini, model, ...}``) through
-  :func:`vlmrobust.clients.llm.make_llm`, strict JSON ``{"question": ...}``, every call cached
-  by content under ``question_writer.cache_dir`` (a rerun makes no call).
+- an LLM (``question_writer: {backend: openai | gemini, model, ...}``): the questions
+  are written beforehand by their own step (:mod:`vlmrobust.construct.questions`, the
+  ``vlmrobust write-questions`` command and the workflow's ``questions`` rule), which
+  asks the LLM about each item of :func:`question_items` and writes
+  ``results/questions/<dataset>/questions.jsonl`` (one line per (image, premise) key:
+  question, writer, cache key, error). This adapter only reads that file
+  (``questions_file`` in the dataset's settings names another): a key without a line,
+  or a line written by another writer, is an error (write the questions again); a line
+  with an error is a bad row (``the question writer failed: ...``).
 
 Images: a row's ``image`` (when the rows carry one) or its ``url``. A relative url is a
 file of the local folder; an ``http(s)`` url is downloaded once into ``image_cache``
@@ -52,6 +58,7 @@ from typing import Any
 from PIL import Image
 
 from ..core.benchmarks import BENCHMARKS
+from ..core.io import read_jsonl
 from .base import (
     Adapter,
     Draft,
@@ -65,14 +72,9 @@ from .base import (
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE_CACHE = "results/raw/visargs/images"
+#: where the LLM question writer's step writes a dataset's questions (``{dataset}``)
+DEFAULT_QUESTIONS_FILE = "results/questions/{dataset}/questions.jsonl"
 _FETCH_TIMEOUT_S = 60
-
-QUESTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["question"],
-    "properties": {"question": {"type": "string", "minLength": 5}},
-}
 
 _PARTS = (
     ("top-left", "top", "top-right"),
@@ -155,6 +157,19 @@ class VisArgs(Adapter):
 
     # -- reading ----------------------------------------------------------------
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
+        rows, src, cache = self._premise_rows(spec, key)
+        writer = spec.get("question_writer") or {"backend": "template"}
+        if writer.get("backend", "template") == "template":
+            self._template_questions(rows)
+        else:
+            self._read_questions(rows, writer, questions_file(spec, key), key)
+        info = dict(src.info, question_writer=_writer_name(writer), image_cache=str(cache))
+        return RowSource(rows, src.base_dir, info)
+
+    def _premise_rows(
+        self, spec: dict[str, Any], key: str
+    ) -> tuple[list[dict[str, Any]], RowSource, Path]:
+        """One row per (image, visual premise), its image read; the source; the cache."""
         if (spec.get("source") or "hub") == "local":
             folder = self.local_folder(spec, key)
             annotation = folder / "annotation.json"
@@ -169,11 +184,7 @@ class VisArgs(Adapter):
         else:
             src = super().load_rows(spec, key)
         cache = Path(spec.get("image_cache") or DEFAULT_IMAGE_CACHE)
-        rows = list(self._expand(src.rows, src.base_dir, cache))
-        writer = spec.get("question_writer") or {"backend": "template"}
-        self._write_questions(rows, writer, key)
-        info = dict(src.info, question_writer=_writer_name(writer), image_cache=str(cache))
-        return RowSource(rows, src.base_dir, info)
+        return list(self._expand(src.rows, src.base_dir, cache)), src, cache
 
     def _expand(self, rows: Any, base_dir: Path | None, cache: Path) -> Iterator[dict[str, Any]]:
         """One row per (image, visual premise); the image is loaded once per image."""
@@ -255,39 +266,46 @@ class VisArgs(Adapter):
         tmp.replace(target)
         return str(target.resolve())
 
-    def _write_questions(
-        self, rows: list[dict[str, Any]], writer: dict[str, Any], key: str
-    ) -> None:
-        ok = [r for r in rows if "_problem" not in r]
-        backend = writer.get("backend", "template")
-        if backend == "template":
-            for r in ok:
+    @staticmethod
+    def _template_questions(rows: list[dict[str, Any]]) -> None:
+        for r in rows:
+            if "_problem" not in r:
                 r["_question"] = template_question(r["_boxes"][r["_premise_index"]], r["_size"])
                 r["_question_source"] = "template"
-            return
-        from ..clients.llm import LLMCache, make_llm
 
-        cache = LLMCache(Path(writer.get("cache_dir") or "results/cache/llm"))
-        try:
-            llm = make_llm(writer, cache)
-        except ValueError as exc:
-            raise ValueError(f"{key}.question_writer: {exc}") from None
-        calls = [
-            {
-                "messages": question_prompt(r),
-                "json_schema": QUESTION_SCHEMA,
-                "temperature": float(writer.get("temperature", 0.0)),
-                "max_tokens": int(writer.get("max_tokens", 256)),
-            }
-            for r in ok
-        ]
-        responses = llm.complete_many(calls) if calls else []
+    def _read_questions(
+        self, rows: list[dict[str, Any]], writer: dict[str, Any], path: Path, key: str
+    ) -> None:
+        """The LLM writer's questions from its questions file (module docstring)."""
         name = _writer_name(writer)
-        for r, resp in zip(ok, responses, strict=True):
-            if resp.error is not None:
-                r["_problem"] = f"the question writer failed: {resp.error}"
+        again = (
+            "write the questions again (vlmrobust write-questions, the workflow's questions rule)"
+        )
+        if not path.is_file():
+            raise ValueError(
+                f"{key}.question_writer: the questions file {path} does not exist; {again}"
+            )
+        written: dict[str, dict[str, Any]] = {}
+        for lineno, rec in enumerate(read_jsonl(path), 1):
+            if not isinstance(rec, dict) or missing(rec.get("key")):
+                raise ValueError(f"{path}:{lineno}: a line without a key")
+            written[str(rec["key"])] = rec
+        for r in rows:
+            if "_problem" in r:
                 continue
-            r["_question"] = str(resp.parsed_json["question"]).strip()
+            sid = self.source_id(r, 0)
+            rec = written.get(sid)
+            if rec is None:
+                raise ValueError(f"{path}: no question for {sid!r}; {again}")
+            if rec.get("writer") != name:
+                raise ValueError(
+                    f"{path}: the question for {sid!r} was written by {rec.get('writer')!r}, "
+                    f"but {key}.question_writer is {name!r}; {again}"
+                )
+            if rec.get("error") is not None or missing(rec.get("question")):
+                r["_problem"] = f"the question writer failed: {rec.get('error') or 'no question'}"
+                continue
+            r["_question"] = str(rec["question"]).strip()
             r["_question_source"] = name
 
     # -- converting -------------------------------------------------------------
@@ -330,32 +348,37 @@ class VisArgs(Adapter):
         return []
 
 
-def question_prompt(row: dict[str, Any]) -> list[dict[str, str]]:
-    """The question writer's messages for one (image, premise) row."""
-    src = row["row"]
-    box = row["_boxes"][row["_premise_index"]]
-    return [
-        {
-            "role": "system",
-            "content": (
-                "You write evaluation questions for a visual-reasoning benchmark. Answer "
-                'with JSON only: {"question": "..."}.'
-            ),
-        },
-        {
-            "role": "user",
-            "content": (
-                "An image shows a visual argument. One annotated region of it, the box "
-                f"{box} (x0, y0, x1, y1 in pixels of a {row['_size'][0]}x{row['_size'][1]} "
-                f"image, in the {region_phrase(box, row['_size'])} part), shows:\n"
-                f"{row['premise']}\n\nThe image's conclusion: "
-                f"{src.get('conclusion') or '(none given)'}\n\n"
-                "Write one short question about the image whose answer is what this "
-                "region shows. The question must not reveal the answer; it may name the "
-                "region's position."
-            ),
-        },
-    ]
+def questions_file(spec: dict[str, Any], key: str) -> Path:
+    """The questions file of the dataset ``key`` (``datasets.<name>``): the spec's
+    ``questions_file``, else :data:`DEFAULT_QUESTIONS_FILE` for ``<name>``."""
+    name = key.removeprefix("datasets.")
+    return Path(spec.get("questions_file") or DEFAULT_QUESTIONS_FILE.format(dataset=name))
+
+
+def question_items(name: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the LLM question writer is asked about, one item per (image, visual
+    premise) of the configured VisArgs dataset ``name`` whose row is usable: ``key``
+    (the sample's source id, ``<image id>-vp<k>``), ``premise``, ``box`` (x0, y0, x1,
+    y1, clipped), ``image_size`` [W, H], ``region`` (its part of the image) and
+    ``conclusion``. Bad rows are left out (the samples step reports them)."""
+    adapter = VisArgs()
+    rows, _, _ = adapter._premise_rows(spec, f"datasets.{name}")
+    items = []
+    for r in rows:
+        if "_problem" in r:
+            continue
+        box = r["_boxes"][r["_premise_index"]]
+        items.append(
+            {
+                "key": adapter.source_id(r, 0),
+                "premise": r["premise"],
+                "box": box,
+                "image_size": r["_size"],
+                "region": region_phrase(box, r["_size"]),
+                "conclusion": r["row"].get("conclusion"),
+            }
+        )
+    return items
 
 
 def _writer_name(writer: dict[str, Any]) -> str:

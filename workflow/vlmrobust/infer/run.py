@@ -25,7 +25,15 @@ from tqdm import tqdm
 from ..clients.vlm.base import Backend, Request, Result, chunks
 from ..clients.vlm.thinking import split_thinking
 from ..core.io import write_jsonl
-from ..core.records import OutputRow, Sample, Variant, output_key, read_samples, read_variants
+from ..core.records import (
+    OutputRow,
+    Sample,
+    Variant,
+    chain_text,
+    output_key,
+    read_samples,
+    read_variants,
+)
 from ..core.seeding import derive_seed
 
 log = logging.getLogger(__name__)
@@ -56,13 +64,6 @@ class Planned:
     prompt: str
     prompt_version: str
     context_sha256: str | None = None
-
-
-def chain_text(row: dict[str, Any]) -> str:
-    """The whole text a model wrote for one output: its reasoning (``thinking``, when
-    the family's markers split one off) and the visible answer, think tags removed."""
-    parts = [row.get("thinking") or "", row.get("answer_text") or ""]
-    return "\n\n".join(p.strip() for p in parts if p and p.strip())
 
 
 def read_contexts(path: Path) -> dict[str, str]:

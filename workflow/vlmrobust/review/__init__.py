@@ -5,17 +5,18 @@ image, distractor description, trap reasoning path and answer, edit instruction)
 checked by a person against the paper's four criteria (:data:`CRITERIA`): obvious
 semantics; factually correct and plausible; irrelevant to the query, answer preserved;
 optionally leads to a dead end. The verdicts live in a decisions CSV under
-``resources/`` (format: :mod:`vlmrobust.review.decisions`); only accepted samples go
+``resources/`` (format: :mod:`vlmrobust.core.decisions`); only accepted samples go
 downstream, undecided ones do not.
 
-- :mod:`.decisions`: the candidates and decisions files, their validation, and
-  :func:`apply_decisions` (accepted ids + report);
+- :mod:`vlmrobust.core.decisions` (re-exported here): the candidates and decisions
+  files, their validation, and :func:`apply_decisions` (accepted ids + report); they
+  live in core because the ``constructed`` dataset adapter reads them too;
 - :mod:`.page`: the self-contained HTML review page;
 - :mod:`.server`: a local ``http.server`` that serves the page and the images and saves
   each click to the decisions file (``python -m vlmrobust.review.server``).
 """
 
-from .decisions import (
+from ..core.decisions import (
     COLUMNS,
     CRITERIA,
     DECISIONS,

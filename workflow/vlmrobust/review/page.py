@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..core.decisions import CRITERIA, OPTIONAL_CRITERIA, Candidate, Decision, apply_decisions
+from ..core.decisions import as_candidates as _as_candidates
 from ..core.io import atomic_write_text
-from .decisions import CRITERIA, OPTIONAL_CRITERIA, Candidate, Decision, apply_decisions
-from .decisions import as_candidates as _as_candidates
 
 ImageSrc = Callable[[Candidate, str], str]  # (candidate, "original"|"edited") -> URL
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from .decisions import (
+from ..core.decisions import (
     Candidate,
     DecisionError,
     apply_decisions,

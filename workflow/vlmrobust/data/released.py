@@ -1,0 +1,127 @@
+"""A dataset's question rows as samples without images (rescoring released results).
+
+A released results file (lmms-eval, VLMEvalKit) names each answer by the dataset's own
+id; to rescore it, the questions and answers come from the dataset's rows in its hub
+schema, converted by the dataset's adapter (:data:`~vlmrobust.data.adapters.ADAPTERS`).
+The images are not needed and never read: a missing image field gets a placeholder.
+
+- :func:`load_questions` reads the rows from a JSON list, JSONL or parquet file, or a
+  folder laid out as the adapter's ``source: local`` reads it.
+- :func:`samples_from_rows` converts rows already in memory.
+
+Both return ``{source_id: Sample}`` (``images == []``, ``meta["source_id"]`` = the
+dataset's own id), which the importers and rescoring of
+:mod:`vlmrobust.score.released` take as their questions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..core.records import Sample, safe_id
+from .adapters import ADAPTERS
+from .base import Adapter, RowProblem, iter_files
+
+__all__ = ["load_questions", "samples_from_rows"]
+
+_PLACEHOLDER = "(image not loaded)"
+_MARKER = re.compile(r"<image\s*(\d+)>")
+
+
+def _get_adapter(name: str) -> Adapter:
+    if name not in ADAPTERS:
+        raise ValueError(f"unknown dataset adapter {name!r}; expected one of {', '.join(ADAPTERS)}")
+    return ADAPTERS[name]
+
+
+def _with_image_placeholders(adapter: Adapter, row: dict[str, Any]) -> dict[str, Any]:
+    """Stand-ins for image fields the rows lack (the adapters check that images exist;
+    here only the question fields matter and no image is ever read)."""
+    row = dict(row)
+    if adapter.name == "mmmu":
+        text = str(row.get("question") or "") + "\n" + str(row.get("options") or "")
+        numbers = {int(n) for n in _MARKER.findall(text)}
+        if not numbers and all(row.get(f"image_{n}") is None for n in range(1, 8)):
+            numbers = {1}
+        for n in numbers:
+            if row.get(f"image_{n}") is None:
+                row[f"image_{n}"] = _PLACEHOLDER
+    else:
+        for key in ("image", "original_image"):
+            if row.get(key) is None:
+                row[key] = _PLACEHOLDER
+    return row
+
+
+def samples_from_rows(
+    adapter_name: str, rows: Iterable[dict[str, Any]], dataset: str | None = None
+) -> dict[str, Sample]:
+    """Hub-schema rows -> samples without images, keyed by the dataset's own id.
+
+    A row the adapter rejects is an error naming its index, id and reason (a released
+    result for it could not be scored).
+    """
+    adapter = _get_adapter(adapter_name)
+    dataset = dataset or adapter_name
+    out: dict[str, Sample] = {}
+    for index, row in enumerate(rows):
+        src_id: str | None = None
+        try:
+            src_id = adapter.source_id(row, index)
+            draft = adapter.convert(_with_image_placeholders(adapter, row), index)
+            sample = Sample(
+                sample_id=safe_id(dataset, src_id),
+                dataset=dataset,
+                images=[],
+                question=draft.question,
+                answer=draft.answer,
+                answer_type=draft.answer_type,
+                choices=list(draft.choices),
+                precision=draft.precision,
+                meta={**draft.meta, "source_id": src_id},
+            )
+        except (RowProblem, ValueError) as exc:
+            reason = exc.reason if isinstance(exc, RowProblem) else str(exc)
+            raise ValueError(
+                f"dataset {dataset!r}, question row {index} ({adapter.id_label} {src_id!r}): "
+                f"{reason}"
+            ) from exc
+        if src_id in out:
+            raise ValueError(f"dataset {dataset!r}: duplicate {adapter.id_label} {src_id!r}")
+        out[src_id] = sample
+    if not out:
+        raise ValueError(f"dataset {dataset!r}: no question rows")
+    return out
+
+
+def load_questions(
+    adapter_name: str, path: str | Path, dataset: str | None = None
+) -> dict[str, Sample]:
+    """A dataset's question rows (file or folder, hub schema) as samples without images.
+
+    A folder is read as the adapter reads a local folder (``source: local``); so is a
+    Distract-Bench ``questions.jsonl`` (its folder's ``edit_instructions.jsonl`` is
+    joined). Any other file is read as JSON list / JSONL / parquet by its suffix.
+    """
+    adapter = _get_adapter(adapter_name)
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"questions file {str(path)!r} does not exist")
+    key = f"released.{adapter_name}.questions"
+    if path.is_dir():
+        rows: Iterable[dict[str, Any]] = adapter.load_rows(
+            {"source": "local", "path": str(path)}, key
+        ).rows
+    elif adapter.name == "distract-bench" and path.name == "questions.jsonl":
+        rows = adapter.load_rows({"source": "local", "path": str(path.parent)}, key).rows
+    elif path.suffix in (".jsonl", ".json", ".parquet"):
+        rows = iter_files([path])
+    else:
+        raise ValueError(
+            f"questions file {str(path)!r}: expected a .jsonl, .json or .parquet file "
+            "(or a folder) with the dataset's rows in its hub schema"
+        )
+    return samples_from_rows(adapter_name, rows, dataset)
