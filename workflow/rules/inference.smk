@@ -32,8 +32,11 @@ rule infer:
     conda:
         "../../envs/infer.yaml"
     threads: config["threads"]["infer"]
+    # Per model, from the registry's `resources` (config/models.yaml).
     resources:
         gpu=infer_gpus,
+        mem_mb=infer_mem_mb,
+        runtime=infer_runtime,
     params:
         spec=infer_spec,
         context=context_arg,
@@ -43,7 +46,8 @@ rule infer:
         " --out {output} > {log} 2>&1"
 
 
-# API models (openai, gemini) answer through the network: no GPU, one thread.
+# API models (openai, gemini) answer through the network: no GPU, one thread; memory
+# and time limit from the registry.
 use rule infer as infer_api with:
     log:
         "logs/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.log",
@@ -54,6 +58,8 @@ use rule infer as infer_api with:
     threads: 1
     resources:
         gpu=0,
+        mem_mb=infer_mem_mb,
+        runtime=infer_runtime,
 
 
 rule gather_outputs:

@@ -16,6 +16,7 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from .benchmarks import BENCHMARKS, SCORER_NAMES
+from .registry import API_BACKENDS, model_resources
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 
@@ -210,6 +211,12 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
             )
         if m["backend"] in ("openai", "gemini") and not m["api_model"]:
             raise ConfigError(f"{where}: backend {m['backend']!r} needs api_model")
+        if m["backend"] in API_BACKENDS and (m["resources"]["gpu"] or 0) > 0:
+            raise ConfigError(
+                f"{where}.resources.gpu: an API model (backend {m['backend']!r}) runs "
+                "without a GPU; leave gpu null or 0"
+            )
+        m["resources"] = model_resources(m)
     return registry
 
 

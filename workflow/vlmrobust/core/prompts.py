@@ -93,6 +93,7 @@ __all__ = [
     "default_prompt",
     "interleave",
     "mathvista_problem",
+    "prompt_versions",
 ]
 
 
@@ -491,3 +492,17 @@ def default_prompt(adapter: str, sample: Sample) -> str:
         raise ValueError(
             f"sample {sample.sample_id!r}: no default prompt for answer_type {sample.answer_type!r}"
         ) from None
+
+
+def prompt_versions(prompt: str, adapter: str) -> dict[str, str]:
+    """Versions of the builders a job with prompt setting ``prompt`` may use, by name:
+    the named builder, or for ``"default"`` every prompt :func:`default_prompt` can
+    choose for ``adapter``. The workflow puts them in the inference job, so bumping a
+    builder's version reruns the jobs that use it."""
+    if prompt != "default":
+        names = [prompt]
+    elif adapter in _BY_ADAPTER:
+        names = [_BY_ADAPTER[adapter]]
+    else:
+        names = sorted(set(_BY_ANSWER_TYPE.values()))
+    return {n: PROMPTS[n].version for n in names if n in PROMPTS}

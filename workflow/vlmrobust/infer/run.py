@@ -54,6 +54,9 @@ class Job:
     seed: int = 0
     shard: int = 0
     shards: int = 1
+    # versions of the prompt builders the job was planned with (name -> version; the
+    # workflow's rerun trigger when a prompt's text changes); checked when given
+    prompt_versions: dict[str, str] | None = None
 
 
 @dataclass
@@ -117,6 +120,12 @@ def plan_requests(
                 context = contexts[key]  # type: ignore[index]
                 context_sha = sha256_bytes(context.encode("utf-8"))
             built = build_prompt(sample, variant, name, context)
+            planned_version = (job.prompt_versions or {}).get(built.name)
+            if planned_version is not None and planned_version != built.version:
+                raise ValueError(
+                    f"prompt {built.name!r} is version {built.version!r}, but the job was "
+                    f"planned with version {planned_version!r}: plan the job again"
+                )
             seed = None
             if job.temperature > 0:
                 seed = derive_seed(job.seed, job.model, variant.variant_id, draw)

@@ -1,0 +1,262 @@
+"""The model registry as the inference jobs use it: a job's params hold only what
+changes its outputs (a display name, family, role, pair or study list reruns nothing),
+and its resources (gpu, mem_mb, runtime) come from the registry."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vlmrobust.core.config import ConfigError, load_yaml, validate_registry
+from vlmrobust.core.prompts import PROMPTS, prompt_versions
+from vlmrobust.core.records import Sample, Variant
+from vlmrobust.core.registry import INFERENCE_KEYS, inference_fields, model_resources
+from vlmrobust.infer.run import Job, plan_requests
+
+from .conftest import BIN, REPO, copy_repo, run
+
+DISPLAY_KEYS = {"name", "family", "role", "base", "studies", "resources"}
+
+
+def _models() -> dict:
+    return validate_registry(load_yaml(REPO / "config/models.yaml"))["models"]
+
+
+def _shipped() -> dict:
+    return yaml.safe_load((REPO / "config/models.yaml").read_text())["models"]
+
+
+# --- the fields of an inference job --------------------------------------------------
+
+
+def test_inference_fields_keep_only_what_changes_outputs():
+    models = _models()
+    assert inference_fields(models["demo-base"]) == {
+        "backend": "hf",
+        "local_path": "results/models/demo-base",
+        "demo_seed": 1,
+        "options": {"batch_size": 8, "min_pixels": 3136, "max_pixels": 50176},
+    }
+    assert inference_fields(models["gpt-4o"]) == {
+        "backend": "openai",
+        "api_model": "gpt-4o",
+        "api_key_env": "OPENAI_API_KEY",
+        "options": {},
+    }
+    for spec in models.values():
+        fields = inference_fields(spec)
+        assert set(fields) <= set(INFERENCE_KEYS)
+        assert not DISPLAY_KEYS & set(fields)
+
+
+def test_backends_read_only_inference_fields():
+    """Every registry key the runner and the VLM backends read is an inference field, so
+    the job's reduced `model_spec` is all they need."""
+    pkg = REPO / "workflow" / "vlmrobust"
+    files = [*sorted((pkg / "clients" / "vlm").glob("*.py")), pkg / "infer" / "run.py"]
+    files.append(pkg / "clients" / "apicall.py")
+    read = set()
+    for path in files:
+        read |= set(re.findall(r"spec(?:\.get\(|\[)\s*[\"'](\w+)[\"']", path.read_text()))
+    assert read, "no registry key read found: the pattern is out of date"
+    assert read <= set(INFERENCE_KEYS), read - set(INFERENCE_KEYS)
+
+
+def test_prompt_versions_of_a_job():
+    assert prompt_versions("crm-answer", "visargs") == {"crm-answer": PROMPTS["crm-answer"].version}
+    assert prompt_versions("default", "mathvista") == {"mathvista-solution": "1"}
+    assert set(prompt_versions("default", "demo")) == {"label", "mcq", "short", "yesno"}
+
+
+def test_a_job_planned_with_another_prompt_version_stops():
+    sample = Sample("s-1", "demo-chart", ["img.png"], "What is 1?", "1", "number")
+    variant = Variant(
+        "s-1", "s-1", "demo-chart", "clean", "none", ["img.png"], ["0" * 64], "What is 1?"
+    )
+    base = dict(model="m", model_spec={"options": {}}, prompt="short", max_new_tokens=8)
+    current = prompt_versions("short", "demo")
+    assert len(plan_requests(Job(**base, prompt_versions=current), [variant], {"s-1": sample})) == 1
+    with pytest.raises(ValueError, match="planned with version '0'"):
+        plan_requests(Job(**base, prompt_versions={"short": "0"}), [variant], {"s-1": sample})
+
+
+# --- resources ------------------------------------------------------------------------
+
+
+def test_resources_default_by_kind_and_from_the_registry():
+    models = _models()
+    assert models["demo-base"]["resources"] == {"gpu": 0, "mem_mb": 4000, "runtime": 60}
+    assert models["qwen2.5-vl-7b"]["resources"] == {"gpu": 1, "mem_mb": 64000, "runtime": 720}
+    assert models["gpt-4o"]["resources"] == {"gpu": 0, "mem_mb": 4000, "runtime": 720}
+    assert models["llama-3.2-90b-vision"]["resources"] == {
+        "gpu": 4,
+        "mem_mb": 400000,
+        "runtime": 1440,
+    }
+    # a partial entry keeps its kind's defaults for the rest
+    spec = {"backend": "vllm", "hf_repo": "x/y", "resources": {"gpu": 2}}
+    assert model_resources(spec) == {"gpu": 2, "mem_mb": 64000, "runtime": 720}
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        ({"gpu": 1}, "models.api.resources.gpu: an API model"),
+        ({"gpus": 1}, "unknown key 'models.api.resources.gpus'"),
+        ({"runtime": 0}, "key 'models.api.resources.runtime': 0 is less than the minimum"),
+    ],
+)
+def test_bad_resources_name_the_key(resources, message):
+    entry = {"backend": "openai", "api_model": "x", "resources": resources}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_registry({"models": {"api": entry}})
+
+
+# --- the workflow: params and resources of the infer jobs -----------------------------
+
+
+def _write_run(workdir: Path, models: dict, run_models: list[str], **extra) -> str:
+    """A registry with ``models`` and a run of them on two demo charts (clean only)."""
+    (workdir / "config" / "test-models.yaml").write_text(yaml.safe_dump({"models": models}))
+    config = {
+        "model_registry": "config/test-models.yaml",
+        "models": run_models,
+        "demo": {"n_per_family": 2, "families": ["chart"]},
+        "decoding": {"max_new_tokens": 8},
+        "conditions": {"clean": {"perturbation": "none"}},
+        "datasets": {
+            "demo-chart": {
+                "adapter": "demo",
+                "source": "local",
+                "path": "results/raw/demo/chart",
+                "conditions": ["clean"],
+            }
+        },
+        **extra,
+    }
+    (workdir / "config" / "test-run.yaml").write_text(yaml.safe_dump(config))
+    return "config/test-run.yaml"
+
+
+def _snakemake(workdir: Path, *args: str, check: bool = True):
+    cmd = [str(BIN / "snakemake"), "--cores", "2", "--configfile", "config/test-run.yaml"]
+    return run([*cmd, *args], workdir, check=check)
+
+
+def _infer_jobs(out: str) -> dict[str, dict]:
+    """model -> {rule, spec (the job's params JSON, parsed), resources} of a dry run's
+    inference jobs."""
+    jobs = {}
+    for block in re.split(r"\n(?=rule \w+:)", out):
+        rule = re.match(r"rule (\w+):", block)
+        if not rule or rule.group(1) not in ("infer", "infer_api"):
+            continue
+        command = re.search(r"^Shell command: (.*)$", block, flags=re.M).group(1)
+        args = shlex.split(command)
+        spec = json.loads(args[args.index("--spec") + 1])
+        resources = dict(
+            kv.split("=", 1)
+            for kv in re.search(r"^\s*resources: (.*)$", block, flags=re.M).group(1).split(", ")
+        )
+        jobs[spec["model"]] = {"rule": rule.group(1), "spec": spec, "resources": resources}
+    return jobs
+
+
+def test_infer_params_change_with_the_checkpoint_only(tmp_path):
+    """(a) name/family/role/base/studies/resources leave a job's params as they are;
+    revision, options and hf_repo change them. (c) resources come from the registry."""
+    workdir = copy_repo(tmp_path / "repo")
+    ref = _shipped()["qwen2.5-vl-7b"]
+    models = {
+        "m-ref": ref,
+        "m-display": {
+            **ref,
+            "name": "Another display name",
+            "family": "another-family",
+            "role": "reasoning",
+            "base": "m-ref",
+            "studies": ["idis"],
+            "resources": {"gpu": 2, "mem_mb": 1234, "runtime": 5},
+        },
+        "m-revision": {**ref, "revision": "0123456789abcdef"},
+        "m-options": {**ref, "options": {"min_pixels": 3136}},
+        "m-repo": {**ref, "hf_repo": "someone/another-7b"},
+        "m-api": {
+            "backend": "openai",
+            "api_model": "fake-vlm",
+            "api_key_env": "SOME_KEY",
+            "resources": {"mem_mb": 2000, "runtime": 30},
+        },
+    }
+    _write_run(workdir, models, list(models))
+    targets = [f"results/outputs/{m}/demo-chart/clean/default/shard0of1.jsonl" for m in models]
+    jobs = _infer_jobs(_snakemake(workdir, "-n", "-p", *targets).stdout)
+    assert sorted(jobs) == sorted(models)
+
+    def params(model):
+        return {k: v for k, v in jobs[model]["spec"].items() if k != "model"}
+
+    assert params("m-display") == params("m-ref")
+    assert params("m-ref")["model_spec"] == {
+        "backend": "hf",
+        "hf_repo": "Qwen/Qwen2.5-VL-7B-Instruct",
+        "options": {},
+    }
+    assert params("m-ref")["prompt_versions"] == prompt_versions("default", "demo")
+    for model, key in [("m-revision", "revision"), ("m-options", "options"), ("m-repo", "hf_repo")]:
+        changed = params(model)
+        assert changed != params("m-ref")
+        assert changed["model_spec"][key] == models[model][key]
+        assert {**changed, "model_spec": params("m-ref")["model_spec"]} == params("m-ref")
+    # The job's CLI builds its Job from exactly this JSON.
+    for job in jobs.values():
+        Job(**job["spec"])
+
+    def resources(model):
+        r = jobs[model]["resources"]
+        return jobs[model]["rule"], int(r["gpu"]), int(r["mem_mb"]), int(r["runtime"])
+
+    assert resources("m-ref") == ("infer", 1, 64000, 720)
+    assert resources("m-display") == ("infer", 2, 1234, 5)
+    assert resources("m-api") == ("infer_api", 0, 2000, 30)
+
+
+def test_editing_a_display_name_reruns_no_inference(tmp_path):
+    """(b) A finished tiny run, then the registry's display keys (and resources) edited:
+    nothing to do; a changed option reruns the model's inference for its params.
+
+    (`--list-changes params` is no help here: Snakemake 9.27 lists every output whose
+    params it recorded, changed or not.)"""
+    workdir = copy_repo(tmp_path / "repo")
+    entry = _shipped()["demo-base"]
+    _write_run(workdir, {"demo-base": entry}, ["demo-base"])
+    _snakemake(workdir)
+    shard = "results/outputs/demo-base/demo-chart/clean/default/shard0of1.jsonl"
+    assert (workdir / shard).exists()
+
+    edited = {
+        **entry,
+        "name": "Demo-Renamed",
+        "family": "renamed",
+        "role": "reasoning",
+        "studies": ["corruption"],
+        "resources": {"mem_mb": 2000, "runtime": 10},
+    }
+    _write_run(workdir, {"demo-base": edited}, ["demo-base"])
+    dry = _snakemake(workdir, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+
+    optioned = {**edited, "options": {**entry["options"], "batch_size": 4}}
+    _write_run(workdir, {"demo-base": optioned}, ["demo-base"])
+    dry = _snakemake(workdir, "-n")
+    out = dry.stdout + dry.stderr
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
+    assert jobs["infer"] == "1"
+    infer = next(b for b in re.split(r"\n(?=rule \w+:)", out) if b.startswith("rule infer:"))
+    assert f"output: {shard}" in infer
+    assert "reason: Params have changed since last execution" in infer
