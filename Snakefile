@@ -1,5 +1,5 @@
 # vlmrobust: robustness of (reasoning) vision-language models to perturbed images.
-# Data flow (DESIGN.md): datasets -> samples -> variants -> outputs -> scored -> metrics
+# Data flow (docs/architecture.md): datasets -> samples -> variants -> outputs -> scored -> metrics
 # -> tables, figures. Logic lives in the `vlmrobust` package (workflow/vlmrobust).
 #
 #   snakemake --cores 2                                  # embedded demo (config/config.yaml)
@@ -44,6 +44,7 @@ include: "workflow/rules/construct.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/masking.smk"
+include: "workflow/rules/judges.smk"
 include: "workflow/rules/studies.smk"
 
 

@@ -15,8 +15,9 @@ from tests.test_masking_steps import FakeModel, unit
 from vlmrobust.clients.embedding import Embedder
 from vlmrobust.core.io import read_jsonl, sha256_file, write_jsonl
 from vlmrobust.core.records import Sample, Variant, write_samples, write_variants
-from vlmrobust.judges.hallucination import OfflineHallucinationJudge
 from vlmrobust.judges.crm.stage import compare_masking
+from vlmrobust.judges.hallucination import OfflineHallucinationJudge, judge_compared
+from vlmrobust.metrics.masking import read_compared
 
 PREMISE = "A factory chimney releasing thick black smoke."
 OTHER = "A tree with bare branches."
@@ -99,15 +100,14 @@ def study(tmp_path):
 
 
 def run(study, threshold=0.6, hallucination=None):
-    """Compare the study's outputs; the offline judge at ``threshold``, or the judge a
-    ``hallucination`` spec names (built by the stage, cached under study/cache)."""
+    """Compare the study's outputs, then judge them: the offline judge at ``threshold``,
+    or the judge a ``hallucination`` spec names (built by the judging stage, cached under
+    study/cache); the rows as the metrics read them (verdicts joined)."""
     embedder = Embedder(FakeModel(vectors()))
     spec = {"attribution_threshold": 0.5}
     judge = None
     if hallucination is None:
         judge = OfflineHallucinationJudge(embedder=embedder, threshold=threshold)
-    else:
-        spec["hallucination"] = hallucination
     counts = compare_masking(
         clean_cot=study / "clean_cot.jsonl",
         clean_answer=study / "clean_answer.jsonl",
@@ -117,11 +117,19 @@ def run(study, threshold=0.6, hallucination=None):
         samples=study / "samples.jsonl",
         out=study / "compared.jsonl",
         spec=spec,
-        cache_dir=study / "cache",
+        embedder=embedder,
+    )
+    judged = judge_compared(
+        study / "compared.jsonl",
+        study / "hallucination.jsonl",
+        hallucination,
+        study / "cache",
         embedder=embedder,
         judge=judge,
     )
-    return counts, read_jsonl(study / "compared.jsonl")
+    counts["hallucinated"] = judged["hallucinated"]
+    rows = read_compared([study / "compared.jsonl"], [study / "hallucination.jsonl"])
+    return counts, rows
 
 
 def test_compared_rows_by_hand(study):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from vlmrobust.cli import main as cli_main
 from vlmrobust.review import (
     CRITERIA,
     Candidate,
@@ -342,8 +343,8 @@ def test_cli_report_and_page(tmp_path, capsys):
     decisions = tmp_path / "decisions.csv"
     write_decisions(decisions, [make_decision("mathvista-1", "accept")])
     page = tmp_path / "page.html"
-    rc = review_server.main(
-        ["--candidates", str(candidates), "--decisions", str(decisions), "--report"]
+    rc = cli_main(
+        ["review", "--candidates", str(candidates), "--decisions", str(decisions), "--report"]
         + ["--page", str(page), "--image-base", str(tmp_path)]
     )
     out = capsys.readouterr().out
@@ -351,5 +352,5 @@ def test_cli_report_and_page(tmp_path, capsys):
     report = json.loads(out[out.index("{") :])
     assert (report["accepted"], report["undecided"]) == (1, 2)
     bad = write(tmp_path, HEADER + "ghost,accept,,,,\n", "bad.csv")
-    rc = review_server.main(["--candidates", str(candidates), "--decisions", str(bad), "--report"])
+    rc = cli_main(["review", "--candidates", str(candidates), "--decisions", str(bad), "--report"])
     assert rc == 2 and "bad.csv:2: unknown sample id 'ghost'" in capsys.readouterr().err

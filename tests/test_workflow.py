@@ -157,6 +157,7 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(repo):
     assert jobs["infer"] == "196" and jobs["infer_api"] == "18"
     assert jobs["score"] == "214"
     assert jobs["compare_masking"] == "8"  # 4 models x 2 mask conditions
+    assert jobs["judge_hallucination"] == "8"  # each compared file judged once
     assert "demo_data" not in jobs
 
 
@@ -172,7 +173,8 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     jobs.pop("total")
     # 7 demo families x 2 conditions + demo-distract x 3 + demo-visargs x 3 conditions x
-    # 2 stages; its distracted outputs judged, its masked chains compared.
+    # 2 stages; its distracted outputs judged, its masked chains compared and
+    # judged for hallucination.
     per_model = {
         "demo_model": "1",
         "infer": "23",
@@ -180,6 +182,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         "score": "23",
         "judge_reference": "1",
         "compare_masking": "2",
+        "judge_hallucination": "2",
     }
     # Every study reruns: 3 metrics, 5 + 3 + 4 tables, 2 + 2 + 2 figures, 2 pages.
     aggregation = {
@@ -193,7 +196,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     assert jobs == {**per_model, **aggregation}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
-    assert len(models) == 1 + 23 * 3 + 1 + 2 and set(models) == {"demo-extra"}
+    assert len(models) == 1 + 23 * 3 + 1 + 2 + 2 and set(models) == {"demo-extra"}
 
 
 def test_report_shows_every_table_and_figure(demo_run):

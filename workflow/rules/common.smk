@@ -5,8 +5,6 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from vlmrobust.core.config import ConfigError, DEMO_ROOT, demo_folder_family
-from vlmrobust.judges.crm import SPEC_KEYS as MASKING_SPEC_KEYS
-from vlmrobust.core.prompts import PROMPTS
 from vlmrobust.core.plan import RunPlan
 from vlmrobust.core.workflow import alternation, ensure_cli_on_path
 from vlmrobust.studies import STUDIES, study_folders
@@ -36,6 +34,7 @@ API_MODELS = [
 _NOT_SAMPLE_KEYS = {
     "conditions",
     "group",
+    "display",
     "prompts",
     "max_new_tokens",
     "shards",
@@ -109,26 +108,10 @@ def model_input(wildcards):
     return []
 
 
-def stage_decoding(prompt, dataset):
-    """(temperature, max_new_tokens) of a prompt on a dataset: the CRM stages have
-    their own (config `masking`), every other prompt the run's `decoding`."""
-    decoding, masking = config["decoding"], config["masking"]
-    tokens = DATASETS[dataset]["max_new_tokens"] or decoding["max_new_tokens"]
-    if prompt == masking["cot_prompt"]:
-        return masking["cot_temperature"], masking["cot_max_new_tokens"] or tokens
-    if prompt == masking["answer_prompt"]:
-        return masking["answer_temperature"], masking["answer_max_new_tokens"] or tokens
-    return decoding["temperature"], tokens
-
-
 def infer_context(wildcards):
     """A second-stage prompt's input: the same model's first-stage outputs (CRM)."""
-    needs = PROMPTS[wildcards.prompt].needs if wildcards.prompt in PROMPTS else None
-    if needs is None:
-        return []
-    return [
-        f"results/outputs/{wildcards.model}/{wildcards.dataset}/{wildcards.condition}/{needs}.jsonl"
-    ]
+    w = wildcards
+    return PLAN.infer_context(w.model, w.dataset, w.condition, w.prompt)
 
 
 def context_arg(wildcards, input):
@@ -136,32 +119,10 @@ def context_arg(wildcards, input):
 
 
 def infer_spec(wildcards):
-    """The inference job (vlmrobust.infer.run.Job) as JSON: only what changes its
-    outputs, so editing a model's display name, family, role, base or studies reruns
-    no inference (the registry keys: vlmrobust.core.registry.inference_fields)."""
-    from vlmrobust.core.prompts import prompt_versions
-    from vlmrobust.core.registry import inference_fields
-
-    dataset = DATASETS[wildcards.dataset]
-    decoding = config["decoding"]
-    temperature, max_new_tokens = stage_decoding(wildcards.prompt, wildcards.dataset)
-    return json.dumps(
-        {
-            "model": wildcards.model,
-            "model_spec": inference_fields(REGISTRY[wildcards.model]),
-            "prompt": wildcards.prompt,
-            "prompt_versions": prompt_versions(wildcards.prompt, dataset["adapter"]),
-            "adapter": dataset["adapter"],
-            "max_new_tokens": max_new_tokens,
-            "temperature": temperature,
-            "top_p": decoding["top_p"],
-            "n": decoding["n"],
-            "seed": config["seed"],
-            "shard": int(wildcards.shard),
-            "shards": int(wildcards.shards),
-        },
-        sort_keys=True,
-    )
+    """The inference job as JSON: only what changes its outputs (RunPlan.infer_spec)."""
+    w = wildcards
+    spec = PLAN.infer_spec(w.model, w.dataset, w.prompt, int(w.shard), int(w.shards))
+    return json.dumps(spec, sort_keys=True)
 
 
 def infer_gpus(wildcards):
@@ -187,12 +148,8 @@ def infer_runtime(wildcards):
 
 
 def shard_files(wildcards):
-    n = DATASETS[wildcards.dataset]["shards"]
-    return [
-        f"results/outputs/{wildcards.model}/{wildcards.dataset}/{wildcards.condition}/"
-        f"{wildcards.prompt}/shard{i}of{n}.jsonl"
-        for i in range(n)
-    ]
+    w = wildcards
+    return PLAN.shard_files(w.model, w.dataset, w.condition, w.prompt)
 
 
 def demo_seed(wildcards):
@@ -238,16 +195,7 @@ def import_spec(wildcards):
 DISTRACTION_CONDITIONS = PLAN.conditions_with("distraction")
 
 
-def judged_files():
-    """Distractor-reference labels of every output under a distraction condition."""
-    return [
-        f"results/judged/{model}/{dataset}/{condition}/{prompt}.jsonl"
-        for dataset, spec in DATASETS.items()
-        for condition in spec["conditions"]
-        if condition in DISTRACTION_CONDITIONS
-        for model in models_of(dataset)
-        for prompt in prompts_of(dataset)
-    ]
+judged_files = PLAN.judged_files
 
 
 def reference_judge_spec(wildcards):
@@ -304,26 +252,20 @@ def use_released(wildcards):
 
 # --- Contrastive Region Masking (CRM) ------------------------------------------------
 
-MASKING = config["masking"]
 MASK_CONDITIONS = PLAN.conditions_with("mask")
 
 
 def compare_spec(wildcards):
     """What the comparison of one (model, dataset, mask condition) needs."""
-    return json.dumps({k: MASKING[k] for k in MASKING_SPEC_KEYS}, sort_keys=True)
+    return json.dumps(PLAN.compare_spec(), sort_keys=True)
+
+
+def hallucination_judge_spec(wildcards):
+    return json.dumps(PLAN.hallucination_judge_spec(), sort_keys=True)
 
 
 def compare_input(wildcards):
-    out = f"results/outputs/{wildcards.model}/{wildcards.dataset}"
-    cot, answer = MASKING["cot_prompt"], MASKING["answer_prompt"]
-    return {
-        "clean_cot": f"{out}/{PLAN.clean}/{cot}.jsonl",
-        "clean_answer": f"{out}/{PLAN.clean}/{answer}.jsonl",
-        "masked_cot": f"{out}/{wildcards.condition}/{cot}.jsonl",
-        "masked_answer": f"{out}/{wildcards.condition}/{answer}.jsonl",
-        "manifest": f"results/variants/{wildcards.dataset}/{wildcards.condition}/manifest.jsonl",
-        "samples": f"results/samples/{wildcards.dataset}/samples.jsonl",
-    }
+    return PLAN.compare_inputs(wildcards.model, wildcards.dataset, wildcards.condition)
 
 
 # --- the studies (vlmrobust.studies): generic metrics / table / figure / page rules ----

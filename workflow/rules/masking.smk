@@ -1,5 +1,6 @@
 # Contrastive Region Masking (CRM): outputs of both stages on the clean and the masked
-# images -> compared rows (the masking study's metrics read them: studies.smk).
+# images -> compared rows (step alignment, answer flips, region attribution); the
+# hallucination judge (judges.smk) and the masking study (studies.smk) read them.
 
 
 rule compare_masking:
@@ -17,10 +18,9 @@ rule compare_masking:
         "../../envs/judge.yaml"
     params:
         spec=compare_spec,
-        cache_dir=config["scoring"]["cache_dir"],
     shell:
         "vlmrobust compare-masking --spec {params.spec:q}"
         " --clean-cot {input.clean_cot} --clean-answer {input.clean_answer}"
         " --masked-cot {input.masked_cot} --masked-answer {input.masked_answer}"
         " --manifest {input.manifest} --samples {input.samples}"
-        " --cache-dir {params.cache_dir} --out {output} > {log} 2>&1"
+        " --out {output} > {log} 2>&1"

@@ -33,23 +33,3 @@ rule score_summary:
         "../../envs/data.yaml"
     shell:
         "vlmrobust score-summary --out {output} {input} > {log} 2>&1"
-
-
-rule judge_reference:
-    input:
-        outputs="results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
-        samples="results/samples/{dataset}/samples.jsonl",
-    output:
-        "results/judged/{model}/{dataset}/{condition}/{prompt}.jsonl",
-    log:
-        "logs/judge/{model}/{dataset}/{condition}/{prompt}.log",
-    conda:
-        "../../envs/judge.yaml"
-    params:
-        spec=reference_judge_spec,
-        released=use_released,
-        cache_dir=config["scoring"]["cache_dir"],
-    shell:
-        "vlmrobust judge-reference --outputs {input.outputs} --samples {input.samples}"
-        " --spec {params.spec:q} --cache-dir {params.cache_dir} {params.released}"
-        " --out {output} > {log} 2>&1"

@@ -21,7 +21,7 @@ rule metrics:
         spec=study_spec,
         inputs=study_inputs_json,
     shell:
-        "vlmrobust metrics --study {params.study} --scope {params.scope:q}"
+        "vlmrobust metrics --study {params.study} --scope={params.scope:q}"
         " --spec {params.spec:q} --inputs {params.inputs:q}"
         " --out {output.metrics} --warnings {output.warnings} > {log} 2>&1"
 
@@ -48,7 +48,7 @@ rule table:
         inputs=view_inputs_json,
         caption=study_caption("table"),
     shell:
-        "vlmrobust table {wildcards.name} --study {params.study} --scope {params.scope:q}"
+        "vlmrobust table {wildcards.name} --study {params.study} --scope={params.scope:q}"
         " --spec {params.spec:q} --inputs {params.inputs:q} --metrics {input.metrics}"
         " --out-dir results/tables/{wildcards.folder} > {log} 2>&1"
 
@@ -75,7 +75,7 @@ rule figure:
         inputs=view_inputs_json,
         caption=study_caption("figure"),
     shell:
-        "vlmrobust figure {wildcards.name} --study {params.study} --scope {params.scope:q}"
+        "vlmrobust figure {wildcards.name} --study {params.study} --scope={params.scope:q}"
         " --spec {params.spec:q} --inputs {params.inputs:q} --metrics {input.metrics}"
         " --out-dir figures/{wildcards.folder} > {log} 2>&1"
 
@@ -95,6 +95,6 @@ rule page:
         spec=study_spec,
         inputs=view_inputs_json,
     shell:
-        "vlmrobust page {wildcards.name} --study {params.study} --scope {params.scope:q}"
+        "vlmrobust page {wildcards.name} --study {params.study} --scope={params.scope:q}"
         " --spec {params.spec:q} --inputs {params.inputs:q} --metrics {input.metrics}"
         " --out-dir figures/{wildcards.folder} > {log} 2>&1"

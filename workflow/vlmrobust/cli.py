@@ -1,8 +1,15 @@
 """``vlmrobust``: one subcommand per stage, so every step runs without Snakemake.
 
-The Snakemake rules call these subcommands with the validated parts of the run
-configuration (``--spec`` JSON); by hand, ``--config config/config.yaml`` reads the same
-parts from a configuration file.
+The CLI only parses arguments and calls the stage's function: :data:`COMMANDS` is one
+table from subcommand to (function, help, arguments). The Snakemake rules pass the
+validated parts of the run configuration as ``--spec`` JSON and name every file; by
+hand, ``--config config/config.yaml`` reads the same parts from a configuration file
+and the run plan (:class:`vlmrobust.core.plan.RunPlan`) fills in the files a job reads
+and writes, e.g.::
+
+    vlmrobust score --config config/config.yaml --model demo-base --dataset demo-chart \\
+        --condition corrupt
+    vlmrobust table table1 --study corruption --config config/config.yaml
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,24 +29,32 @@ from .core.config import ConfigError, load_yaml, validate_config
 
 log = logging.getLogger("vlmrobust")
 
+# --------------------------------------------------------------------------- helpers
 
-def _load_run_config(path: str) -> dict:
-    return validate_config(load_yaml(path))
+
+def _json_arg(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {exc}") from exc
+
+
+def _plan(args: argparse.Namespace):
+    from .core.plan import RunPlan
+
+    return RunPlan.load(args.config)
 
 
 def _spec(args: argparse.Namespace, section: str, key: str) -> dict[str, Any]:
     """The config part for one dataset/condition: from --spec JSON or from --config."""
     if args.spec is not None:
-        try:
-            spec = json.loads(args.spec)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--spec is not valid JSON: {exc}") from exc
+        spec = _json_arg(args.spec, "--spec")
         if not isinstance(spec, dict):
             raise ConfigError("--spec must be a JSON object")
         return spec
     if args.config is None:
         raise ConfigError("give either --spec JSON or --config FILE")
-    config = _load_run_config(args.config)
+    config = validate_config(load_yaml(args.config))
     try:
         return config[section][key]
     except KeyError:
@@ -45,8 +62,35 @@ def _spec(args: argparse.Namespace, section: str, key: str) -> dict[str, Any]:
         raise ConfigError(f"{args.config}: no {section}.{key} (known: {known})") from None
 
 
+def _need(args: argparse.Namespace, *names: str) -> None:
+    """Without --config, every file of a job must be named."""
+    missing = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n, None) is None]
+    if missing:
+        raise ConfigError(f"give {', '.join(missing)}, or --config FILE with the job's names")
+
+
+def _job_names(args: argparse.Namespace, *names: str):
+    """The plan and the job's names (model, dataset, condition, prompt) for --config."""
+    if "prompt" in names and args.prompt is None:
+        args.prompt = "default"
+    missing = [f"--{n}" for n in names if getattr(args, n, None) is None]
+    if missing:
+        raise ConfigError(f"with --config, give {', '.join(missing)} (the job's names)")
+    return _plan(args)
+
+
+def _fill(args: argparse.Namespace, **values: Any) -> None:
+    """Set the arguments the user did not give (explicit ones win)."""
+    for name, value in values.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+
+
+# --------------------------------------------------------------------------- commands
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
-    config = _load_run_config(args.config)
+    config = validate_config(load_yaml(args.config))
     n_variants = sum(len(d["conditions"]) for d in config["datasets"].values())
     print(
         f"{args.config}: valid ({len(config['datasets'])} datasets, "
@@ -74,10 +118,33 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo_model(args: argparse.Namespace) -> int:
+    from .demo.model import build_demo_model
+
+    t0 = time.perf_counter()
+    info = build_demo_model(Path(args.out), seed=args.seed)
+    log.info("demo model written to %s in %.2f s: %s", args.out, time.perf_counter() - t0, info)
+    return 0
+
+
+def cmd_demo_seeds(args: argparse.Namespace) -> int:
+    from .demo.seeds import make_demo_seeds
+
+    seeds = make_demo_seeds(args.out)
+    log.info("wrote %d seeds to %s", len(seeds), args.out)
+    return 0
+
+
 def cmd_samples(args: argparse.Namespace) -> int:
     from .data import build_samples
 
     spec = _spec(args, "datasets", args.name)
+    if args.config is not None:
+        from .core.plan import RunPlan
+
+        samples = RunPlan.samples_path(args.name)
+        _fill(args, out=samples, report=str(Path(samples).with_name("report.json")))
+    _need(args, "out", "report")
     t0 = time.perf_counter()
     report = build_samples(args.name, spec, Path(args.out), Path(args.report))
     log.info(
@@ -101,11 +168,11 @@ def cmd_write_questions(args: argparse.Namespace) -> int:
             f"datasets.{args.name}: adapter {spec.get('adapter')!r} has no question writer "
             "(only visargs does)"
         )
+    _fill(args, out=f"results/questions/{args.name}/questions.jsonl")
     writer = spec.get("question_writer") or {"backend": "template"}
     t0 = time.perf_counter()
-    items = question_items(args.name, spec)
     counts = write_questions(
-        items,
+        question_items(args.name, spec),
         writer,
         Path(args.out),
         cache_dir=args.cache_dir,
@@ -127,9 +194,22 @@ def cmd_variants(args: argparse.Namespace) -> int:
     from .perturb import build_variants
 
     spec = _spec(args, "conditions", args.condition)
+    if args.config is not None:
+        if args.dataset is None and (args.samples is None or args.out is None):
+            raise ConfigError("with --config, give --dataset (or --samples and --out)")
+        if args.dataset is not None:
+            plan = _plan(args)
+            _fill(
+                args,
+                samples=plan.samples_path(args.dataset),
+                out=plan.manifest_path(args.dataset, args.condition),
+                seed=plan.config["seed"],
+            )
+    _need(args, "samples", "out")
     t0 = time.perf_counter()
+    seed = 0 if args.seed is None else args.seed
     n = build_variants(
-        Path(args.samples), args.condition, spec, args.seed, Path(args.out), threads=args.threads
+        Path(args.samples), args.condition, spec, seed, Path(args.out), threads=args.threads
     )
     log.info(
         "condition %s: %d variants written to %s (%.1f s)",
@@ -141,31 +221,27 @@ def cmd_variants(args: argparse.Namespace) -> int:
     return 0
 
 
-def _json_arg(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{what} is not valid JSON: {exc}") from exc
-
-
-def cmd_demo_model(args: argparse.Namespace) -> int:
-    from .demo.model import build_demo_model
-
-    t0 = time.perf_counter()
-    info = build_demo_model(Path(args.out), seed=args.seed)
-    log.info("demo model written to %s in %.2f s: %s", args.out, time.perf_counter() - t0, info)
-    return 0
-
-
 def cmd_infer(args: argparse.Namespace) -> int:
     from .infer.run import Job, run_inference
 
-    spec = _json_arg(args.spec, "--spec")
+    if args.config is not None:
+        plan = _job_names(args, "model", "dataset", "condition", "prompt")
+        m, d, c, p = args.model, args.dataset, args.condition, args.prompt
+        context = plan.infer_context(m, d, c, p)
+        _fill(
+            args,
+            spec=json.dumps(plan.infer_spec(m, d, p, args.shard, args.shards)),
+            manifest=plan.manifest_path(d, c),
+            samples=plan.samples_path(d),
+            context=context[0] if context else None,
+            out=plan.shard_path(m, d, c, p, args.shard, args.shards),
+        )
+    _need(args, "spec", "manifest", "samples", "out")
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    job = Job(**spec)
+    job = Job(**_json_arg(args.spec, "--spec"))
     t0 = time.perf_counter()
     context = Path(args.context) if args.context else None
     stats = run_inference(
@@ -178,51 +254,79 @@ def cmd_infer(args: argparse.Namespace) -> int:
 def cmd_gather(args: argparse.Namespace) -> int:
     from .infer.run import gather_outputs
 
+    if args.config is not None:
+        plan = _job_names(args, "model", "dataset", "condition", "prompt")
+        m, d, c, p = args.model, args.dataset, args.condition, args.prompt
+        _fill(args, manifest=plan.manifest_path(d, c), out=plan.output_path(m, d, c, p))
+        args.shards = args.shards or plan.shard_files(m, d, c, p)
+    _need(args, "manifest", "out")
+    if not args.shards:
+        raise ConfigError("give the shard files, or --config FILE with the job's names")
     n = gather_outputs([Path(p) for p in args.shards], Path(args.manifest), Path(args.out))
     log.info("%s: %d rows gathered from %d shards", args.out, n, len(args.shards))
     return 0
 
 
-def _fallback(spec_json: str | None, cache_dir: str | None):
-    """The LLM extraction fallback of scoring.llm_fallback (None when not configured)."""
-    if not spec_json:
-        return None
-    spec = _json_arg(spec_json, "--fallback")
-    if spec is None:
-        return None
-    from .clients.llm import LLMCache, make_llm
-    from .score import llm_extractor
+def cmd_import_outputs(args: argparse.Namespace) -> int:
+    """A released lmms-eval / VLMEvalKit file as the outputs of one job (config `imports`)."""
+    from .core.io import write_jsonl
+    from .core.records import read_samples
+    from .score.released import import_outputs
 
-    return llm_extractor(make_llm(spec, LLMCache(Path(cache_dir or "results/cache/llm"))))
+    spec = _json_arg(args.spec, "--spec")
+    rows, missing = import_outputs(spec, read_samples(args.samples), args.released)
+    if missing:
+        log.warning("%s: %d samples have no released answer", args.released, missing)
+    n = write_jsonl(args.out, (r.to_dict() for r in rows))
+    log.info("%s: %d rows imported from %s", args.out, n, args.released)
+    return 0
 
 
 def cmd_score(args: argparse.Namespace) -> int:
     from .core.io import read_jsonl
     from .core.records import OutputRow, read_samples
     from .score import score_outputs, write_scored
+    from .score.released import use_released_correctness
 
+    if args.config is not None:
+        plan = _job_names(args, "model", "dataset", "condition", "prompt")
+        m, d, c, p = args.model, args.dataset, args.condition, args.prompt
+        _fill(
+            args,
+            outputs=plan.output_path(m, d, c, p),
+            samples=plan.samples_path(d),
+            scorer=plan.datasets[d]["scorer"],
+            fallback=json.dumps(plan.config["scoring"]["llm_fallback"]),
+            cache_dir=plan.llm_cache_dir,
+            out=plan.scored_path(m, d, c, p),
+        )
+    _need(args, "outputs", "samples", "scorer", "out")
+    fallback = None
+    spec = _json_arg(args.fallback, "--fallback") if args.fallback else None
+    if spec is not None:
+        from .clients.llm import LLMCache, make_llm
+        from .score import llm_extractor
+
+        cache = LLMCache(Path(args.cache_dir or "results/cache/llm"))
+        fallback = llm_extractor(make_llm(spec, cache))
     samples = {s.sample_id: s for s in read_samples(args.samples)}
     rows = [OutputRow.from_dict(r) for r in read_jsonl(args.outputs)]
-    scored = score_outputs(
-        samples, rows, args.scorer, fallback=_fallback(args.fallback, args.cache_dir)
-    )
+    scored = score_outputs(samples, rows, args.scorer, fallback=fallback)
     if args.use_released:
-        released = {r.key: r.released for r in rows if r.released and "correct" in r.released}
-        for row in scored:
-            if row["key"] in released:
-                row["correct"] = int(released[row["key"]]["correct"])
-                row["score"] = float(row["correct"])
-                row["method"], row["rule"] = "released", "released"
-                row["reason"] = "correctness as stated by the released file"
+        use_released_correctness(scored, rows)
     write_scored(Path(args.out), scored)
-    n_ok = sum(r["correct"] for r in scored)
-    log.info("%s: %d rows, %d correct", args.out, len(scored), n_ok)
+    log.info("%s: %d rows, %d correct", args.out, len(scored), sum(r["correct"] for r in scored))
     return 0
 
 
 def cmd_score_summary(args: argparse.Namespace) -> int:
     from .score import read_scored, summarize, write_summary
 
+    if args.config is not None:
+        plan = _plan(args)
+        args.scored = args.scored or plan.scored_files()
+        _fill(args, out="results/scored/summary.csv")
+    _need(args, "out")
     rows = [r for path in args.scored for r in read_scored(Path(path))]
     summary = summarize(rows)
     write_summary(Path(args.out), summary)
@@ -235,11 +339,10 @@ def cmd_score_released(args: argparse.Namespace) -> int:
     from .data.released import load_questions
     from .score.released import score_released
 
-    questions = load_questions(args.dataset, Path(args.questions))
     rows = score_released(
         args.format,
         args.dataset,
-        questions,
+        load_questions(args.dataset, Path(args.questions)),
         Path(args.samples),
         Path(args.out),
         model=args.model,
@@ -250,181 +353,118 @@ def cmd_score_released(args: argparse.Namespace) -> int:
     return 0
 
 
-def _released_labels(spec: dict, released: str, questions: dict) -> dict[str, dict]:
-    """{sample_id: {"correct": ..., "verdict": ...}} from the released files, where the
-    `imports` entry asks for them (released_labels, references)."""
-    from .core.io import read_jsonl
-    from .judges import load_released_references
+def cmd_judge_reference(args: argparse.Namespace) -> int:
+    from .clients.llm import LLMCache
+    from .core.io import read_jsonl, write_jsonl
+    from .core.records import OutputRow, read_samples
+    from .judges.reference import judge_outputs, make_reference_judge
 
-    labels: dict[str, dict] = {}
-    if spec.get("released_labels"):
-        if spec["format"] != "lmms-eval":
-            raise ConfigError("imports: released_labels is supported for lmms-eval files only")
-        id_field = spec.get("id_field") or "doc_id"
-        for lineno, rec in enumerate(read_jsonl(released), 1):
-            value = rec
-            for part in id_field.split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-            sample = questions.get(str(value))
-            verdict = (rec.get("llm_as_judge_eval") or {}).get("true_false")
-            if sample is None or verdict is None:
-                raise ValueError(f"{released}:{lineno}: no released correctness (true_false)")
-            labels.setdefault(sample.sample_id, {})["correct"] = bool(verdict)
-    if spec.get("references"):
-        for source_id, row in load_released_references(spec["references"]).items():
-            sample = questions.get(str(source_id))
-            if sample is not None and row.get("verdict") in ("yes", "no"):
-                labels.setdefault(sample.sample_id, {})["verdict"] = row["verdict"]
-    return labels
-
-
-def cmd_import_outputs(args: argparse.Namespace) -> int:
-    """A released lmms-eval / VLMEvalKit file as the outputs of one job (config `imports`)."""
-    from dataclasses import replace
-
-    from .core.io import write_jsonl
-    from .core.records import read_samples
-    from .score.released import import_lmms_eval, import_vlmevalkit
-
-    spec = _json_arg(args.spec, "--spec")
-    samples = read_samples(args.samples)
-    questions = {str(s.meta.get("source_id", s.sample_id)): s for s in samples}
-    dataset = samples[0].dataset if samples else spec["dataset"]
-    if spec["format"] == "lmms-eval":
-        rows = import_lmms_eval(
-            args.released,
-            dataset,
-            questions,
-            spec["model"],
-            spec["condition"],
-            id_field=spec.get("id_field") or "doc_id",
+    if args.config is not None:
+        plan = _job_names(args, "model", "dataset", "condition", "prompt")
+        m, d, c, p = args.model, args.dataset, args.condition, args.prompt
+        _fill(
+            args,
+            outputs=plan.output_path(m, d, c, p),
+            samples=plan.samples_path(d),
+            spec=json.dumps(plan.config["judge"]["reference"]),
+            cache_dir=plan.llm_cache_dir,
+            out=plan.judged_path(m, d, c, p),
         )
-    else:
-        rows = import_vlmevalkit(
-            args.released,
-            dataset,
-            questions,
-            spec["model"],
-            spec["condition"],
-            id_column=spec.get("id_field"),
-        )
-    # The rows stand for the run's prompt setting, so they sit where a run would put them.
-    rows = [replace(r, prompt=spec["prompt"]) for r in rows]
-    labels = _released_labels(spec, args.released, questions)
-    if labels:
-        rows = [replace(r, released=labels.get(r.sample_id)) for r in rows]
-    missing = len(samples) - len({r.sample_id for r in rows})
-    if missing:
-        log.warning("%s: %d samples have no released answer", args.released, missing)
-    n = write_jsonl(args.out, (r.to_dict() for r in rows))
-    log.info("%s: %d rows imported from %s", args.out, n, args.released)
+    _need(args, "outputs", "samples", "spec", "out")
+    samples = {s.sample_id: s for s in read_samples(args.samples)}
+    rows = [OutputRow.from_dict(r) for r in read_jsonl(args.outputs)]
+    cache = LLMCache(Path(args.cache_dir or "results/cache/llm"))
+    judge = make_reference_judge(_json_arg(args.spec, "--spec"), cache)
+    judged = judge_outputs(rows, judge, samples, use_released=args.use_released)
+    write_jsonl(args.out, judged)
+    log.info(
+        "%s: %d outputs judged, %d refer to the distractor, %d without a verdict",
+        args.out,
+        len(judged),
+        sum(r["verdict"] == "yes" for r in judged),
+        sum(r["verdict"] is None for r in judged),
+    )
+    return 0
+
+
+def cmd_judge_agreement(args: argparse.Namespace) -> int:
+    from .judges.reference import agreement_of_files
+
+    print(json.dumps(agreement_of_files(args.a, args.b), indent=2, default=str))
     return 0
 
 
 def cmd_compare_masking(args: argparse.Namespace) -> int:
     from .judges.crm.stage import compare_masking
 
+    if args.config is not None:
+        plan = _job_names(args, "model", "dataset", "condition")
+        m, d, c = args.model, args.dataset, args.condition
+        _fill(args, spec=json.dumps(plan.compare_spec()), out=plan.compared_path(m, d, c))
+        _fill(args, **plan.compare_inputs(m, d, c))
+    files = ("clean_cot", "clean_answer", "masked_cot", "masked_answer", "manifest", "samples")
+    _need(args, "spec", *files, "out")
     counts = compare_masking(
-        clean_cot=Path(args.clean_cot),
-        clean_answer=Path(args.clean_answer),
-        masked_cot=Path(args.masked_cot),
-        masked_answer=Path(args.masked_answer),
-        manifest=Path(args.manifest),
-        samples=Path(args.samples),
+        **{f: Path(getattr(args, f)) for f in files},
         out=Path(args.out),
         spec=_json_arg(args.spec, "--spec"),
-        cache_dir=Path(args.cache_dir),
     )
     log.info("%s: %s", args.out, counts)
     return 0
 
 
-def cmd_judge_reference(args: argparse.Namespace) -> int:
-    from .clients.llm import LLMCache
-    from .core.io import read_jsonl, write_jsonl
-    from .core.records import OutputRow, read_samples
-    from .judges import describe_outputs, judge_reference, make_reference_judge
+def cmd_judge_hallucination(args: argparse.Namespace) -> int:
+    from .judges.hallucination import judge_compared
 
-    spec = _json_arg(args.spec, "--spec")
-    samples = {s.sample_id: s for s in read_samples(args.samples)}
-    rows = [OutputRow.from_dict(r) for r in read_jsonl(args.outputs)]
-    judge = make_reference_judge(spec, LLMCache(Path(args.cache_dir)))
-    released = {
-        r.key: r.released["verdict"] for r in rows if r.released and "verdict" in r.released
-    }
-    if args.use_released and released:
-        judged = judge_reference(
-            [r for r in rows if r.key not in released], judge, describe=describe_outputs(samples)
+    if args.config is not None:
+        plan = _job_names(args, "model", "dataset", "condition")
+        m, d, c = args.model, args.dataset, args.condition
+        _fill(
+            args,
+            compared=plan.compared_path(m, d, c),
+            spec=json.dumps(plan.hallucination_judge_spec()),
+            cache_dir=plan.llm_cache_dir,
+            out=plan.hallucination_path(m, d, c),
         )
-        by_key = {j["key"]: j for j in judged}
-        judged = [
-            by_key.get(r.key)
-            or {
-                "key": r.key,
-                "verdict": released[r.key],
-                "reason": "released verdict",
-                "evidence": "",
-                "confidence": None,
-                "judge": "released",
-                "error": None,
-                "cached": False,
-                "prompt_version": "released",
-            }
-            for r in rows
-        ]
-    else:
-        judged = judge_reference(rows, judge, describe=describe_outputs(samples))
-    write_jsonl(args.out, judged)
-    n_yes = sum(r["verdict"] == "yes" for r in judged)
-    n_err = sum(r["verdict"] is None for r in judged)
-    log.info(
-        "%s: %d outputs judged, %d refer to the distractor, %d without a verdict",
-        args.out,
-        len(judged),
-        n_yes,
-        n_err,
+    _need(args, "compared", "out")
+    counts = judge_compared(
+        Path(args.compared),
+        Path(args.out),
+        _json_arg(args.spec, "--spec") if args.spec else None,
+        Path(args.cache_dir or "results/cache/llm"),
     )
+    log.info("%s: %s", args.out, counts)
     return 0
 
 
 def cmd_construct(args: argparse.Namespace) -> int:
-    """Distraction candidates for human review (Distract-Bench §3): writer + editor."""
-    from .clients.llm import LLMCache, make_llm
-    from .construct import (
-        CompositeEditor,
-        GeminiImageEditor,
-        LLMWriter,
-        OfflineWriter,
-        OpenAIImageEditor,
-        build_candidates,
-        knowledge_base,
-        load_seeds,
-    )
-    from .core.records import read_samples
+    """Distraction candidates for human review: writer + editor."""
+    from .construct.pipeline import construct
 
-    spec = _json_arg(args.spec, "--spec")
-    cache = LLMCache(Path(args.cache_dir))
-    samples = []
-    for path in args.samples:
-        rows = read_samples(path)
-        samples += rows[: spec["limit_per_dataset"]] if spec["limit_per_dataset"] else rows
-    writer_spec = spec["writer"]
-    if writer_spec.get("backend", "offline") == "offline":
-        writer = OfflineWriter(seed=args.seed)
-        summarizer = None
-    else:
-        writer = LLMWriter(make_llm(writer_spec, cache))
-        summarizer = make_llm(writer_spec, cache)
-    editor_spec = spec["editor"]
-    editors = {"composite": None, "openai": OpenAIImageEditor, "gemini": GeminiImageEditor}
-    backend = editor_spec.get("backend", "composite")
-    if backend not in editors:
-        raise ConfigError(
-            f"construct editor backend {backend!r} is not one of {', '.join(editors)}"
+    if args.config is not None:
+        if args.name is None:
+            raise ConfigError("with --config, give --name (a key under `construct`)")
+        plan = _plan(args)
+        if args.name not in plan.config["construct"]:
+            known = ", ".join(plan.config["construct"]) or "none"
+            raise ConfigError(f"{args.config}: no construct.{args.name} (known: {known})")
+        spec = plan.config["construct"][args.name]
+        _fill(
+            args,
+            spec=json.dumps(spec),
+            samples=[plan.samples_path(d) for d in spec["from"]],
+            seed=plan.config["seed"],
+            cache_dir=plan.llm_cache_dir,
+            out_dir=f"results/construct/{args.name}",
         )
-    editor = CompositeEditor() if backend == "composite" else editors[backend](editor_spec)
-    kb = knowledge_base(load_seeds(spec.get("seeds")), summarizer)
-    rows = build_candidates(samples, writer, editor, kb, Path(args.out_dir), seed=args.seed)
+    _need(args, "spec", "samples", "out_dir")
+    rows, writer, editor = construct(
+        _json_arg(args.spec, "--spec"),
+        args.samples,
+        Path(args.out_dir),
+        seed=args.seed or 0,
+        cache_dir=Path(args.cache_dir or "results/cache/llm"),
+    )
     for failure in rows.failures:
         log.warning("construction failed: %s", failure)
     log.info(
@@ -439,80 +479,42 @@ def cmd_construct(args: argparse.Namespace) -> int:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
-    from .review.server import main as review_main
+    from .review.server import review
 
-    argv = ["--candidates", args.candidates, "--decisions", args.decisions]
-    argv += ["--port", str(args.port)] + (["--page", args.page] if args.page else [])
-    return review_main(argv)
-
-
-def _verdicts(path: str) -> dict[str, Any]:
-    """Verdicts by key: a judged JSONL of this workflow (``<variant>#<draw>``) or a
-    released reference file (``final_id`` / ``doc_id``)."""
-    from .core.io import read_jsonl
-
-    return {
-        str(row.get("key") or row.get("final_id") or row.get("doc_id")): row.get("verdict")
-        for row in read_jsonl(path)
-    }
-
-
-def _own_id(key: str) -> str:
-    """``distract-bench-17#0`` -> ``17``: a workflow key reduced to the dataset's own id."""
-    return key.split("#")[0].rsplit("-", 1)[-1]
-
-
-def cmd_judge_agreement(args: argparse.Namespace) -> int:
-    from .judges import agreement
-
-    a, b = _verdicts(args.a), _verdicts(args.b)
-    shared = sorted(set(a) & set(b))
-    if not shared:  # a workflow file against a released one: match on the dataset's ids
-        a = {_own_id(k): v for k, v in a.items()}
-        b = {_own_id(k): v for k, v in b.items()}
-        shared = sorted(set(a) & set(b))
-    if not shared:
-        raise ValueError(f"{args.a} and {args.b} label no common sample")
-    result = {
-        **agreement([a[k] for k in shared], [b[k] for k in shared]),
-        "a": args.a,
-        "b": args.b,
-        "samples_in_both": len(shared),
-    }
-    print(json.dumps(result, indent=2, default=str))
-    return 0
-
-
-def _study_job(args: argparse.Namespace):
-    """(study, scope, spec, inputs) of a study command: from --spec and --inputs JSON
-    (as the rules pass them) or from --config (the run plan says which files)."""
-    from .studies import get_study
-
-    study = get_study(args.study)
-    if args.config is not None:
-        from .core.plan import RunPlan
-
-        plan = RunPlan.load(args.config)
-        scopes = study.scopes(plan)
-        if args.scope not in scopes:
-            known = ", ".join(repr(s) for s in scopes) or "none in this run"
-            raise ConfigError(
-                f"{args.config}: study {study.name} has no scope {args.scope!r} (scopes: {known})"
-            )
-        inputs = study.inputs(plan, args.scope)
-        if args.command != "metrics":
-            inputs = study.view_inputs(plan, args.scope)
-        return study, args.scope, study.spec(plan, args.scope), inputs
-    if args.spec is None:
-        raise ConfigError("give either --config FILE or --spec JSON (and --inputs JSON)")
-    spec = _json_arg(args.spec, "--spec")
-    inputs = _json_arg(args.inputs, "--inputs") if args.inputs else {}
-    return study, args.scope, spec, inputs
+    return review(
+        args.candidates,
+        args.decisions,
+        host=args.host,
+        port=args.port,
+        image_base=args.image_base,
+        reviewer=args.reviewer,
+        page=args.page,
+        report=args.report,
+    )
 
 
 def cmd_study(args: argparse.Namespace) -> int:
     """A study's metrics, or one of its tables, figures or pages (see vlmrobust.studies)."""
-    study, scope, spec, inputs = _study_job(args)
+    from .studies import get_study
+
+    study = get_study(args.study)
+    scope = args.scope
+    if args.config is not None:
+        plan = _plan(args)
+        scopes = study.scopes(plan)
+        if scope not in scopes:
+            known = ", ".join(repr(s) for s in scopes) or "none in this run"
+            raise ConfigError(
+                f"{args.config}: study {study.name} has no scope {scope!r} (scopes: {known})"
+            )
+        spec = study.spec(plan, scope)
+        inputs = study.inputs(plan, scope) if args.command == "metrics" else None
+        inputs = inputs if inputs is not None else study.view_inputs(plan, scope)
+    elif args.spec is None:
+        raise ConfigError("give either --config FILE or --spec JSON (and --inputs JSON)")
+    else:
+        spec = _json_arg(args.spec, "--spec")
+        inputs = _json_arg(args.inputs, "--inputs") if args.inputs else {}
     t0 = time.perf_counter()
     if args.command == "metrics":
         out = Path(args.out or study.metrics_path(scope))
@@ -528,33 +530,305 @@ def cmd_study(args: argparse.Namespace) -> int:
             time.perf_counter() - t0,
         )
         return 0
-    metrics = Path(args.metrics or study.metrics_path(scope))
-    default_dir = {"table": "results/tables"}.get(args.command, "figures")
-    out_dir = Path(args.out_dir or f"{default_dir}/{study.folder(scope)}")
+    metrics_path = Path(args.metrics or study.metrics_path(scope))
+    root = "results/tables" if args.command == "table" else "figures"
+    out_dir = Path(args.out_dir or f"{root}/{study.folder(scope)}")
     write = getattr(study, f"write_{args.command}")
-    paths = write(args.name, metrics, inputs, spec, out_dir)
+    paths = write(args.name, metrics_path, inputs, spec, out_dir)
     log.info("%s (%.1f s)", ", ".join(str(p) for p in paths), time.perf_counter() - t0)
     return 0
 
 
-def _study_parser(sub, command: str, what: str) -> None:
-    s = sub.add_parser(command, help=what)
-    if command != "metrics":
-        s.add_argument("name", help=f"the {command}'s file stem, e.g. table1, figure4, example1")
-    s.add_argument("--study", required=True, help="corruption, distraction, masking, ...")
-    s.add_argument(
-        "--scope", default="", help="the dataset of a per-dataset study ('' for a pooled one)"
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argparse argument: its flags and keyword arguments."""
+
+    flags: tuple[str, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def arg(*flags: str, **kwargs: Any) -> Arg:
+    return Arg(flags, kwargs)
+
+
+@dataclass(frozen=True)
+class Command:
+    run: Callable[[argparse.Namespace], int]
+    help: str
+    args: tuple[Arg, ...] = ()
+
+
+SPEC = (
+    arg("--spec", help="the part of the configuration as JSON (as the rule passes it)"),
+    arg("--config", help="or: a run configuration YAML (the run plan fills in the files)"),
+)
+CONFIG = (arg("--config", help="a run configuration YAML (the run plan fills in the files)"),)
+
+
+def job(*names: str) -> tuple[Arg, ...]:
+    """The names of one job (with --config): model, dataset, condition, prompt."""
+    helps = {
+        "model": "model id (registry)",
+        "dataset": "dataset name (key under `datasets`)",
+        "condition": "condition name (key under `conditions`)",
+        "prompt": "prompt setting (default: the dataset's own)",
+    }
+    return tuple(arg(f"--{n}", help=f"with --config: {helps[n]}") for n in names)
+
+
+MCP = job("model", "dataset", "condition", "prompt")
+CACHE = arg("--cache-dir", help="LLM cache folder (default results/cache/llm)")
+
+
+def _study_args(command: str) -> tuple[Arg, ...]:
+    named = () if command == "metrics" else (arg("name", help="file stem: table1, figure4, ..."),)
+    common = (
+        arg("--study", required=True, help="corruption, distraction, masking, ..."),
+        arg("--scope", default="", help="the dataset of a per-dataset study ('' if pooled)"),
+        *CONFIG,
+        arg("--spec", help="or: the study's specification as JSON (as the rule passes it)"),
+        arg("--inputs", help="and its input files as JSON {name: [paths]}"),
     )
-    s.add_argument("--config", help="a run configuration YAML: spec and inputs from its plan")
-    s.add_argument("--spec", help="or: the study's specification as JSON (as the rule passes it)")
-    s.add_argument("--inputs", help="and its input files as JSON {name: [paths]}")
     if command == "metrics":
-        s.add_argument("--out", help="metrics CSV (default: the study's)")
-        s.add_argument("--warnings", help="warnings text file (default: the study's)")
+        outputs = (
+            arg("--out", help="metrics CSV (default: the study's)"),
+            arg("--warnings", help="warnings text file (default: the study's)"),
+        )
     else:
-        s.add_argument("--metrics", help="the study's metrics CSV (default: the study's)")
-        s.add_argument("--out-dir", help="output folder (default: the study's)")
-    s.set_defaults(func=cmd_study)
+        outputs = (
+            arg("--metrics", help="the study's metrics CSV (default: the study's)"),
+            arg("--out-dir", help="output folder (default: the study's)"),
+        )
+    return named + common + outputs
+
+
+#: subcommand -> (function, help, arguments): the whole command line in one place
+COMMANDS: dict[str, Command] = {
+    "check-config": Command(
+        cmd_check_config,
+        "validate a run configuration (and the model registry)",
+        (
+            arg("config", help="run configuration YAML, e.g. config/config.yaml"),
+            arg("--show", action="store_true", help="print it with every default filled in"),
+        ),
+    ),
+    "demo-data": Command(
+        cmd_demo_data,
+        "generate the embedded synthetic demo datasets",
+        (
+            arg("--out", required=True, help="output folder (results/raw/demo)"),
+            arg("--n-per-family", type=int, default=20),
+            arg("--seed", type=int, default=0),
+            arg("--image-size", type=int, default=384),
+            arg("--families", nargs="+", default=None, help="default: all of them"),
+        ),
+    ),
+    "demo-model": Command(
+        cmd_demo_model,
+        "build an embedded demo model (a tiny Qwen2-VL checkpoint)",
+        (
+            arg("--out", required=True, help="checkpoint folder (results/models/<id>)"),
+            arg("--seed", type=int, required=True),
+        ),
+    ),
+    "demo-seeds": Command(
+        cmd_demo_seeds,
+        "redraw the demo seed distractors (resources/distraction/seeds)",
+        (arg("--out", default="resources/distraction/seeds", help="output folder"),),
+    ),
+    "samples": Command(
+        cmd_samples,
+        "datasets -> samples: load one dataset into the sample schema",
+        (
+            arg("--name", required=True, help="the dataset's name (key under `datasets`)"),
+            *SPEC,
+            arg("--out", help="samples JSONL (images go beside it)"),
+            arg("--report", help="report JSON (counts, skipped rows)"),
+        ),
+    ),
+    "write-questions": Command(
+        cmd_write_questions,
+        "VisArgs: write the questions of one dataset with its LLM question writer",
+        (
+            arg("--name", required=True, help="the dataset's name (key under `datasets`)"),
+            *SPEC,
+            arg("--cache-dir", default="results/cache/llm", help="LLM cache folder"),
+            arg("--out", help="questions JSONL (results/questions/<dataset>/questions.jsonl)"),
+        ),
+    ),
+    "variants": Command(
+        cmd_variants,
+        "samples -> variants: apply one condition",
+        (
+            arg("--condition", required=True, help="the condition (key under `conditions`)"),
+            *SPEC,
+            arg("--dataset", help="with --config: the dataset (its samples and manifest)"),
+            arg("--samples", help="samples JSONL"),
+            arg("--seed", type=int, help="global seed (default 0, or the config's)"),
+            arg("--threads", type=int, default=1, help="worker processes"),
+            arg("--out", help="variant manifest JSONL (images go beside it)"),
+        ),
+    ),
+    "infer": Command(
+        cmd_infer,
+        "variants -> outputs: one model on one manifest (resumable)",
+        (
+            *SPEC,
+            *MCP,
+            arg("--shard", type=int, default=0, help="with --config: this shard"),
+            arg("--shards", type=int, default=1, help="with --config: of this many"),
+            arg("--manifest", help="variant manifest JSONL"),
+            arg("--samples", help="samples JSONL of the dataset"),
+            arg("--context", help="a second-stage prompt's first-stage outputs (CRM)"),
+            arg("--threads", type=int, default=0, help="torch CPU threads (0: torch's)"),
+            arg("--out", help="outputs JSONL (progress goes to <out>.partial)"),
+        ),
+    ),
+    "gather": Command(
+        cmd_gather,
+        "concatenate the shards of one output in manifest order",
+        (
+            *CONFIG,
+            *MCP,
+            arg("--manifest"),
+            arg("--out"),
+            arg("shards", nargs="*", help="shard files (with --config: the plan's)"),
+        ),
+    ),
+    "import-outputs": Command(
+        cmd_import_outputs,
+        "released results as the outputs of one job (config `imports`)",
+        (
+            arg("--spec", required=True, help="the `imports` entry as JSON"),
+            arg("--samples", required=True, help="samples JSONL of the dataset"),
+            arg("--released", required=True, help="the released file"),
+            arg("--out", required=True, help="outputs JSONL"),
+        ),
+    ),
+    "score": Command(
+        cmd_score,
+        "outputs -> scored: the benchmark's rules on every answer",
+        (
+            *CONFIG,
+            *MCP,
+            arg("--outputs", help="outputs JSONL"),
+            arg("--samples", help="samples JSONL"),
+            arg("--scorer", help="scoring rules (a benchmark's name or generic)"),
+            arg("--fallback", help="scoring.llm_fallback as JSON (LLM answer extraction)"),
+            CACHE,
+            arg("--use-released", action="store_true", help="keep released correctness"),
+            arg("--out", help="scored CSV"),
+        ),
+    ),
+    "score-summary": Command(
+        cmd_score_summary,
+        "accuracy and extraction failures per model x dataset",
+        (
+            *CONFIG,
+            arg("--out", help="summary CSV"),
+            arg("scored", nargs="*", help="scored CSV files (with --config: the plan's)"),
+        ),
+    ),
+    "score-released": Command(
+        cmd_score_released,
+        "score released lmms-eval / VLMEvalKit results with this project's rules",
+        (
+            arg("--format", required=True, choices=["lmms-eval", "vlmevalkit"]),
+            arg("--dataset", required=True, help="benchmark: mathvista, mmmu, ..."),
+            arg("--questions", required=True, help="the dataset's rows (JSON, JSONL, parquet)"),
+            arg("--samples", required=True, help="released samples / predictions file"),
+            arg("--id-field", default=None, help="the released rows' id field (dotted)"),
+            arg("--model", default="released", help="model id recorded in the rows"),
+            arg("--condition", default="clean", help="condition recorded in the rows"),
+            arg("--out", required=True, help="scored CSV"),
+        ),
+    ),
+    "judge-reference": Command(
+        cmd_judge_reference,
+        "outputs -> does each output refer to the distractor?",
+        (
+            *SPEC,
+            *MCP,
+            arg("--outputs", help="outputs JSONL of a distraction condition"),
+            arg("--samples", help="samples JSONL (meta.edit: the distractor)"),
+            CACHE,
+            arg("--use-released", action="store_true", help="keep released verdicts"),
+            arg("--out", help="judged JSONL (one row per output)"),
+        ),
+    ),
+    "judge-agreement": Command(
+        cmd_judge_agreement,
+        "agreement (percent, Cohen's kappa) of two judges on the same rows",
+        (
+            arg("a", help="judged JSONL or released reference JSONL"),
+            arg("b", help="judged JSONL or released reference JSONL"),
+        ),
+    ),
+    "compare-masking": Command(
+        cmd_compare_masking,
+        "outputs -> compared: CRM chains and answers, clean vs one mask condition",
+        (
+            *SPEC,
+            *job("model", "dataset", "condition"),
+            arg("--clean-cot", help="clean chain-of-thought outputs"),
+            arg("--clean-answer", help="clean final-answer outputs"),
+            arg("--masked-cot", help="masked chain-of-thought outputs"),
+            arg("--masked-answer", help="masked final-answer outputs"),
+            arg("--manifest", help="the mask condition's variant manifest"),
+            arg("--samples", help="samples JSONL of the dataset"),
+            arg("--out", help="compared rows JSONL"),
+        ),
+    ),
+    "judge-hallucination": Command(
+        cmd_judge_hallucination,
+        "compared -> does each masked chain hallucinate the hidden content? (CRM)",
+        (
+            *SPEC,
+            *job("model", "dataset", "condition"),
+            arg("--compared", help="compared rows JSONL of one mask condition"),
+            CACHE,
+            arg("--out", help="judged rows JSONL"),
+        ),
+    ),
+    "construct": Command(
+        cmd_construct,
+        "samples -> distraction candidates (writer + editor)",
+        (
+            *SPEC,
+            arg("--name", help="with --config: the construction (key under `construct`)"),
+            arg("--samples", nargs="+", help="samples JSONL of the source datasets"),
+            arg("--seed", type=int, help="global seed (default 0, or the config's)"),
+            CACHE,
+            arg("--out-dir", help="folder of candidates.jsonl and images"),
+        ),
+    ),
+    "review": Command(
+        cmd_review,
+        "human verification: serve the review page that writes the decisions file",
+        (
+            arg("--candidates", required=True, help="candidates JSONL"),
+            arg("--decisions", required=True, help="decisions CSV (created when first used)"),
+            arg("--host", default="127.0.0.1", help="bind address"),
+            arg("--port", type=int, default=0, help="port (0: any free port)"),
+            arg("--image-base", help="folder relative image paths start from (default: .)"),
+            arg("--reviewer", help="name written with each decision"),
+            arg("--page", help="write a static, read-only page here instead of serving"),
+            arg("--report", action="store_true", help="print the verification report"),
+        ),
+    ),
+    **{
+        command: Command(cmd_study, what, _study_args(command))
+        for command, what in (
+            ("metrics", "stage files -> a study's tidy metrics (and warnings)"),
+            ("table", "metrics -> one table of a study (csv, md, tex)"),
+            ("figure", "metrics -> one figure of a study (png, pdf)"),
+            ("page", "metrics -> one HTML page of a study"),
+        )
+    },
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -565,187 +839,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"vlmrobust {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    s = sub.add_parser("check-config", help="validate a run configuration (and the model registry)")
-    s.add_argument("config", help="run configuration YAML, e.g. config/config.yaml")
-    s.add_argument("--show", action="store_true", help="print it with every default filled in")
-    s.set_defaults(func=cmd_check_config)
-
-    s = sub.add_parser("demo-data", help="generate the embedded synthetic demo datasets")
-    s.add_argument("--out", required=True, help="output folder (results/raw/demo)")
-    s.add_argument("--n-per-family", type=int, default=20)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--image-size", type=int, default=384)
-    s.add_argument("--families", nargs="+", default=None, help="default: all seven")
-    s.set_defaults(func=cmd_demo_data)
-
-    s = sub.add_parser(
-        "samples", help="datasets -> samples: load one dataset into the sample schema"
-    )
-    s.add_argument("--name", required=True, help="the dataset's name (key under `datasets`)")
-    s.add_argument("--spec", help="the dataset's configuration as JSON (as the rule passes it)")
-    s.add_argument("--config", help="or: a run configuration YAML to read it from")
-    s.add_argument("--out", required=True, help="samples JSONL (images go beside it)")
-    s.add_argument("--report", required=True, help="report JSON (counts, skipped rows)")
-    s.set_defaults(func=cmd_samples)
-
-    s = sub.add_parser(
-        "write-questions",
-        help="VisArgs: the LLM question writer's questions of one dataset (cached)",
-    )
-    s.add_argument("--name", required=True, help="the dataset's name (key under `datasets`)")
-    s.add_argument("--spec", help="the dataset's configuration as JSON (as the rule passes it)")
-    s.add_argument("--config", help="or: a run configuration YAML to read it from")
-    s.add_argument(
-        "--cache-dir",
-        default=None,
-        help="LLM cache folder (default: question_writer.cache_dir, else results/cache/llm)",
-    )
-    s.add_argument(
-        "--out", required=True, help="questions JSONL (results/questions/<dataset>/questions.jsonl)"
-    )
-    s.set_defaults(func=cmd_write_questions)
-
-    s = sub.add_parser("variants", help="samples -> variants: apply one condition")
-    s.add_argument("--samples", required=True, help="samples JSONL")
-    s.add_argument(
-        "--condition", required=True, help="the condition's name (key under `conditions`)"
-    )
-    s.add_argument("--spec", help="the condition's configuration as JSON (as the rule passes it)")
-    s.add_argument("--config", help="or: a run configuration YAML to read it from")
-    s.add_argument("--seed", type=int, default=0, help="global seed")
-    s.add_argument("--threads", type=int, default=1, help="worker processes")
-    s.add_argument("--out", required=True, help="variant manifest JSONL (images go beside it)")
-    s.set_defaults(func=cmd_variants)
-
-    s = sub.add_parser("demo-model", help="build an embedded random-weight demo model")
-    s.add_argument("--out", required=True, help="checkpoint folder (results/models/<id>)")
-    s.add_argument("--seed", type=int, required=True)
-    s.set_defaults(func=cmd_demo_model)
-
-    s = sub.add_parser("infer", help="variants -> outputs: one model on one manifest (resumable)")
-    s.add_argument("--spec", required=True, help="the job as JSON (model, model_spec, prompt, ...)")
-    s.add_argument("--manifest", required=True, help="variant manifest JSONL")
-    s.add_argument("--samples", required=True, help="samples JSONL of the dataset")
-    s.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
-    s.add_argument("--out", required=True, help="outputs JSONL (progress goes to <out>.partial)")
-    s.add_argument(
-        "--context",
-        default=None,
-        help="a second-stage prompt's first-stage outputs (CRM: crm-answer reads crm-cot)",
-    )
-    s.set_defaults(func=cmd_infer)
-
-    s = sub.add_parser("import-outputs", help="released results as the outputs of one job")
-    s.add_argument("--spec", required=True, help="the `imports` entry as JSON")
-    s.add_argument("--samples", required=True, help="samples JSONL of the dataset")
-    s.add_argument("--released", required=True, help="the released file")
-    s.add_argument("--out", required=True, help="outputs JSONL")
-    s.set_defaults(func=cmd_import_outputs)
-
-    s = sub.add_parser("construct", help="samples -> distraction candidates (writer + editor)")
-    s.add_argument("--spec", required=True, help="the construction's configuration as JSON")
-    s.add_argument(
-        "--samples", nargs="+", required=True, help="samples JSONL of the source datasets"
-    )
-    s.add_argument("--seed", type=int, default=0, help="global seed")
-    s.add_argument("--cache-dir", default="results/cache/llm", help="LLM cache folder")
-    s.add_argument("--out-dir", required=True, help="folder of candidates.jsonl and images")
-    s.set_defaults(func=cmd_construct)
-
-    s = sub.add_parser(
-        "review", help="human verification: serve the review page that writes the decisions file"
-    )
-    s.add_argument("--candidates", required=True, help="candidates JSONL")
-    s.add_argument("--decisions", required=True, help="decisions CSV (resources/distraction/...)")
-    s.add_argument("--port", type=int, default=0, help="port (0: any free port)")
-    s.add_argument("--page", help="write a static, read-only page here instead of serving")
-    s.set_defaults(func=cmd_review)
-
-    s = sub.add_parser("gather", help="concatenate the shards of one output in manifest order")
-    s.add_argument("--manifest", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("shards", nargs="+")
-    s.set_defaults(func=cmd_gather)
-
-    s = sub.add_parser("score", help="outputs -> scored: the benchmark's rules on every answer")
-    s.add_argument("--outputs", required=True, help="outputs JSONL")
-    s.add_argument("--samples", required=True, help="samples JSONL")
-    s.add_argument("--scorer", required=True, help="scoring rules (adapter name or generic)")
-    s.add_argument("--fallback", help="scoring.llm_fallback as JSON (LLM answer extraction)")
-    s.add_argument("--cache-dir", help="LLM cache folder (scoring.cache_dir)")
-    s.add_argument(
-        "--use-released", action="store_true", help="use the released correctness of imported rows"
-    )
-    s.add_argument("--out", required=True, help="scored CSV")
-    s.set_defaults(func=cmd_score)
-
-    s = sub.add_parser(
-        "judge-reference", help="outputs -> does each output refer to the distractor?"
-    )
-    s.add_argument("--outputs", required=True, help="outputs JSONL of a distraction condition")
-    s.add_argument("--samples", required=True, help="samples JSONL (meta.edit: the distractor)")
-    s.add_argument("--spec", required=True, help="judge.reference as JSON")
-    s.add_argument("--cache-dir", required=True, help="LLM cache folder")
-    s.add_argument("--use-released", action="store_true", help="use released verdicts of imports")
-    s.add_argument("--out", required=True, help="judged JSONL (one row per output)")
-    s.set_defaults(func=cmd_judge_reference)
-
-    s = sub.add_parser(
-        "judge-agreement", help="agreement (percent, Cohen's kappa) of two judges on the same rows"
-    )
-    s.add_argument("a", help="judged JSONL or released reference JSONL")
-    s.add_argument("b", help="judged JSONL or released reference JSONL")
-    s.set_defaults(func=cmd_judge_agreement)
-
-    s = sub.add_parser("score-summary", help="accuracy and extraction failures per model x dataset")
-    s.add_argument("--out", required=True, help="summary CSV")
-    s.add_argument("scored", nargs="+", help="scored CSV files")
-    s.set_defaults(func=cmd_score_summary)
-
-    s = sub.add_parser(
-        "score-released",
-        help="score released lmms-eval / VLMEvalKit results with this project's rules",
-    )
-    s.add_argument("--format", required=True, choices=["lmms-eval", "vlmevalkit"])
-    s.add_argument(
-        "--dataset", required=True, help="adapter name: mathvista, mmmu, distract-bench, ..."
-    )
-    s.add_argument("--questions", required=True, help="the dataset's rows (JSON, JSONL or parquet)")
-    s.add_argument("--samples", required=True, help="released samples / predictions file")
-    s.add_argument("--model", default="released", help="model id recorded in the rows")
-    s.add_argument("--condition", default="clean", help="condition recorded in the rows")
-    s.add_argument(
-        "--id-field",
-        default=None,
-        help="the results' id field: doc_id (lmms-eval; a dotted path reaches nested fields) "
-        "/ index or id (VLMEvalKit)",
-    )
-    s.add_argument("--out", required=True, help="scored CSV")
-    s.set_defaults(func=cmd_score_released)
-
-    s = sub.add_parser(
-        "compare-masking",
-        help="outputs -> compared: CRM chains and answers, clean vs one mask condition",
-    )
-    s.add_argument("--spec", required=True, help="thresholds and judge (config masking) as JSON")
-    s.add_argument("--clean-cot", required=True, help="clean chain-of-thought outputs")
-    s.add_argument("--clean-answer", required=True, help="clean final-answer outputs")
-    s.add_argument("--masked-cot", required=True, help="masked chain-of-thought outputs")
-    s.add_argument("--masked-answer", required=True, help="masked final-answer outputs")
-    s.add_argument("--manifest", required=True, help="the mask condition's variant manifest")
-    s.add_argument("--samples", required=True, help="samples JSONL of the dataset")
-    s.add_argument("--cache-dir", default="results/cache/llm", help="LLM cache folder")
-    s.add_argument("--out", required=True, help="compared rows JSONL")
-    s.set_defaults(func=cmd_compare_masking)
-
-    for command, what in (
-        ("metrics", "stage files -> a study's tidy metrics (and warnings)"),
-        ("table", "metrics -> one table of a study (csv, md, tex)"),
-        ("figure", "metrics -> one figure of a study (png, pdf)"),
-        ("page", "metrics -> one HTML page of a study"),
-    ):
-        _study_parser(sub, command, what)
+    for name, command in COMMANDS.items():
+        s = sub.add_parser(name, help=command.help, description=command.help)
+        for a in command.args:
+            s.add_argument(*a.flags, **a.kwargs)
+        s.set_defaults(func=command.run)
     return p
 
 

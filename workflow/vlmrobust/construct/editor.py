@@ -443,8 +443,19 @@ class GeminiImageEditor(_APIEditor):
         raise EditorError(f"{self.name} {self.model}: the response has no image part")
 
 
+#: ``construct.<name>.editor.backend`` -> the editor class
 EDITORS: dict[str, type] = {
     "composite": CompositeEditor,
-    "openai-image": OpenAIImageEditor,
-    "gemini-image": GeminiImageEditor,
+    "openai": OpenAIImageEditor,
+    "gemini": GeminiImageEditor,
 }
+
+
+def make_editor(spec: Mapping[str, Any] | None):
+    """The image editor of a construction's ``editor`` spec (``backend``: composite,
+    openai, gemini); an unknown backend is an error naming the known ones."""
+    spec = dict(spec or {})
+    backend = spec.get("backend", "composite")
+    if backend not in EDITORS:
+        raise ValueError(f"construct editor backend {backend!r} is not one of {', '.join(EDITORS)}")
+    return CompositeEditor() if backend == "composite" else EDITORS[backend](spec)

@@ -23,7 +23,7 @@ written file's path (relative when ``out_dir`` is).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +144,34 @@ def build_candidates(
         },
     )
     return rows
+
+
+def construct(
+    spec: Mapping[str, Any],
+    sample_files: Sequence[str | Path],
+    out_dir: Path,
+    seed: int,
+    cache_dir: Path,
+):
+    """One construction (config ``construct.<name>``): its source samples (the first
+    ``limit_per_dataset`` of each file), the writer (offline, or an LLM through the
+    cache) and the editor of its spec; the candidates written under ``out_dir``."""
+    from ..clients.llm import LLMCache, make_llm
+    from ..core.records import read_samples
+    from .editor import make_editor
+    from .seeds import knowledge_base, load_seeds
+    from .writer import LLMWriter, OfflineWriter
+
+    cache = LLMCache(Path(cache_dir))
+    samples = []
+    for path in sample_files:
+        rows = read_samples(path)
+        samples += rows[: spec["limit_per_dataset"]] if spec["limit_per_dataset"] else rows
+    writer_spec = spec["writer"]
+    if writer_spec.get("backend", "offline") == "offline":
+        writer, summarizer = OfflineWriter(seed=seed), None
+    else:
+        writer, summarizer = LLMWriter(make_llm(writer_spec, cache)), make_llm(writer_spec, cache)
+    editor = make_editor(spec["editor"])
+    kb = knowledge_base(load_seeds(spec.get("seeds")), summarizer)
+    return build_candidates(samples, writer, editor, kb, Path(out_dir), seed=seed), writer, editor

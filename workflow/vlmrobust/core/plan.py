@@ -17,6 +17,8 @@ from .config import load_yaml, validate_config, validate_registry
 
 #: ``prompts`` of a dataset answered with each sample's own prompt
 DEFAULT_PROMPT = "default"
+#: the keys of the config's ``masking`` block the CRM comparison stage reads
+COMPARE_SPEC_KEYS = ("step_threshold", "answer_threshold", "attribution_threshold", "model_dir")
 
 
 @dataclass
@@ -118,9 +120,15 @@ class RunPlan:
     def compared_path(model: str, dataset: str, condition: str) -> str:
         return f"results/compared/{model}/{dataset}/{condition}.jsonl"
 
+    @staticmethod
+    def hallucination_path(model: str, dataset: str, condition: str) -> str:
+        return f"results/judged-hallucination/{model}/{dataset}/{condition}.jsonl"
+
     def variant_manifests(self) -> list[str]:
         return [
-            self.manifest_path(d, c) for d, spec in self.datasets.items() for c in spec["conditions"]
+            self.manifest_path(d, c)
+            for d, spec in self.datasets.items()
+            for c in spec["conditions"]
         ]
 
     def output_files(self, model: str) -> list[str]:
@@ -139,3 +147,105 @@ class RunPlan:
             for model in self.models
             for path in self.output_files(model)
         ]
+
+    # ------------------------------------------------------------------ jobs
+    # What one job of a per-job stage reads, its parameters and what it writes: the
+    # Snakefile's input functions and the CLI's --config both ask these.
+
+    def stage_decoding(self, prompt: str, dataset: str) -> tuple[float, int]:
+        """(temperature, max_new_tokens) of a prompt on a dataset: the CRM stages have
+        their own (config ``masking``), every other prompt the run's ``decoding``."""
+        decoding, masking = self.config["decoding"], self.config["masking"]
+        tokens = self.datasets[dataset]["max_new_tokens"] or decoding["max_new_tokens"]
+        if prompt == masking["cot_prompt"]:
+            return masking["cot_temperature"], masking["cot_max_new_tokens"] or tokens
+        if prompt == masking["answer_prompt"]:
+            return masking["answer_temperature"], masking["answer_max_new_tokens"] or tokens
+        return decoding["temperature"], tokens
+
+    def infer_context(self, model: str, dataset: str, condition: str, prompt: str) -> list[str]:
+        """A second-stage prompt's input: the same model's first-stage outputs (CRM)."""
+        from .prompts import PROMPTS
+
+        needs = PROMPTS[prompt].needs if prompt in PROMPTS else None
+        return [] if needs is None else [self.output_path(model, dataset, condition, needs)]
+
+    def infer_spec(
+        self, model: str, dataset: str, prompt: str, shard: int = 0, shards: int = 1
+    ) -> dict[str, Any]:
+        """The inference job (:class:`vlmrobust.infer.run.Job`): only what changes its
+        outputs, so editing a model's display name, family, role, base or studies reruns
+        no inference (:func:`vlmrobust.core.registry.inference_fields`)."""
+        from .prompts import prompt_versions
+        from .registry import inference_fields
+
+        adapter = self.datasets[dataset]["adapter"]
+        decoding = self.config["decoding"]
+        temperature, max_new_tokens = self.stage_decoding(prompt, dataset)
+        return {
+            "model": model,
+            "model_spec": inference_fields(self.registry[model]),
+            "prompt": prompt,
+            "prompt_versions": prompt_versions(prompt, adapter),
+            "adapter": adapter,
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
+            "top_p": decoding["top_p"],
+            "n": decoding["n"],
+            "seed": self.config["seed"],
+            "shard": int(shard),
+            "shards": int(shards),
+        }
+
+    def shard_path(
+        self, model: str, dataset: str, condition: str, prompt: str, shard: int, shards: int
+    ) -> str:
+        return (
+            f"results/outputs/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.jsonl"
+        )
+
+    def shard_files(self, model: str, dataset: str, condition: str, prompt: str) -> list[str]:
+        n = self.datasets[dataset]["shards"]
+        return [self.shard_path(model, dataset, condition, prompt, i, n) for i in range(n)]
+
+    def judged_files(self) -> list[str]:
+        """Distractor-reference labels of every output under a distraction condition."""
+        distraction = self.conditions_with("distraction")
+        return [
+            self.judged_path(model, dataset, condition, prompt)
+            for dataset, spec in self.datasets.items()
+            for condition in spec["conditions"]
+            if condition in distraction
+            for model in self.models_of(dataset)
+            for prompt in self.prompts_of(dataset)
+        ]
+
+    def compare_spec(self) -> dict[str, Any]:
+        """What the CRM comparison of one (model, dataset, mask condition) needs."""
+        return {k: self.config["masking"][k] for k in COMPARE_SPEC_KEYS}
+
+    def compare_inputs(self, model: str, dataset: str, condition: str) -> dict[str, str]:
+        masking = self.config["masking"]
+        cot, answer = masking["cot_prompt"], masking["answer_prompt"]
+        return {
+            "clean_cot": self.output_path(model, dataset, self.clean, cot),
+            "clean_answer": self.output_path(model, dataset, self.clean, answer),
+            "masked_cot": self.output_path(model, dataset, condition, cot),
+            "masked_answer": self.output_path(model, dataset, condition, answer),
+            "manifest": self.manifest_path(dataset, condition),
+            "samples": self.samples_path(dataset),
+        }
+
+    def hallucination_judge_spec(self) -> dict[str, Any]:
+        """The hallucination judge (config ``masking.hallucination``; the offline judge's
+        embedding model from ``masking.model_dir``)."""
+        masking = self.config["masking"]
+        spec = dict(masking["hallucination"])
+        if spec.get("backend", "offline") == "offline":
+            spec.setdefault("model_dir", masking["model_dir"])
+        return spec
+
+    @property
+    def llm_cache_dir(self) -> str:
+        """The content-addressed cache of every LLM call (judges, writers, fallback)."""
+        return self.config["scoring"]["cache_dir"]

@@ -5,21 +5,20 @@ in the seeds file format of :mod:`vlmrobust.construct.seeds`; the edited image i
 original with the seed's pattern composited by the offline editor
 (:class:`~vlmrobust.construct.editor.CompositeEditor`). The same call gives
 byte-identical files; the shipped seeds (``resources/distraction/seeds``) are its
-output, and ``python -m vlmrobust.demo.seeds [<dir>]`` rewrites them. They stand in
+output, and ``vlmrobust demo-seeds [--out <dir>]`` rewrites them. They stand in
 for the paper's 100 expert seeds, which are not released.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
 from ..construct.editor import CompositeEditor
-from ..construct.seeds import DEFAULT_SEEDS_DIR, Seed, load_seeds, render_from_pattern
+from ..construct.seeds import Seed, load_seeds, render_from_pattern
 from ..core.io import atomic_save_image, write_jsonl
 
-__all__ = ["make_demo_seeds", "main"]
+__all__ = ["make_demo_seeds"]
 
 _DEMO_SEEDS: list[dict[str, Any]] = [
     {
@@ -173,18 +172,3 @@ def make_demo_seeds(out_dir: str | Path) -> list[Seed]:
                      **{k: v for k, v in spec.items() if k != "seed_id"}})  # fmt: skip
     write_jsonl(out / "seeds.jsonl", rows)
     return load_seeds(out)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m vlmrobust.demo.seeds", description="Write the demo seed distractors."
-    )
-    parser.add_argument("out_dir", nargs="?", default=str(DEFAULT_SEEDS_DIR))
-    args = parser.parse_args(argv)
-    seeds = make_demo_seeds(args.out_dir)
-    print(f"wrote {len(seeds)} seeds to {args.out_dir}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

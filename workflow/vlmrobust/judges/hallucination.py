@@ -1,4 +1,4 @@
-"""The hallucination judges of Contrastive Region Masking (crm.txt §3.5, SPEC.md §3).
+"""The hallucination judges of Contrastive Region Masking (CRM paper §3.5; docs/studies/masking.md).
 
 Hallucination: the chain of thought on the masked image still describes content that was
 masked, as if it were visible, or invents content for the masked region (the paper
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .crm.steps import Embedder, split_steps
 from .base import LLMJudge
+from .crm.steps import Embedder, split_steps
 
 #: Bumped whenever the prompt or the parsing changes (the prompt is part of the LLM cache
 #: key anyway, so a new prompt never reuses an old answer).
@@ -351,3 +351,78 @@ def make_hallucination_judge(
         temperature=float(spec.get("temperature", 0.0)),
         seed=spec.get("seed"),
     )
+
+
+# --- the judging stage --------------------------------------------------------------------------
+
+#: The fields a judged row adds to its compared row (metrics.masking joins them).
+JOINED_FIELDS = (
+    "hallucinated",
+    "hallucination_judge",
+    "hallucination_evidence",
+    "hallucination_reason",
+    "hallucination_error",
+)
+
+
+def judge_compared(
+    compared: Path,
+    out: Path,
+    spec: Mapping[str, Any] | None = None,
+    cache_dir: Path | None = None,
+    *,
+    embedder: Embedder | None = None,
+    judge: Any = None,
+) -> dict[str, int]:
+    """Judge every compared row of one (model, dataset, mask condition) that has both
+    chains; write one row per judged pair to ``out`` (``key`` = variant#draw,
+    ``sample_id``, ``variant_id``, ``draw``, ``model``, ``dataset``, ``condition`` and
+    :data:`JOINED_FIELDS`); return counts.
+    Rows that could not be compared (``error``) are not judged."""
+    from ..core.io import read_jsonl, write_jsonl
+    from ..core.records import output_key
+
+    if judge is None:
+        from ..clients.llm import LLMCache
+
+        cache = LLMCache(cache_dir) if cache_dir is not None else None
+        spec = dict(spec or {"backend": "offline"})
+        if spec.get("backend", "offline") == "offline" and embedder is None:
+            embedder = Embedder(model_dir=spec.get("model_dir"))
+        judge = make_hallucination_judge(spec, cache, embedder=embedder)
+    rows = [r for r in read_jsonl(compared) if r.get("error") is None]
+    items = [
+        HallucinationItem(
+            key=output_key(row["variant_id"], row["draw"]),
+            question=row["question"],
+            masked_content=row["masked_content"],
+            original_chain=row["original_chain"],
+            masked_chain=row["masked_chain"],
+            masked_steps=row["masked_steps"],
+        )
+        for row in rows
+    ]
+    verdicts = judge.judge_many(items) if items else []
+    judged = [
+        {
+            "key": item.key,
+            "sample_id": row["sample_id"],
+            "variant_id": row["variant_id"],
+            "draw": row["draw"],
+            "model": row.get("model"),
+            "dataset": row.get("dataset"),
+            "condition": row.get("condition"),
+            "hallucinated": verdict.get("hallucinated"),
+            "hallucination_judge": verdict.get("judge"),
+            "hallucination_evidence": verdict.get("evidence") or "",
+            "hallucination_reason": verdict.get("reason") or "",
+            "hallucination_error": verdict.get("error"),
+        }
+        for row, item, verdict in zip(rows, items, verdicts, strict=True)
+    ]
+    write_jsonl(out, judged)
+    return {
+        "judged": len(judged),
+        "hallucinated": sum(r["hallucinated"] is True for r in judged),
+        "failed": sum(r["hallucinated"] is None for r in judged),
+    }

@@ -43,6 +43,7 @@ from ..clients.embedding import (  # noqa: F401 - re-exported: the judge's model
     default_model_dir,
     load_embedding_model,
 )
+from ..core.released import load_released_references  # noqa: F401 - re-exported
 from .base import LLMJudge
 
 #: Bumped whenever the prompt or the parsing changes (the prompt text is part of the LLM
@@ -642,27 +643,76 @@ def agreement(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
     return {"n": n, "percent": p_o, "kappa": kappa, "note": note}
 
 
-def load_released_references(path: str | Path) -> dict[str, dict[str, Any]]:
-    """The released distractor-reference judgments (``<model>.reference.jsonl`` of the
-    Distract-Bench release) by key (``final_id``, else ``doc_id``, as text). Each row is
-    kept whole, with ``verdict`` normalized to "yes" / "no" (None when it is neither)."""
-    out: dict[str, dict[str, Any]] = {}
+# --- the judging stage with released verdicts, and agreement of two label files -----------
+
+
+def _released_row(key: str, verdict: str) -> dict[str, Any]:
+    return {
+        "key": key,
+        "verdict": verdict,
+        "reason": "released verdict",
+        "evidence": "",
+        "confidence": None,
+        "judge": "released",
+        "error": None,
+        "cached": False,
+        "prompt_version": "released",
+    }
+
+
+def judge_outputs(
+    rows: Sequence[Any],
+    judge: Any,
+    samples: Mapping[str, Any],
+    use_released: bool = False,
+) -> list[dict[str, Any]]:
+    """Judge every output row (:class:`~vlmrobust.core.records.OutputRow`); with
+    ``use_released``, a row carrying a released verdict (config ``imports[].references``)
+    keeps it (judge ``released``) and only the others are judged."""
+    released = {
+        r.key: r.released["verdict"] for r in rows if r.released and "verdict" in r.released
+    }
+    if not (use_released and released):
+        return judge_reference(rows, judge, describe=describe_outputs(samples))
+    judged = judge_reference(
+        [r for r in rows if r.key not in released], judge, describe=describe_outputs(samples)
+    )
+    by_key = {j["key"]: j for j in judged}
+    return [by_key.get(r.key) or _released_row(r.key, released[r.key]) for r in rows]
+
+
+def _verdicts(path: str | Path) -> dict[str, Any]:
+    """Verdicts by key: a judged JSONL of this workflow (``<variant>#<draw>``) or a
+    released reference file (``final_id`` / ``doc_id``)."""
+    out = {}
     with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
+        for line in fh:
+            if line.strip():
                 row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-            key = row.get("final_id", row.get("doc_id"))
-            if key is None:
-                raise ValueError(f"{path}:{lineno}: neither final_id nor doc_id")
-            key = str(key)
-            if key in out:
-                raise ValueError(f"{path}:{lineno}: duplicate key {key!r}")
-            verdict = str(row.get("verdict") or "").strip().lower()
-            row["verdict"] = verdict if verdict in VERDICTS else None
-            row["key"] = key
-            out[key] = row
+                key = row.get("key") or row.get("final_id") or row.get("doc_id")
+                out[str(key)] = row.get("verdict")
     return out
+
+
+def _own_id(key: str) -> str:
+    """``distract-bench-17#0`` -> ``17``: a workflow key reduced to the dataset's own id."""
+    return key.split("#")[0].rsplit("-", 1)[-1]
+
+
+def agreement_of_files(a: str | Path, b: str | Path) -> dict[str, Any]:
+    """:func:`agreement` of two label files on the rows both label (workflow keys, or,
+    for a workflow file against a released one, the dataset's own ids)."""
+    va, vb = _verdicts(a), _verdicts(b)
+    shared = sorted(set(va) & set(vb))
+    if not shared:
+        va = {_own_id(k): v for k, v in va.items()}
+        vb = {_own_id(k): v for k, v in vb.items()}
+        shared = sorted(set(va) & set(vb))
+    if not shared:
+        raise ValueError(f"{a} and {b} label no common sample")
+    return {
+        **agreement([va[k] for k in shared], [vb[k] for k in shared]),
+        "a": str(a),
+        "b": str(b),
+        "samples_in_both": len(shared),
+    }

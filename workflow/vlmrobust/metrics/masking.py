@@ -1,4 +1,4 @@
-"""Metrics of the Contrastive Region Masking study (papers/crm.txt §3.5, §3.6, Tables 2, 4, 5).
+"""Metrics of the Contrastive Region Masking study (CRM paper §3.5, §3.6, Tables 2, 4, 5; docs/studies/masking.md).
 
 :func:`compute_masking_metrics` turns the *compared rows* of one masking dataset (one
 per model x sample x masked condition; schema in :mod:`vlmrobust.judges.crm`) into one tidy
@@ -54,6 +54,7 @@ from typing import Any
 import pandas as pd
 
 from ..core.io import read_jsonl
+from ..core.records import output_key
 from .core import FLOAT_COLUMNS, METRIC_COLUMNS, join_notes, metric_row, spec_dataset
 
 __all__ = [
@@ -139,24 +140,63 @@ def example_condition(spec: Mapping[str, Any]) -> str | None:
 # --------------------------------------------------------------------------- inputs
 
 
-def read_compared(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
+#: what a compared row gets from the hallucination judge's file
+HALLUCINATION_FIELDS = (
+    "hallucinated",
+    "hallucination_judge",
+    "hallucination_evidence",
+    "hallucination_reason",
+    "hallucination_error",
+)
+NO_JUDGMENT = "no hallucination judgment for this row"
+
+
+def _read_with_path_defaults(path: Path) -> list[dict[str, Any]]:
+    """Rows of ``<...>/<model>/<dataset>/<condition>.jsonl``; a row without ``model``,
+    ``dataset`` or ``condition`` gets it from the path; its own fields win."""
+    parts = path.parts
+    defaults = {
+        "model": parts[-3] if len(parts) >= 3 else "",
+        "dataset": parts[-2] if len(parts) >= 2 else "",
+        "condition": path.stem,
+    }
+    rows = []
+    for rec in read_jsonl(path):
+        for key, val in defaults.items():
+            if not rec.get(key):
+                rec[key] = val
+        rows.append(rec)
+    return rows
+
+
+def read_compared(
+    paths: Iterable[str | os.PathLike],
+    hallucination: Iterable[str | os.PathLike] | None = None,
+) -> list[dict[str, Any]]:
     """Compared rows of ``results/compared/<model>/<dataset>/<condition>.jsonl`` files, in
-    file and line order. A row without ``model``, ``dataset`` or ``condition`` gets it
-    from the path (third-last part, second-last part, file stem); its own fields win."""
-    out: list[dict[str, Any]] = []
-    for p in paths:
-        path = Path(p)
-        parts = path.parts
-        defaults = {
-            "model": parts[-3] if len(parts) >= 3 else "",
-            "dataset": parts[-2] if len(parts) >= 2 else "",
-            "condition": path.stem,
-        }
-        for rec in read_jsonl(path):
-            for key, val in defaults.items():
-                if not rec.get(key):
-                    rec[key] = val
-            out.append(rec)
+    file and line order, with the hallucination judge's verdicts
+    (``results/judged-hallucination/<model>/<dataset>/<condition>.jsonl``) joined on
+    (model, condition, variant#draw) when ``hallucination`` files are given. A comparable
+    row (no ``error``) the judge has no row for gets ``hallucinated`` None and
+    ``hallucination_error`` saying so: it counts in no hallucination rate."""
+    out = [rec for p in paths for rec in _read_with_path_defaults(Path(p))]
+    if hallucination is None:
+        return out
+    verdicts = {
+        (str(r["model"]), str(r["condition"]), str(r["key"])): r
+        for p in hallucination
+        for r in _read_with_path_defaults(Path(p))
+    }
+    for row in out:
+        if not _ok(row):
+            continue
+        key = (str(row["model"]), str(row["condition"]), output_key(row["variant_id"], row["draw"]))
+        verdict = verdicts.get(key)
+        if verdict is None:
+            row.update({f: None for f in HALLUCINATION_FIELDS}, hallucination_error=NO_JUDGMENT)
+            row["hallucination_evidence"] = row["hallucination_reason"] = ""
+        else:
+            row.update({f: verdict.get(f) for f in HALLUCINATION_FIELDS})
     return out
 
 

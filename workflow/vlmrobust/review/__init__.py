@@ -1,4 +1,4 @@
-"""Human verification of constructed distraction samples (Distract-Bench §3, SPEC §1b).
+"""Human verification of constructed distraction samples (Distract-Bench §3; docs/studies/distraction.md).
 
 Every generated sample (a *candidate*: question, choices, answer, original and edited
 image, distractor description, trap reasoning path and answer, edit instruction) is
@@ -13,7 +13,7 @@ downstream, undecided ones do not.
   live in core because the ``constructed`` dataset adapter reads them too;
 - :mod:`.page`: the self-contained HTML review page;
 - :mod:`.server`: a local ``http.server`` that serves the page and the images and saves
-  each click to the decisions file (``python -m vlmrobust.review.server``).
+  each click to the decisions file (``vlmrobust review``).
 """
 
 from ..core.decisions import (

@@ -226,7 +226,7 @@ _JS = r"""
     err.textContent = "";
     if (!live) {
       err.textContent = "Read-only copy: decisions are saved only through the review server " +
-        "(python -m vlmrobust.review.server --candidates ... --decisions ...).";
+        "(vlmrobust review --candidates ... --decisions ...).";
       return false;
     }
     const criteria = Array.from(card.querySelectorAll("input[name=criterion]:checked")).map(b => b.value);
@@ -317,7 +317,7 @@ def render_review_page(
         ""
         if live
         else '<p class="banner">Read-only copy: decisions are saved only through the review '
-        "server (<code>python -m vlmrobust.review.server</code>).</p>"
+        "server (<code>vlmrobust review</code>).</p>"
     )
     return f"""<!DOCTYPE html>
 <html lang="en">

@@ -1,6 +1,6 @@
 """A local web server for human verification (standard library only).
 
-``python -m vlmrobust.review.server --candidates C.jsonl --decisions D.csv [--port N]``
+``vlmrobust review --candidates C.jsonl --decisions D.csv [--port N]``
 prints the URL of the review page. Routes:
 
 - ``GET /``: the review page (:mod:`vlmrobust.review.page`), rendered from the
@@ -22,7 +22,6 @@ It binds 127.0.0.1 by default; on a cluster node, reach it through an SSH tunnel
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import getpass
 import json
@@ -31,7 +30,6 @@ import mimetypes
 import socket
 import sys
 import threading
-from collections.abc import Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -279,59 +277,33 @@ def _summary(report: dict[str, Any]) -> str:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m vlmrobust.review.server",
-        description="Human verification of generated distraction samples (Distract-Bench §3).",
-    )
-    parser.add_argument("--candidates", required=True, help="candidates JSONL")
-    parser.add_argument(
-        "--decisions", required=True, help="decisions CSV (created on the first decision)"
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
-    parser.add_argument(
-        "--image-base",
-        default=None,
-        help="directory that relative image paths start from (default: current directory)",
-    )
-    parser.add_argument("--reviewer", default=None, help="name written with each decision")
-    parser.add_argument(
-        "--page", metavar="HTML", help="write a static, read-only page here and exit"
-    )
-    parser.add_argument(
-        "--report", action="store_true", help="print the verification report as JSON and exit"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+def review(
+    candidates: str | Path,
+    decisions: str | Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    image_base: str | None = None,
+    reviewer: str | None = None,
+    page: str | None = None,
+    report: bool = False,
+) -> int:
+    """``vlmrobust review``: serve the review page (until interrupted), or with ``page``
+    write a static read-only page, or with ``report`` print the verification report as
+    JSON. Returns the exit status (2 with the message on a bad decisions file)."""
     try:
-        candidates = read_candidates(args.candidates)
-        decisions = read_decisions(
-            args.decisions, [c.sample_id for c in candidates], missing_ok=True
-        )
-        if args.report or args.page:
-            if args.page:
-                out = build_review_page(
-                    candidates, decisions, args.page, image_base=args.image_base
-                )
+        rows = read_candidates(candidates)
+        found = read_decisions(decisions, [c.sample_id for c in rows], missing_ok=True)
+        if report or page:
+            if page:
+                out = build_review_page(rows, found, page, image_base=image_base)
                 print(f"wrote {out}")
-            if args.report:
-                _, report = apply_decisions(candidates, decisions)
-                print(json.dumps(report, indent=2))
+            if report:
+                _, counts = apply_decisions(rows, found)
+                print(json.dumps(counts, indent=2))
             return 0
-        serve(
-            args.candidates,
-            args.decisions,
-            args.host,
-            args.port,
-            image_base=args.image_base,
-            reviewer=args.reviewer,
-        )
+        serve(candidates, decisions, host, port, image_base=image_base, reviewer=reviewer)
     except (DecisionError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

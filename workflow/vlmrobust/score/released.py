@@ -45,6 +45,7 @@ from typing import Any
 from ..clients.vlm.thinking import split_thinking
 from ..core.io import atomic_write, read_jsonl
 from ..core.records import OutputRow, Sample, output_key
+from ..core.released import load_released_references
 from . import score_outputs
 
 __all__ = [
@@ -384,3 +385,82 @@ def score_released(
         for row in rows:
             writer.writerow({k: "" if row[k] is None else row[k] for k in RELEASED_COLUMNS})
     return rows
+
+
+# --- released outputs as the outputs of one job (config `imports`) --------------------------
+
+
+def released_labels(spec: Mapping[str, Any], released: str | Path, questions: Mapping[str, Sample]):
+    """{sample_id: {"correct": ..., "verdict": ...}} from the released files, where the
+    ``imports`` entry asks for them (``released_labels``, ``references``)."""
+    labels: dict[str, dict[str, Any]] = {}
+    if spec.get("released_labels"):
+        if spec["format"] != "lmms-eval":
+            raise ValueError("imports: released_labels is supported for lmms-eval files only")
+        id_field = spec.get("id_field") or "doc_id"
+        for lineno, rec in enumerate(read_jsonl(released), 1):
+            value: Any = rec
+            for part in id_field.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            sample = questions.get(str(value))
+            verdict = (rec.get("llm_as_judge_eval") or {}).get("true_false")
+            if sample is None or verdict is None:
+                raise ValueError(f"{released}:{lineno}: no released correctness (true_false)")
+            labels.setdefault(sample.sample_id, {})["correct"] = bool(verdict)
+    if spec.get("references"):
+        for source_id, row in load_released_references(spec["references"]).items():
+            sample = questions.get(str(source_id))
+            if sample is not None and row.get("verdict") in ("yes", "no"):
+                labels.setdefault(sample.sample_id, {})["verdict"] = row["verdict"]
+    return labels
+
+
+def import_outputs(
+    spec: Mapping[str, Any], samples: list[Sample], released: str | Path
+) -> tuple[list[OutputRow], int]:
+    """The output rows of one ``imports`` entry (``spec``: model, dataset, condition,
+    prompt, format, id_field, released_labels, references) and the number of samples
+    without a released answer. The rows stand for the run's prompt setting, so they sit
+    where a run would put them; released labels ride along in ``released``."""
+    from dataclasses import replace
+
+    questions = {str(s.meta.get("source_id", s.sample_id)): s for s in samples}
+    dataset = samples[0].dataset if samples else spec["dataset"]
+    if spec["format"] == "lmms-eval":
+        rows = import_lmms_eval(
+            released,
+            dataset,
+            questions,
+            spec["model"],
+            spec["condition"],
+            id_field=spec.get("id_field") or "doc_id",
+        )
+    else:
+        rows = import_vlmevalkit(
+            released,
+            dataset,
+            questions,
+            spec["model"],
+            spec["condition"],
+            id_column=spec.get("id_field"),
+        )
+    rows = [replace(r, prompt=spec["prompt"]) for r in rows]
+    labels = released_labels(spec, released, questions)
+    if labels:
+        rows = [replace(r, released=labels.get(r.sample_id)) for r in rows]
+    return rows, len(samples) - len({r.sample_id for r in rows})
+
+
+def use_released_correctness(scored: list[dict[str, Any]], rows: list[OutputRow]) -> int:
+    """Replace the correctness of scored rows whose output carries a released one
+    (``imports[].released_labels``); return how many were replaced."""
+    released = {r.key: r.released for r in rows if r.released and "correct" in r.released}
+    n = 0
+    for row in scored:
+        if row["key"] in released:
+            row["correct"] = int(released[row["key"]]["correct"])
+            row["score"] = float(row["correct"])
+            row["method"], row["rule"] = "released", "released"
+            row["reason"] = "correctness as stated by the released file"
+            n += 1
+    return n

@@ -61,6 +61,7 @@ class CorruptionStudy(Study):
             "datasets": {
                 d: {
                     "group": plan.datasets[d]["group"],
+                    "display": plan.datasets[d]["display"] or d,
                     "prompts": plan.prompts_of(d),
                     "models": plan.models_of(d),
                     "conditions": plan.datasets[d]["conditions"],
@@ -82,7 +83,9 @@ class CorruptionStudy(Study):
                 if c != plan.clean:
                     manifests.append(plan.manifest_path(d, c))
                 scored += [
-                    plan.scored_path(m, d, c, p) for m in plan.models_of(d) for p in plan.prompts_of(d)
+                    plan.scored_path(m, d, c, p)
+                    for m in plan.models_of(d)
+                    for p in plan.prompts_of(d)
                 ]
         return {"scored": scored, "manifests": manifests}
 

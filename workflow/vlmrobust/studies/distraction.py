@@ -68,7 +68,10 @@ class DistractionStudy(Study):
         models, prompts = spec["model_order"], plan.prompts_of(scope)
         return {
             "scored": [
-                plan.scored_path(m, scope, c, p) for m in models for c in conditions for p in prompts
+                plan.scored_path(m, scope, c, p)
+                for m in models
+                for c in conditions
+                for p in prompts
             ],
             "judged": [
                 plan.judged_path(m, scope, spec["distracted_condition"], p)

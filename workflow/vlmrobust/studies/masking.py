@@ -20,6 +20,11 @@ from ..report.tables.masking import masking_table_names, masking_tables
 from .base import Inputs, Study
 
 
+def _rows(inputs: Inputs) -> list[dict[str, Any]]:
+    """The compared rows with the hallucination judge's verdicts joined."""
+    return read_compared(inputs["compared"], inputs.get("hallucination") or [])
+
+
 class MaskingStudy(Study):
     name = "masking"
     title = "Region-masking study"
@@ -71,19 +76,17 @@ class MaskingStudy(Study):
 
     def inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
         spec = self.spec(plan, scope)
+        pairs = [(m, c) for m in spec["model_order"] for c in spec["masked_conditions"]]
         return {
-            "compared": [
-                plan.compared_path(m, scope, c)
-                for m in spec["model_order"]
-                for c in spec["masked_conditions"]
-            ]
+            "compared": [plan.compared_path(m, scope, c) for m, c in pairs],
+            "hallucination": [plan.hallucination_path(m, scope, c) for m, c in pairs],
         }
 
     def view_inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
         return self.inputs(plan, scope)
 
     def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:
-        return compute_masking_metrics(read_compared(inputs["compared"]), spec), []
+        return compute_masking_metrics(_rows(inputs), spec), []
 
     def table_names(self, spec: Mapping[str, Any]) -> list[str]:
         return masking_table_names(spec)
@@ -95,14 +98,14 @@ class MaskingStudy(Study):
         return masking_figure_names(spec)
 
     def tables(self, metrics, inputs, spec):
-        return masking_tables(metrics, read_compared(inputs["compared"]), spec)
+        return masking_tables(metrics, _rows(inputs), spec)
 
     def figures(self, metrics, inputs, spec):
-        views = masking_examples_views(read_compared(inputs["compared"]), spec)
+        views = masking_examples_views(_rows(inputs), spec)
         return {name: fig for name, (fig, _) in views.items()}
 
     def pages(self, metrics, inputs, spec):
-        views = masking_examples_views(read_compared(inputs["compared"]), spec)
+        views = masking_examples_views(_rows(inputs), spec)
         return {name: page for name, (_, page) in views.items()}
 
 

@@ -1,4 +1,4 @@
-"""Contrastive Region Masking (papers/crm.txt, SPEC.md §3).
+"""Contrastive Region Masking (docs/studies/masking.md).
 
 The study compares, per (model, sample), the chain of thought (CoT) and the final
 answer a model gives on the original image with those it gives on a masked image
@@ -39,15 +39,12 @@ A compared row (one JSON line of ``results/compared/<model>/<dataset>/<condition
     region_attribution  "correct" | "partial" | "incorrect"
     hallucinated        bool | None (None: the judge failed; ``hallucination_error`` says why)
     hallucination_judge, hallucination_evidence, hallucination_reason   str
+                        (these five come from the hallucination judge's own file,
+                        ``results/judged-hallucination/...``, joined by the metrics)
     error               str | None: why the row could not be compared (missing or
                         failed output); such rows count in no rate and are reported
 """
 
-#: the keys of the config's ``masking`` block the comparison stage reads
-SPEC_KEYS = (
-    "step_threshold",
-    "answer_threshold",
-    "attribution_threshold",
-    "hallucination",
-    "model_dir",
-)
+from ...core.plan import COMPARE_SPEC_KEYS as SPEC_KEYS  # noqa: E402
+
+__all__ = ["SPEC_KEYS"]

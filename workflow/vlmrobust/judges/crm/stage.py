@@ -5,7 +5,9 @@ answer) on the clean images and on the masked images, the mask condition's varia
 manifest (the filled box, the premise's box, the premises it covers) and the samples.
 Each masked variant is paired with the clean output of its sample (same draw). The
 chain of an output is its reasoning and visible text (:func:`~vlmrobust.core.records.chain_text`);
-the final answer is the answer stage's visible text.
+the final answer is the answer stage's visible text. Whether the masked chain
+hallucinates is a judge of its own (:func:`vlmrobust.judges.hallucination.judge_compared`,
+the ``judge_hallucination`` rule), which reads these rows.
 
 A pair with a missing or failed output (either stage, either image) becomes a row
 with ``error`` set, counted in no rate (the metrics report how many). The row format is
@@ -21,7 +23,6 @@ from typing import Any
 
 from ...core.io import read_jsonl, write_jsonl
 from ...core.records import Sample, Variant, chain_text, output_key, read_samples, read_variants
-from ..hallucination import HallucinationItem, make_hallucination_judge
 from . import SPEC_KEYS
 from .steps import (
     Embedder,
@@ -74,9 +75,7 @@ def compare_masking(
     samples: Path,
     out: Path,
     spec: Mapping[str, Any] | None = None,
-    cache_dir: Path | None = None,
     embedder: Embedder | None = None,
-    judge: Any = None,
 ) -> dict[str, int]:
     """Write the compared rows of one masked condition to ``out``; return counts."""
     spec = {**_defaults(), **(spec or {})}
@@ -91,11 +90,6 @@ def compare_masking(
     draws = sorted({r.get("draw", 0) for r in outputs["masked chain"].values()}) or [0]
     if embedder is None:
         embedder = Embedder(model_dir=spec["model_dir"])
-    if judge is None:
-        from ...clients.llm import LLMCache
-
-        cache = LLMCache(cache_dir) if cache_dir is not None else None
-        judge = make_hallucination_judge(spec["hallucination"], cache, embedder=embedder)
 
     rows: list[dict[str, Any]] = []
     compared: list[dict[str, Any]] = []  # the rows with all four outputs
@@ -190,26 +184,6 @@ def compare_masking(
             region_attribution=region_attribution(dependent, disrupted),
         )
 
-    items = [
-        HallucinationItem(
-            key=output_key(row["variant_id"], row["draw"]),
-            question=row["question"],
-            masked_content=row["masked_content"],
-            original_chain=row["original_chain"],
-            masked_chain=row["masked_chain"],
-            masked_steps=row["masked_steps"],
-        )
-        for row in compared
-    ]
-    verdicts = judge.judge_many(items) if items else []
-    for row, verdict in zip(compared, verdicts, strict=True):
-        row.update(
-            hallucinated=verdict.get("hallucinated"),
-            hallucination_judge=verdict.get("judge"),
-            hallucination_evidence=verdict.get("evidence") or "",
-            hallucination_reason=verdict.get("reason") or "",
-            hallucination_error=verdict.get("error"),
-        )
     write_jsonl(out, rows)
     failed = sum(r["error"] is not None for r in rows)
     counts = {
@@ -217,7 +191,6 @@ def compare_masking(
         "failed": failed,
         "disrupted": sum(bool(r.get("step_disrupted")) for r in rows),
         "flipped": sum(bool(r.get("answer_flipped")) for r in rows),
-        "hallucinated": sum(bool(r.get("hallucinated")) for r in rows),
     }
     if failed:
         log.warning("%s: %d of %d pairs could not be compared", out, failed, len(rows))

@@ -1,4 +1,4 @@
-"""Steps of a chain of thought, their optimal alignment and similarities (crm.txt §3.5).
+"""Steps of a chain of thought, their optimal alignment and similarities (CRM paper §3.5).
 
 Everything here is a pure function of its inputs (plus an :class:`Embedder`, which
 turns texts into L2-normalised all-MiniLM-L6-v2 vectors and caches them):
@@ -26,7 +26,7 @@ import numpy as np
 
 from ...clients.embedding import Embedder
 
-#: The paper's thresholds (crm.txt §3.5): a step is disrupted below 0.80, an answer
+#: The paper's thresholds (CRM §3.5): a step is disrupted below 0.80, an answer
 #: flipped below 0.90.
 STEP_THRESHOLD = 0.8
 ANSWER_THRESHOLD = 0.9
@@ -339,7 +339,7 @@ def region_attribution(dependent: Iterable[int], disrupted: Iterable[int]) -> st
     """Whether masking disrupted exactly the steps that depend on the masked region.
 
     Our operationalisation of the paper's correct / partial / incorrect bucketing
-    (crm.txt §3.5, Table 3), over sets of original-step indices: ``D`` = the steps
+    (CRM paper §3.5, Table 3), over sets of original-step indices: ``D`` = the steps
     that depend on the premise (:func:`dependent_steps`), ``X`` = the steps masking
     disrupted (original steps ``modified`` or ``disappeared``), and the Jaccard index
     ``J = |D ∩ X| / |D ∪ X|``:

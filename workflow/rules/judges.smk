@@ -1,0 +1,46 @@
+# Judges (vlmrobust.judges): labels on model outputs, each its own job and file. Every LLM
+# call goes through the content-addressed cache under scoring.cache_dir, so a rerun makes
+# no call it made before.
+
+
+rule judge_reference:
+    input:
+        outputs="results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
+        samples="results/samples/{dataset}/samples.jsonl",
+    output:
+        "results/judged/{model}/{dataset}/{condition}/{prompt}.jsonl",
+    log:
+        "logs/judge/{model}/{dataset}/{condition}/{prompt}.log",
+    conda:
+        "../../envs/judge.yaml"
+    params:
+        spec=reference_judge_spec,
+        released=use_released,
+        cache_dir=config["scoring"]["cache_dir"],
+    shell:
+        "vlmrobust judge-reference --outputs {input.outputs} --samples {input.samples}"
+        " --spec {params.spec:q} --cache-dir {params.cache_dir} {params.released}"
+        " --out {output} > {log} 2>&1"
+
+
+# CRM: does the chain on the masked image hallucinate the hidden content? Reads the
+# compared rows (masking.smk); the masking study joins its verdicts onto them.
+rule judge_hallucination:
+    input:
+        "results/compared/{model}/{dataset}/{condition}.jsonl",
+    output:
+        "results/judged-hallucination/{model}/{dataset}/{condition}.jsonl",
+    log:
+        "logs/judge-hallucination/{model}/{dataset}/{condition}.log",
+    benchmark:
+        "logs/benchmarks/judge-hallucination/{model}/{dataset}/{condition}.tsv"
+    wildcard_constraints:
+        condition=alternation(MASK_CONDITIONS),
+    conda:
+        "../../envs/judge.yaml"
+    params:
+        spec=hallucination_judge_spec,
+        cache_dir=config["scoring"]["cache_dir"],
+    shell:
+        "vlmrobust judge-hallucination --compared {input} --spec {params.spec:q}"
+        " --cache-dir {params.cache_dir} --out {output} > {log} 2>&1"
