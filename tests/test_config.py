@@ -88,7 +88,7 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
     }
     # Table 6 of the paper: 14,956 samples in the eight benchmarks.
     assert sum(v for k, v in sizes.items() if k not in ("distract-bench", "visargs")) == 14956
-    # CRM (SPEC.md §3): both stages, the paper's temperatures and thresholds, its models
+    # CRM (docs/studies/masking.md): both stages, the paper's temperatures and thresholds, its models
     crm = paper["datasets"]["visargs"]
     assert crm["prompts"] == ["crm-cot", "crm-answer"]
     assert crm["conditions"] == ["clean", "mask-specific", "mask-random"]

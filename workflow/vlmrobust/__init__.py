@@ -3,7 +3,7 @@
 The package holds the logic of the Snakemake workflow in this repository; every stage
 has a command-line entry point (``vlmrobust <stage> ...``) so it runs without Snakemake.
 
-Stages (DESIGN.md): datasets -> samples (``vlmrobust.data``) -> variants
+Stages (docs/architecture.md): datasets -> samples (``vlmrobust.data``) -> variants
 (``vlmrobust.perturb``) -> outputs -> scored -> metrics -> tables, figures.
 """
 

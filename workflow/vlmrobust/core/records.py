@@ -1,4 +1,4 @@
-"""The records that flow between stages (DESIGN.md): samples and variants.
+"""The records that flow between stages (docs/architecture.md): samples and variants.
 
 Every dataset adapter produces :class:`Sample` rows; every condition turns samples
 into :class:`Variant` rows (the variant manifest). Both are plain JSON lines on disk.
@@ -96,7 +96,7 @@ class Variant:
 
 @dataclass
 class OutputRow:
-    """One model output: a (variant, draw) answered by one model (DESIGN.md "Output").
+    """One model output: a (variant, draw) answered by one model (docs/architecture.md).
 
     ``raw_text`` is everything the model generated; ``thinking`` the reasoning part
     split off by the model family's markers (``<think>...</think>``; None when there

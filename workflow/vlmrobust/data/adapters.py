@@ -1,8 +1,9 @@
 """One adapter per benchmark: hub schema row -> :class:`~vlmrobust.core.records.Sample` draft.
 
 Every adapter reads the benchmark's rows from the hub (``datasets.load_dataset``) or
-from a local folder in the same schema (see :mod:`vlmrobust.data.base`). The field
-names and answer conventions follow ``DATASETS.md``; what each adapter keeps in
+from a local folder in the same schema (see :mod:`vlmrobust.data.base`). The hub
+defaults and answer types come from each benchmark's record in
+:mod:`vlmrobust.core.benchmarks` (docs/adding-a-benchmark.md); what each adapter keeps in
 ``meta`` is listed in its docstring. Every sample's ``meta["source_id"]`` is the
 dataset's own id (added by :func:`vlmrobust.data.build_samples`).
 

@@ -1,4 +1,4 @@
-"""VisArgs (``jiwan-chung/visargs``) for Contrastive Region Masking (SPEC.md §3).
+"""VisArgs (``jiwan-chung/visargs``) for Contrastive Region Masking (docs/studies/masking.md).
 
 A VisArgs row is one image (``url``) with its visual premises, one box per premise
 (``b_box[k] = {startX, startY, w, h}``, pixels), commonsense premises, a conclusion and

@@ -1,4 +1,4 @@
-"""Perturbations: conditions turn samples into variants (DESIGN.md).
+"""Perturbations: conditions turn samples into variants (docs/architecture.md).
 
 * :data:`PERTURBATIONS` — the registry, name → :class:`Perturbation` (``none``,
   ``distraction``, ``corruption``, ``mask``; later ones plug in with :func:`register`).

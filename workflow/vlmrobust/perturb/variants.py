@@ -1,4 +1,4 @@
-"""The perturbation stage: samples → variants (DESIGN.md).
+"""The perturbation stage: samples → variants (docs/architecture.md).
 
 A *condition* (a named entry of ``conditions`` in the config) names a perturbation and
 its parameters. :func:`build_variants` turns the samples of one dataset into the

@@ -1,5 +1,5 @@
 """LLM judge and writer backends (text in, text or JSON out) behind one content-addressed
-cache (DESIGN.md "Backends"): :func:`make_llm` builds one from a small spec."""
+cache (docs/architecture.md): :func:`make_llm` builds one from a small spec."""
 
 from .backends import GeminiLLM, LLMBackend, LLMResponse, OpenAILLM, make_llm
 from .cache import LLMCache, make_key

@@ -2,7 +2,7 @@
 
 The key is the sha256 of a canonical JSON of everything that decides the answer:
 backend, model, messages, the sha256 of every input image, and the decoding
-parameters (DESIGN.md "Backends"). The value is the response text with its token use,
+parameters (docs/architecture.md). The value is the response text with its token use,
 a cost estimate when prices are known, and a timestamp: one JSON file per key under
 ``root/<key[:2]>/<key>.json``, written atomically (a temporary file renamed into
 place), so concurrent writers never leave a torn file and a rerun makes no call it

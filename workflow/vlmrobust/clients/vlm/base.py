@@ -1,4 +1,4 @@
-"""The VLM backend interface (DESIGN.md: one small interface per role).
+"""The VLM backend interface (one small interface per role; docs/architecture.md).
 
 A backend turns :class:`Request` objects (interleaved images and text, decoding
 parameters) into :class:`Result` objects. A new provider is one subclass of

@@ -1,4 +1,4 @@
-"""Example figures and pages of the Contrastive Region Masking study (papers/crm.txt
+"""Example figures and pages of the Contrastive Region Masking study (the CRM paper's
 Figures 2-3 and Table 3, one sample per file).
 
 For example ``i`` (the i-th sample of :func:`vlmrobust.metrics.masking.masking_examples`:

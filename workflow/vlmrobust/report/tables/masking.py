@@ -1,4 +1,4 @@
-"""Contrastive Region Masking tables (papers/crm.txt Tables 2, 3, 4, 5).
+"""Contrastive Region Masking tables (CRM paper Tables 2, 3, 4, 5; docs/studies/masking.md).
 
 Input: the tidy metrics of :func:`vlmrobust.metrics.masking.compute_masking_metrics`,
 the compared rows (for the per-example Table 3) and the run's ``spec`` (``dataset``,
