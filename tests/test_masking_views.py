@@ -464,3 +464,23 @@ def test_random_example_and_missing_image(tmp_path):
     assert "Dashed blue: the premise&#x27;s annotated box." in page
     with Image.open(tmp_path / "fig" / "example1.png") as im:
         assert im.size[0] == 1800
+
+
+def test_a_comparable_row_without_a_judgment_counts_in_no_rate(tmp_path):
+    """The hallucination judge's file is joined on (model, condition, variant#draw); a
+    comparable row it has no verdict for is marked so, never counted as not hallucinated."""
+    from vlmrobust.core.io import write_jsonl
+    from vlmrobust.metrics.masking import NO_JUDGMENT, read_compared
+
+    base = {"dataset": "d", "condition": "mask-specific", "model": "m", "error": None}
+    compared = tmp_path / "compared" / "m" / "d" / "mask-specific.jsonl"
+    write_jsonl(compared, [{**base, "variant_id": "v1", "draw": 0},
+                           {**base, "variant_id": "v2", "draw": 0},
+                           {**base, "variant_id": "v3", "draw": 0, "error": "no chain"}])  # fmt: skip
+    judged = tmp_path / "judged" / "m" / "d" / "mask-specific.jsonl"
+    write_jsonl(judged, [{"key": "v1#0", "model": "m", "condition": "mask-specific",
+                          "hallucinated": True, "hallucination_judge": "offline"}])  # fmt: skip
+    rows = read_compared([compared], [judged])
+    assert [r.get("hallucinated") for r in rows] == [True, None, None]
+    assert rows[1]["hallucination_error"] == NO_JUDGMENT
+    assert "hallucination_error" not in rows[2]  # not comparable: its own error counts

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from vlmrobust.core.config import ConfigError, DEMO_ROOT, demo_folder_family
+from vlmrobust.core.config import ConfigError
 from vlmrobust.core.plan import RunPlan
 from vlmrobust.core.workflow import alternation, ensure_cli_on_path
 from vlmrobust.studies import STUDIES, study_folders
@@ -29,58 +29,18 @@ API_MODELS = [
 ]
 
 
-# Keys of a dataset's configuration that do not change its samples (they must not
-# trigger a rebuild of the samples when edited).
-_NOT_SAMPLE_KEYS = {
-    "conditions",
-    "group",
-    "display",
-    "prompts",
-    "max_new_tokens",
-    "shards",
-    "scorer",
-}
-
-
 def dataset_spec(wildcards):
     """The dataset's configuration as JSON: the `samples` rule's parameter."""
-    spec = DATASETS[wildcards.dataset]
-    return json.dumps(
-        {k: v for k, v in spec.items() if k not in _NOT_SAMPLE_KEYS}, sort_keys=True
-    )
+    return json.dumps(PLAN.samples_spec(wildcards.dataset), sort_keys=True)
 
 
 def samples_input(wildcards, questions=True):
-    """What the samples of a dataset are read from: the demo rows (also for another
-    adapter reading a demo family's folder, e.g. VisArgs), the constructed candidates
-    and their decisions file, or the local files; plus, for a VisArgs dataset whose
-    question_writer is an LLM, the questions file of the `questions` rule (which reads
-    the same files: questions=False)."""
-    spec = DATASETS[wildcards.dataset]
-    writer = spec.get("question_writer") or {}
-    llm_writer = writer.get("backend", "template") != "template"
-    extra = []
-    if questions and spec["adapter"] == "visargs" and llm_writer:
-        extra = [f"results/questions/{wildcards.dataset}/questions.jsonl"]
-    family = demo_folder_family(spec["path"])
-    if family is not None:  # written by the demo_data job
-        return [f"{DEMO_ROOT}/{family}/rows.jsonl"] + extra
-    if spec["adapter"] == "constructed":
-        decisions = [spec["decisions"]] if spec["decisions"] else []
-        return [f"{spec['path']}/candidates.jsonl"] + decisions
-    if spec["source"] == "local":
-        root = Path(spec["path"])
-        if not root.exists():
-            raise WorkflowError(
-                f"datasets.{wildcards.dataset}.path: folder {root} does not exist"
-            )
-        files = sorted(
-            str(p)
-            for p in root.rglob("*")
-            if p.suffix in (".jsonl", ".json", ".parquet") and p.is_file()
-        )
-        return files + extra
-    return extra
+    """What the samples of a dataset are read from (RunPlan.samples_sources); the
+    `questions` rule reads the same files but not its own output (questions=False)."""
+    try:
+        return PLAN.samples_sources(wildcards.dataset, questions=questions)
+    except ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
 
 
 def condition_spec(wildcards):
@@ -125,26 +85,15 @@ def infer_spec(wildcards):
     return json.dumps(spec, sort_keys=True)
 
 
-def infer_gpus(wildcards):
-    """GPUs of an inference job: the registry's `resources.gpu` (null: 1 for a local
-    checkpoint, 0 for the demo and API models; vlmrobust.core.registry)."""
+def infer_resource(name):
+    """A resource of an inference job (gpu, mem_mb, runtime) from the model's registry
+    entry (`resources`; null: the kind's default, vlmrobust.core.registry)."""
     from vlmrobust.core.registry import model_resources
 
-    return model_resources(REGISTRY[wildcards.model])["gpu"]
+    def resource(wildcards):
+        return model_resources(REGISTRY[wildcards.model])[name]
 
-
-def infer_mem_mb(wildcards):
-    """Memory (MB) of an inference job: the registry's `resources.mem_mb`."""
-    from vlmrobust.core.registry import model_resources
-
-    return model_resources(REGISTRY[wildcards.model])["mem_mb"]
-
-
-def infer_runtime(wildcards):
-    """Time limit (minutes) of an inference job: the registry's `resources.runtime`."""
-    from vlmrobust.core.registry import model_resources
-
-    return model_resources(REGISTRY[wildcards.model])["runtime"]
+    return resource
 
 
 def shard_files(wildcards):

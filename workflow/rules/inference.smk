@@ -34,9 +34,9 @@ rule infer:
     threads: config["threads"]["infer"]
     # Per model, from the registry's `resources` (config/models.yaml).
     resources:
-        gpu=infer_gpus,
-        mem_mb=infer_mem_mb,
-        runtime=infer_runtime,
+        gpu=infer_resource("gpu"),
+        mem_mb=infer_resource("mem_mb"),
+        runtime=infer_resource("runtime"),
     params:
         spec=infer_spec,
         context=context_arg,
@@ -58,8 +58,8 @@ use rule infer as infer_api with:
     threads: 1
     resources:
         gpu=0,
-        mem_mb=infer_mem_mb,
-        runtime=infer_runtime,
+        mem_mb=infer_resource("mem_mb"),
+        runtime=infer_resource("runtime"),
 
 
 rule gather_outputs:

@@ -655,7 +655,9 @@ COMMANDS: dict[str, Command] = {
         (
             arg("--name", required=True, help="the dataset's name (key under `datasets`)"),
             *SPEC,
-            arg("--cache-dir", default="results/cache/llm", help="LLM cache folder"),
+            arg(
+                "--cache-dir", help="LLM cache (default: question_writer.cache_dir, else the run's)"
+            ),
             arg("--out", help="questions JSONL (results/questions/<dataset>/questions.jsonl)"),
         ),
     ),

@@ -17,6 +17,10 @@ from .config import load_yaml, validate_config, validate_registry
 
 #: ``prompts`` of a dataset answered with each sample's own prompt
 DEFAULT_PROMPT = "default"
+#: keys of a dataset's configuration that do not change its samples
+NOT_SAMPLE_KEYS = frozenset(
+    {"conditions", "group", "display", "prompts", "max_new_tokens", "shards", "scorer"}
+)
 #: the keys of the config's ``masking`` block the CRM comparison stage reads
 COMPARE_SPEC_KEYS = ("step_threshold", "answer_threshold", "attribution_threshold", "model_dir")
 
@@ -151,6 +155,42 @@ class RunPlan:
     # ------------------------------------------------------------------ jobs
     # What one job of a per-job stage reads, its parameters and what it writes: the
     # Snakefile's input functions and the CLI's --config both ask these.
+
+    def samples_spec(self, dataset: str) -> dict[str, Any]:
+        """The dataset's configuration without the keys that do not change its samples
+        (editing those must not rebuild the samples)."""
+        spec = self.datasets[dataset]
+        return {k: v for k, v in spec.items() if k not in NOT_SAMPLE_KEYS}
+
+    def samples_sources(self, dataset: str, questions: bool = True) -> list[str]:
+        """What the samples of a dataset are read from: the demo rows (also for another
+        adapter reading a demo family's folder, e.g. VisArgs), the constructed candidates
+        and their decisions file, or the local files; plus, for a VisArgs dataset whose
+        ``question_writer`` is an LLM, the questions file of the ``questions`` step."""
+        from .config import DEMO_ROOT, ConfigError, demo_folder_family
+
+        spec = self.datasets[dataset]
+        writer = (spec.get("question_writer") or {}).get("backend", "template")
+        extra = []
+        if questions and spec["adapter"] == "visargs" and writer != "template":
+            extra = [f"results/questions/{dataset}/questions.jsonl"]
+        family = demo_folder_family(spec["path"])
+        if family is not None:  # written by the demo_data job
+            return [f"{DEMO_ROOT}/{family}/rows.jsonl", *extra]
+        if spec["adapter"] == "constructed":
+            decisions = [spec["decisions"]] if spec["decisions"] else []
+            return [f"{spec['path']}/candidates.jsonl", *decisions]
+        if spec["source"] == "local":
+            root = Path(spec["path"])
+            if not root.exists():
+                raise ConfigError(f"datasets.{dataset}.path: folder {root} does not exist")
+            files = sorted(
+                str(p)
+                for p in root.rglob("*")
+                if p.suffix in (".jsonl", ".json", ".parquet") and p.is_file()
+            )
+            return files + extra
+        return extra
 
     def stage_decoding(self, prompt: str, dataset: str) -> tuple[float, int]:
         """(temperature, max_new_tokens) of a prompt on a dataset: the CRM stages have

@@ -167,6 +167,7 @@ def _judged_by_model(judged: Any) -> dict[str, list[dict[str, Any]]]:
 
 # --------------------------------------------------------------------------- rates
 
+
 def _truth(value: Any) -> bool | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None

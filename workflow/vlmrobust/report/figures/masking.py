@@ -588,7 +588,9 @@ def write_masking_figures(
     out_dir = Path(out_dir)
     paths: list[Path] = []
     with matplotlib.style.context("default"):
-        for stem, (fig, page) in masking_examples_views(read_compared(compared_paths), spec).items():
+        for stem, (fig, page) in masking_examples_views(
+            read_compared(compared_paths), spec
+        ).items():
             paths += save_figure(fig, out_dir / stem)
             html_path = out_dir / f"{stem}.html"
             atomic_write_text(html_path, page)

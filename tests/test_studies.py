@@ -1,0 +1,77 @@
+"""The studies as objects (vlmrobust.studies): discovery, scopes, files and specs from the
+run plan, and the shape every study must have."""
+
+from __future__ import annotations
+
+import pytest
+
+from vlmrobust.core.plan import RunPlan
+from vlmrobust.studies import STUDIES, get_study, study_folders
+from vlmrobust.studies.base import Study
+
+from .conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def plan() -> RunPlan:
+    """The default run's plan (its registry path is relative to the repository)."""
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        return RunPlan.load("config/config.yaml")
+    finally:
+        os.chdir(cwd)
+
+
+def test_every_study_module_is_found():
+    assert list(STUDIES) == ["corruption", "distraction", "masking"]
+    assert all(isinstance(s, Study) for s in STUDIES.values())
+    with pytest.raises(ValueError, match="unknown study 'idis' \\(known: corruption, "):
+        get_study("idis")
+
+
+def test_demo_folders_and_files(plan):
+    folders = study_folders(plan)
+    assert list(folders) == ["corruption", "distraction/demo-distract", "masking/demo-visargs"]
+    corruption = STUDIES["corruption"]
+    assert corruption.scopes(plan) == [""]
+    assert corruption.table_files(plan, "")[:3] == [
+        "results/tables/corruption/table1.csv",
+        "results/tables/corruption/table1.md",
+        "results/tables/corruption/table1.tex",
+    ]
+    masking = STUDIES["masking"]
+    assert masking.page_files(plan, "demo-visargs") == [
+        "figures/masking/demo-visargs/example1.html",
+        "figures/masking/demo-visargs/example2.html",
+    ]
+    # 2 models x 2 mask conditions: compared rows and the hallucination judge's rows
+    inputs = masking.inputs(plan, "demo-visargs")
+    assert inputs["compared"][0] == "results/compared/demo-base/demo-visargs/mask-specific.jsonl"
+    assert inputs["hallucination"][3] == (
+        "results/judged-hallucination/demo-reasoning/demo-visargs/mask-random.jsonl"
+    )
+
+
+def test_specs_carry_what_the_views_read(plan):
+    spec = STUDIES["corruption"].spec(plan, "")
+    assert spec["clean_condition"] == "clean" and spec["perturbed_conditions"] == ["corrupt"]
+    assert "conditions" not in spec  # one key per fact: the metrics and the views read the same
+    assert spec["datasets"]["demo-chart"]["display"] == "demo-chart"  # no display name set
+    assert spec["datasets"]["demo-chart"]["group"] == "reasoning"
+    inputs = STUDIES["corruption"].inputs(plan, "")
+    # 8 datasets with clean + corrupt x 2 models, and one manifest per corrupt condition
+    assert len(inputs["scored"]) == 8 * 2 * 2 and len(inputs["manifests"]) == 8
+    distraction = STUDIES["distraction"].spec(plan, "demo-distract")
+    assert (distraction["distracted_condition"], distraction["corruption_condition"]) == (
+        "distracted",
+        "corrupt",
+    )
+
+
+def test_a_study_without_its_conditions_has_no_scope(plan):
+    config = dict(plan.config, models=[])
+    empty = RunPlan(config, plan.registry)
+    assert all(s.scopes(empty) == [] for s in STUDIES.values())
