@@ -3,6 +3,8 @@ run plan, and the shape every study must have."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from vlmrobust.core.plan import RunPlan
@@ -75,3 +77,81 @@ def test_a_study_without_its_conditions_has_no_scope(plan):
     config = dict(plan.config, models=[])
     empty = RunPlan(config, plan.registry)
     assert all(s.scopes(empty) == [] for s in STUDIES.values())
+
+
+TOY_STUDY = '''
+"""A toy study: clean accuracy per model, pooled over the demo datasets."""
+
+import pandas as pd
+
+from ..metrics.core import metric_row, read_inputs
+from ..report.tables.render import Table
+from .base import Study
+
+
+class ToyStudy(Study):
+    name = "toy"
+    title = "Toy study"
+    per_dataset = False
+
+    def scopes(self, plan):
+        return [""] if plan.models else []
+
+    def spec(self, plan, scope):
+        return {"clean": plan.clean, "models": list(plan.models)}
+
+    def inputs(self, plan, scope):
+        return {
+            "scored": [
+                plan.scored_path(m, d, plan.clean, p)
+                for d in plan.datasets
+                for m in plan.models_of(d)
+                for p in plan.prompts_of(d)
+            ]
+        }
+
+    def compute(self, inputs, spec):
+        scored, _ = read_inputs(inputs["scored"], [])
+        rows = [
+            metric_row("accuracy", model=m, value=float(g["correct"].mean()), n=len(g))
+            for m, g in scored.groupby("model")
+        ]
+        return pd.DataFrame(rows), []
+
+    def table_names(self, spec):
+        return ["accuracy"]
+
+    def tables(self, metrics, inputs, spec):
+        rows = [[r.model, f"{100 * r.value:.1f}"] for r in metrics.itertuples()]
+        return {"accuracy": Table("Toy", pd.DataFrame(rows, columns=["Model", "Acc."]))}
+
+
+STUDY = ToyStudy()
+'''
+
+
+def test_adding_a_study_is_one_module(tmp_path):
+    """A new module under vlmrobust/studies/ joins the DAG through the generic rules:
+    no edit to common.smk, the rules or the CLI."""
+    import os
+    import re
+
+    from .conftest import BIN, copy_repo
+
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "workflow/vlmrobust/studies/toy.py").write_text(TOY_STUDY)
+    env = {**os.environ, "PYTHONPATH": str(repo / "workflow")}
+    proc = subprocess.run(
+        [str(BIN / "snakemake"), "-n", "--cores", "1", "results/tables/toy/accuracy.csv"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
+    assert jobs["metrics"] == "1" and jobs["table"] == "1"
+    assert "wildcards: folder=toy, name=accuracy" in out
+    assert "vlmrobust metrics --study toy --scope=" in out
