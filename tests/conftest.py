@@ -41,7 +41,7 @@ def run(
     cmd: list[str],
     cwd: Path,
     check: bool = True,
-    timeout: float = 900,
+    timeout: float = 2400,  # a guard against hangs; a full demo run takes minutes
     env: dict[str, str] | None = None,
 ):
     proc = subprocess.run(
