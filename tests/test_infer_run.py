@@ -221,3 +221,47 @@ def test_second_stage_without_its_context_is_an_error(dataset):
     write_jsonl(context, [])
     with pytest.raises(ValueError, match="no 'crm-cot' output with key 'demo-chart-0000#0'"):
         run(dataset, EchoBackend(), context=context, prompt="crm-answer")
+
+
+def test_a_rerun_asks_only_the_failed_requests_again(dataset):
+    """A request that failed after every retry is no answer: the answered rows stay in the
+    partial file and a rerun of the job asks only the failed one again."""
+    stats, rows = run(dataset, EchoBackend(fail={"demo-chart-0002#0"}))
+    assert stats["errors"] == 1 and rows[2]["error"]
+    assert (dataset / "out.jsonl.partial").exists()  # kept for the rerun
+    backend = EchoBackend()
+    stats, again = run(dataset, backend)
+    assert backend.asked == ["demo-chart-0002#0"]
+    assert stats == {"requests": 5, "reused": 4, "generated": 1, "errors": 0, "dropped": 1}
+    assert again[2]["error"] is None and again[0] == rows[0]
+    assert not (dataset / "out.jsonl.partial").exists()
+
+
+class OtherCheckpoint(EchoBackend):
+    @property
+    def revision(self) -> str:
+        return "echo-2"
+
+
+def test_resume_never_mixes_checkpoints(dataset):
+    """Rows of a killed job are reused only for the same model settings and revision: a
+    model pointed at another checkpoint regenerates them all (and says how many)."""
+    _, rows = run(dataset, EchoBackend())
+    partial = dataset / "out.jsonl.partial"
+    (dataset / "out.jsonl").rename(partial)
+    # the same checkpoint path, but the weights changed: another revision
+    backend = OtherCheckpoint()
+    stats, again = run(dataset, backend)
+    assert stats["reused"] == 0 and stats["dropped"] == 5 and len(backend.asked) == 5
+    assert {r["model_revision"] for r in again} == {"echo-2"}
+    # another checkpoint in the registry (local_path): another model spec
+    (dataset / "out.jsonl").rename(partial)
+    backend = OtherCheckpoint()
+    stats, _ = run(dataset, backend, model_spec={"options": {}, "local_path": "elsewhere"})
+    assert stats["dropped"] == 5 and len(backend.asked) == 5
+    # the same settings and revision: everything is reused
+    (dataset / "out.jsonl").rename(partial)
+    stats, _ = run(
+        dataset, OtherCheckpoint(), model_spec={"options": {}, "local_path": "elsewhere"}
+    )
+    assert stats["reused"] == 5 and stats["dropped"] == 0

@@ -572,3 +572,35 @@ def test_files_round_trip(tmp_path):
     back = read_metrics(out)
     assert list(back.columns) == list(METRIC_COLUMNS)
     pd.testing.assert_frame_equal(back, df, check_dtype=False)
+
+
+def test_a_failed_request_is_no_answer():
+    """The issue's case: a model right on every answered request, one clean request
+    failed after its retries. Counted as wrong it gave clean accuracy 75.0 and RR 133.3;
+    excluded (and counted) it gives 100 / 100, with a note and a warning."""
+    rows = []
+    for condition, errors in (("clean", {3}), ("corrupt", set())):
+        for i in range(4):
+            sid = f"ds1-{i}"
+            rows.append(
+                {
+                    "key": f"{sid}#0", "variant_id": sid, "sample_id": sid, "dataset": "ds1",
+                    "condition": condition, "prompt": "short", "model": "base", "draw": 0,
+                    "correct": 0 if i in errors else 1, "score": 0.0 if i in errors else 1.0,
+                    "error": "HTTP 503 after 2 attempts" if i in errors else "",
+                }
+            )  # fmt: skip
+    spec = make_spec(models={"base": MODELS["base"]}, datasets={"ds1": {"group": "general"}})
+    metrics, warnings = compute_corruption_metrics(pd.DataFrame(rows), None, spec)
+    clean = pick(metrics, "accuracy", model="base", benchmark="ds1", condition="clean")
+    assert (clean["value"], clean["n"]) == (1.0, 3)
+    assert clean["note"] == "1 failed request(s) excluded"
+    rr = pick(metrics, "rr", model="base", benchmark="ds1", condition="corrupt")
+    assert rr["value"] == 1.0
+    assert (
+        "model base, benchmark ds1, condition clean: 1 failed request(s) excluded from "
+        "accuracy and every paired metric (scoring.on_request_error)"
+    ) in warnings
+    # the corrupted unit whose clean request failed has no clean row: out of retention
+    retention = pick(metrics, "retention", model="base", benchmark="ds1", condition="corrupt")
+    assert retention["n"] == 3

@@ -138,6 +138,9 @@ class OutputRow:
     #: a second-stage prompt (CRM final answer): sha256 of the first-stage text it was
     #: given, so a row is never reused after that text changed
     context_sha256: str | None = None
+    #: sha256 of the model's inference settings (checkpoint, revision, backend options):
+    #: a row is reused on resume only for the same settings and ``model_revision``
+    model_spec_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -142,11 +142,22 @@ def plan_requests(
     return planned
 
 
+def model_spec_sha256(job: Job) -> str:
+    """The fingerprint of what the job's model is (checkpoint, revision, backend and its
+    options): rows of another checkpoint are never reused."""
+    from ..core.io import sha256_bytes
+
+    text = json.dumps(job.model_spec, sort_keys=True, default=str)
+    return sha256_bytes(text.encode("utf-8"))
+
+
 def _reusable(row: dict[str, Any], plan: Planned, job: Job) -> bool:
-    """A partial row may be kept only if it answers exactly this request."""
+    """A partial row may be kept only if it answers exactly this request, with the same
+    model; a failed request is never kept (it is asked again)."""
     r = plan.request
     return (
         row.get("error") is None
+        and row.get("model_spec_sha256") == model_spec_sha256(job)
         and row.get("image_sha256") == plan.variant.sha256
         and row.get("prompt") == plan.prompt
         and row.get("prompt_version") == plan.prompt_version
@@ -209,6 +220,7 @@ def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputR
         image_sha256=list(plan.variant.sha256),
         error=result.error,
         context_sha256=plan.context_sha256,
+        model_spec_sha256=model_spec_sha256(job),
     )
 
 
@@ -246,6 +258,21 @@ def run_inference(
     if partial.exists() or done:
         write_jsonl(partial, done.values())
     todo = [p for p in plans if p.request.key not in done]
+    generated = errors = 0
+    own_backend = backend is None and bool(todo)
+    if own_backend:
+        from ..clients.vlm import make_backend
+
+        backend = make_backend(job.model, job.model_spec)
+    if backend is not None:
+        # rows another revision of the checkpoint wrote (the same settings, new weights);
+        # with nothing left to generate the model is not loaded just to ask, and the
+        # settings' fingerprint alone decides
+        other = [k for k, row in done.items() if row.get("model_revision") != backend.revision]
+        for key in other:
+            del done[key]
+        dropped += len(other)
+        todo = [p for p in plans if p.request.key not in done]
     log.info(
         "%s: %d requests, %d already answered, %d stale rows dropped, %d to generate",
         out,
@@ -254,15 +281,9 @@ def run_inference(
         dropped,
         len(todo),
     )
-    generated = errors = 0
-    if todo:
-        own_backend = backend is None
-        if backend is None:
-            from ..clients.vlm import make_backend
-
-            backend = make_backend(job.model, job.model_spec)
-        size = batch_size or backend.default_batch_size
-        try:
+    try:
+        if todo:
+            size = batch_size or backend.default_batch_size
             with open(partial, "a", encoding="utf-8") as fh:
                 bar = tqdm(total=len(todo), desc=f"infer {job.model}", unit="answer", disable=None)
                 for batch in chunks(todo, size):
@@ -286,12 +307,24 @@ def run_inference(
                     os.fsync(fh.fileno())
                     log.debug("batch of %d in %.2f s", len(batch), time.perf_counter() - t0)
                 bar.close()
-        finally:
-            if own_backend:
-                backend.close()
+    finally:
+        if own_backend:
+            backend.close()
     rows = [done[p.request.key] for p in plans]
     write_jsonl(out, rows)
-    partial.unlink(missing_ok=True)
+    failed = sum(row.get("error") is not None for row in rows)
+    if failed:
+        # the answered rows stay in the partial file: a rerun of this job asks only the
+        # failed requests again (a failed row is never reused)
+        write_jsonl(partial, rows)
+        log.warning(
+            "%s: %d request(s) failed after every retry; they are no answers (excluded "
+            "from the metrics and counted) and a rerun of this job asks only them again",
+            out,
+            failed,
+        )
+    else:
+        partial.unlink(missing_ok=True)
     return {
         "requests": len(plans),
         "reused": len(plans) - generated,

@@ -282,6 +282,8 @@ class _Run:
     seed: int
     level: float
     benches: dict[str, _Bench] = field(default_factory=dict)
+    #: (model, benchmark, condition) -> requests that failed after every retry
+    failed: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     @property
     def conditions(self) -> list[str]:
@@ -364,7 +366,8 @@ def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.
             f"scored rows lack the column(s) {', '.join(lacking)}; expected the columns "
             "of vlmrobust.score.SCORED_COLUMNS (a scored CSV)"
         )
-    cols = list(SCORED_REQUIRED) + (["prompt_setting"] if "prompt_setting" in scored else [])
+    optional = [c for c in ("prompt_setting", "error") if c in scored.columns]
+    cols = list(SCORED_REQUIRED) + optional
     df = scored.loc[:, cols].copy()
     for c in ("variant_id", "sample_id", "dataset", "condition", "prompt", "model"):
         df[c] = _text(df[c])
@@ -442,6 +445,7 @@ def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.
             run.benches[names[st]] = _Bench(names[st], name, st, ds.group)
         benchmark.loc[sel] = df.loc[sel, "setting"].map(names)
     df["benchmark"] = benchmark.astype(str)
+    df = drop_failed_requests(df, run.failed, warnings)
 
     dup = df.duplicated(["model", "dataset", "setting", "condition", "variant_id", "draw"])
     if dup.any():
@@ -461,6 +465,31 @@ def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.
             "one variant per sample)"
         )
     return df.reset_index(drop=True)
+
+
+def failed_note(n: int) -> str:
+    return f"{n} failed request(s) excluded"
+
+
+def drop_failed_requests(
+    df: pd.DataFrame, failed: dict[tuple[str, str, str], int], warnings: list[str]
+) -> pd.DataFrame:
+    """The rows whose request failed after every retry (``error`` set) are no answers:
+    they are removed from every metric, counted in ``failed`` by (model, benchmark,
+    condition) and named in ``warnings``."""
+    if "error" not in df.columns:
+        return df
+    bad = _text(df["error"]) != ""
+    if bad.any():
+        key = "benchmark" if "benchmark" in df.columns else "dataset"
+        counts = df[bad].groupby(["model", key, "condition"], sort=True).size()
+        for (m, b, c), n in counts.items():
+            failed[(str(m), str(b), str(c))] = int(n)
+            warnings.append(
+                f"model {m}, benchmark {b}, condition {c}: {failed_note(int(n))} from "
+                "accuracy and every paired metric (scoring.on_request_error)"
+            )
+    return df[~bad].drop(columns="error")
 
 
 def _prepare_variants(variants: pd.DataFrame | None, run: _Run) -> pd.DataFrame:
@@ -664,6 +693,7 @@ def _accuracy_rows(df, run, order, rank, bench_rank, cond_rank, rows) -> dict[Ac
                     condition=c,
                     value=acc[(m, b, c)][pos],
                     n=acc[(m, b, c)][2],
+                    note=failed_note(run.failed[(m, b, c)]) if (m, b, c) in run.failed else "",
                 )
             )
     return acc
@@ -732,14 +762,15 @@ def _missing_rows(acc, run, order, rows, warnings) -> None:
                 common = dict(
                     model=m, **run.info(m), benchmark=b, group=run.benches[b].group, prompt=s
                 )
-                if len(absent) == len(conds):
+                if len(absent) == len(conds) and not any((m, b, c) in run.failed for c in absent):
                     rows.append(metric_row("missing", **common, note=NOTE_NO_OUTPUTS))
                     lost.append(b)
                 else:
                     for c in absent:
-                        rows.append(
-                            metric_row("missing", **common, condition=c, note=NOTE_NO_OUTPUTS)
-                        )
+                        why = NOTE_NO_OUTPUTS
+                        if (m, b, c) in run.failed:
+                            why = f"every request failed ({failed_note(run.failed[(m, b, c)])})"
+                        rows.append(metric_row("missing", **common, condition=c, note=why))
                     lost.append(f"{b} ({', '.join(absent)})")
         if lost:
             warnings.append(

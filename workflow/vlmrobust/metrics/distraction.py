@@ -61,6 +61,7 @@ from ..core.io import read_jsonl
 from .core import (
     FLOAT_COLUMNS,
     METRIC_COLUMNS,
+    drop_failed_requests,
     join_notes,
     metric_row,
     model_info,
@@ -365,7 +366,10 @@ def compute_distraction_metrics(
 
     # ---- Table 5: distractor-reference rates
     by_model = _judged_by_model(judged)
-    dist = df[df["condition"].astype(str) == distracted]
+    # failed requests are no answers (the engine above warned about them): their
+    # judgments count as "without a scored row"
+    answered = drop_failed_requests(df, {}, [])
+    dist = answered[answered["condition"].astype(str) == distracted]
     if any(by_model.values()) and "key" not in dist.columns:
         raise ValueError("scored rows lack the column 'key' needed to match the judged rows")
     extra = sorted(m for m in by_model if m not in seen)
