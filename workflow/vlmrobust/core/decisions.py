@@ -20,13 +20,16 @@ decided sample:
   none). Ids: ``obvious``, ``factual``, ``irrelevant``, ``dead_end`` (:data:`CRITERIA`).
   A ``reject`` names at least one; an ``accept`` may name only the optional
   ``dead_end`` (the distractor does not lead to a dead end, which the paper allows).
-- ``note``: free text; ``reviewer``: free text; ``time``: ISO 8601 (empty allowed in
-  hand-written rows; the review server writes UTC, e.g. ``2026-05-01T12:00:00Z``).
+- ``note``: free text (at most :data:`MAX_NOTE` characters when written through
+  :func:`write_decision`); ``reviewer``: free text (at most :data:`MAX_REVIEWER`);
+  ``time``: ISO 8601 (empty allowed in hand-written rows; the review server writes UTC,
+  e.g. ``2026-05-01T12:00:00Z``).
 
 Reading validates every row; a problem is a :class:`DecisionError` naming the file,
 the line and the offending value: an unknown sample id, a decision other than
 accept/reject, an unknown criterion, an accept that fails a required criterion, a
-reject without a criterion, an unparsable time, a wrong header or field count. A sample
+reject without a criterion, an unparsable time, a wrong header or field count, a field
+longer than the csv module's limit or a line that is not valid CSV. A sample
 decided on two rows is an error too (naming both lines), never "the last one wins": two
 rows for one sample are a merge mistake, and which one counts must be a human choice.
 :func:`write_decision` keeps one row per sample by replacing it in place.
@@ -41,7 +44,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +65,10 @@ OPTIONAL_CRITERIA: tuple[str, ...] = ("dead_end",)
 DECISIONS: tuple[str, ...] = ("accept", "reject")
 COLUMNS: tuple[str, ...] = ("sample_id", "decision", "criteria_failed", "note", "reviewer", "time")
 CRITERIA_SEP = ";"
+# Longest note and reviewer name a writer accepts (characters), far below the csv
+# module's field limit (131,072), so a file this module writes always reads back.
+MAX_NOTE = 10_000
+MAX_REVIEWER = 200
 
 _CANDIDATE_REQUIRED = ("sample_id", "question", "answer", "original_image", "edited_image")
 _CANDIDATE_TEXT = ("distractor_description", "trap_reasoning_path", "trap_answer")
@@ -292,14 +299,35 @@ def read_decisions(
         return _parse_decisions(fh, str(path), known)
 
 
-def _parse_decisions(fh: Iterable[str], name: str, known: set[str] | None) -> dict[str, Decision]:
+def _csv_rows(fh: Iterable[str], name: str) -> Iterator[tuple[int, list[str]]]:
+    """``(first line, row)`` for each CSV row; a row the csv module cannot read (a field
+    over its limit, bad quoting) is a :class:`DecisionError` naming the file and line."""
     reader = csv.reader(fh)
+    prev_end = 0
+    while True:
+        start = prev_end + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            if "field limit" in str(exc):
+                raise DecisionError(
+                    f"{name}:{start}: a field is longer than {csv.field_size_limit()} "
+                    f"characters, the most the csv module reads (notes are limited to "
+                    f"{MAX_NOTE}); shorten it by hand"
+                ) from None
+            raise DecisionError(f"{name}:{start}: not valid CSV ({exc})") from None
+        prev_end = reader.line_num
+        yield start, row
+
+
+def _parse_decisions(fh: Iterable[str], name: str, known: set[str] | None) -> dict[str, Decision]:
     out: dict[str, Decision] = {}
     lines: dict[str, int] = {}
     header: list[str] | None = None
-    prev_end = 0
-    for row in reader:
-        start, prev_end = prev_end + 1, reader.line_num
+    start = 0
+    for start, row in _csv_rows(fh, name):
         if not any(cell.strip() for cell in row):
             continue
         where = f"{name}:{start}"
@@ -332,7 +360,7 @@ def _parse_decisions(fh: Iterable[str], name: str, known: set[str] | None) -> di
             )
         lines[dec.sample_id] = start
         out[dec.sample_id] = dec
-    if header is None and prev_end:
+    if header is None and start:
         raise DecisionError(f"{name}: no header")
     return out
 
@@ -347,9 +375,32 @@ def format_decisions(decisions: Iterable[Decision]) -> str:
 
 
 def write_decisions(path: str | Path, decisions: Mapping[str, Decision] | Iterable[Decision]):
-    """Write a whole decisions file atomically (header included)."""
-    rows = decisions.values() if isinstance(decisions, Mapping) else decisions
+    """Write a whole decisions file atomically (header included).
+
+    A field longer than the csv module reads back is an error, and nothing is written.
+    """
+    rows = list(decisions.values() if isinstance(decisions, Mapping) else decisions)
+    limit = csv.field_size_limit()
+    for d in rows:
+        for column, cell in zip(COLUMNS, d.to_row(), strict=True):
+            if len(cell) >= limit:
+                raise DecisionError(
+                    f"{path}: {column} of {d.sample_id[:80]!r} has {len(cell)} characters; "
+                    f"the file could not be read back (limit {limit})"
+                )
     atomic_write_text(path, format_decisions(rows))
+
+
+def check_lengths(note: Any, reviewer: Any, where: str = "decision") -> None:
+    """A note over :data:`MAX_NOTE` or a reviewer over :data:`MAX_REVIEWER` characters
+    (as they would be stored) is a :class:`DecisionError`."""
+    for name, text, most in (("note", note, MAX_NOTE), ("reviewer", reviewer, MAX_REVIEWER)):
+        if isinstance(text, str):
+            n = len(text.replace("\r\n", "\n").strip())
+            if n > most:
+                raise DecisionError(
+                    f"{where}: {name} of {n} characters is too long (at most {most})"
+                )
 
 
 def write_decision(
@@ -368,8 +419,10 @@ def write_decision(
     The file is read (and validated) first, created if missing; a replaced row keeps its
     place, a new one is appended. ``time`` defaults to now (UTC). Returns the decisions
     now in the file. Callers that write concurrently must serialize calls (the review
-    server holds a lock).
+    server holds a lock). A note over :data:`MAX_NOTE` or a reviewer over
+    :data:`MAX_REVIEWER` characters is an error, and nothing is written.
     """
+    check_lengths(note, reviewer)
     known = set(known_ids) if known_ids is not None else None
     current = read_decisions(path, known, missing_ok=True)
     new = make_decision(

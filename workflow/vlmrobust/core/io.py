@@ -6,10 +6,29 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+
+def _create_temp(path: Path) -> str:
+    """Create an empty, new temporary file beside ``path``; its name.
+
+    Created with mode 0666 less the process umask, like any file ``open()`` creates
+    (``tempfile.mkstemp`` would make it 0600, and the rename would pass that on).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return str(tmp)
+    raise FileExistsError(f"no free temporary file name beside {path}")
 
 
 @contextlib.contextmanager
@@ -17,17 +36,19 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Ite
     """Open a temporary file beside ``path``; rename it onto ``path`` only on success.
 
     A job killed half-way leaves at most a ``.tmp`` file that nothing reads, never a
-    truncated ``path`` that a rerun would trust.
+    truncated ``path`` that a rerun would trust. The file keeps the permission bits of
+    the file it replaces; a new file gets those the umask gives (0666 & ~umask).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = _create_temp(path)
     try:
         with open(tmp, mode, **kwargs) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

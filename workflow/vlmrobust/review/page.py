@@ -12,8 +12,9 @@ decision. The page is rendered twice over:
   decisions are saved only through the review server;
 - by the review server (:mod:`vlmrobust.review.server`) on every ``GET /``, with image
   URLs the server answers (``image/<sample_id>/original``) and the buttons live: they
-  ``POST`` JSON to ``decision`` (relative to the page) and update the card and the
-  counts from the server's answer.
+  ``POST`` JSON to ``decision`` (relative to the page), with the server's session token
+  (a ``<meta name="review-token">`` of the page) in the ``X-Review-Token`` header, and
+  update the card and the counts from the server's answer.
 
 Keyboard (outside the note field): ``j``/``k`` next/previous sample, ``1``-``4`` toggle a
 criterion, ``a`` accept, ``r`` reject, ``u`` undecide, ``n`` edit the note, ``Esc``
@@ -32,7 +33,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..core.decisions import CRITERIA, OPTIONAL_CRITERIA, Candidate, Decision, apply_decisions
+from ..core.decisions import (
+    CRITERIA,
+    MAX_NOTE,
+    OPTIONAL_CRITERIA,
+    Candidate,
+    Decision,
+    apply_decisions,
+)
 from ..core.decisions import as_candidates as _as_candidates
 from ..core.io import atomic_write_text
 
@@ -133,7 +141,7 @@ def _card(index: int, cand: Candidate, decision: Decision | None, image_src: Ima
   <fieldset class="criteria"><legend>Criteria the distractor <em>fails</em></legend>
     {"".join(boxes)}
   </fieldset>
-  <label class="note-label">Note <textarea class="note" name="note" rows="2">{note}</textarea></label>
+  <label class="note-label">Note <textarea class="note" name="note" rows="2" maxlength="{MAX_NOTE}">{note}</textarea></label>
   <div class="actions">
     <button type="button" class="accept" data-action="accept" title="key a">Accept</button>
     <button type="button" class="reject" data-action="reject" title="key r">Reject</button>
@@ -197,6 +205,8 @@ _JS = r"""
 (() => {
   "use strict";
   const live = document.body.dataset.live === "1";
+  const tokenMeta = document.querySelector("meta[name=review-token]");
+  const token = tokenMeta ? tokenMeta.content : "";
   const cards = Array.from(document.querySelectorAll("section.card"));
   let current = 0;
 
@@ -235,7 +245,7 @@ _JS = r"""
     try {
       const response = await fetch("decision", {
         method: "POST",
-        headers: {"Content-Type": "application/json"},
+        headers: {"Content-Type": "application/json", "X-Review-Token": token},
         body: JSON.stringify({sample_id: card.dataset.sampleId, decision, criteria, note}),
       });
       let body = {};
@@ -300,8 +310,10 @@ def render_review_page(
     image_src: ImageSrc,
     live: bool = False,
     title: str = TITLE,
+    token: str | None = None,
 ) -> str:
-    """The page as a string; ``image_src`` gives each image's URL, ``live`` enables saving."""
+    """The page as a string; ``image_src`` gives each image's URL, ``live`` enables saving
+    and ``token`` (the server's session token, live pages only) goes with each save."""
     cands = _as_candidates(candidates)
     decisions = dict(decisions or {})
     _, report = apply_decisions(cands, decisions)
@@ -319,12 +331,13 @@ def render_review_page(
         else '<p class="banner">Read-only copy: decisions are saved only through the review '
         "server (<code>vlmrobust review</code>).</p>"
     )
+    token_meta = f'<meta name="review-token" content="{_e(token)}">\n' if live and token else ""
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_e(title)}</title>
+{token_meta}<title>{_e(title)}</title>
 <style>{_CSS}</style>
 </head>
 <body data-live="{1 if live else 0}">

@@ -6,7 +6,9 @@ prints the URL of the review page. Routes:
 - ``GET /``: the review page (:mod:`vlmrobust.review.page`), rendered from the
   candidates and the decisions file as they are now.
 - ``GET /image/<sample_id>/original`` and ``.../edited``: a candidate's images (only
-  those; nothing else on disk is reachable).
+  those, and only from the ``results/`` and ``resources/`` folders under the image base:
+  a path with ``..`` or an absolute path elsewhere is a 403; nothing else on disk is
+  reachable).
 - ``GET /state``: ``{"decisions": {id: decision}, "counts": report}`` as JSON.
 - ``POST /decision`` with a JSON body ``{"sample_id", "decision", "criteria", "note"}``
   (``decision``: ``accept``, ``reject``, or ``undecided`` to remove a decision;
@@ -14,19 +16,32 @@ prints the URL of the review page. Routes:
   ``--reviewer``): validated like a row of the decisions file, then written to it
   atomically (the file is rewritten; one lock serializes writers). The answer is
   ``{"ok": true, "decision": {...} | null, "counts": report}``, or a 400 with
-  ``{"error": message}``. Only ``Content-Type: application/json`` is accepted, so a page
-  from another origin cannot post a decision without a CORS preflight (never granted).
+  ``{"error": message}``. A note over :data:`~vlmrobust.core.decisions.MAX_NOTE`
+  characters is a 400, a body over :data:`MAX_BODY` bytes a 413, both before anything
+  is written. Only ``Content-Type: application/json`` is accepted.
 
-It binds 127.0.0.1 by default; on a cluster node, reach it through an SSH tunnel.
+Writes need the session's token: a random string made when the server starts, printed
+with its URL and embedded in the page it serves, which sends it in the
+``X-Review-Token`` header; a POST without it is a 403. Every request must name the
+server in its ``Host`` header (``127.0.0.1``, ``localhost`` or the ``--host``, with the
+port), and an ``Origin`` header, when there is one, must be the server's own; else a
+403. So another web site cannot write decisions, not even through DNS rebinding.
+
+It binds 127.0.0.1 by default; on a cluster node, reach it through an SSH tunnel that
+keeps the port number (``ssh -L PORT:127.0.0.1:PORT node``, then open
+``http://localhost:PORT/``): the ``Host`` check refuses another port.
 """
 
 from __future__ import annotations
 
 import contextlib
 import getpass
+import hmac
 import json
 import logging
 import mimetypes
+import os
+import secrets
 import socket
 import sys
 import threading
@@ -45,12 +60,18 @@ from ..core.decisions import (
     remove_decision,
     write_decision,
 )
-from .page import build_review_page, render_review_page, resolve_image
+from .page import build_review_page, render_review_page
 
 log = logging.getLogger("vlmrobust.review")
 
-MAX_BODY = 1 << 20
+# A decision's body: a note of MAX_NOTE characters fits even \u-escaped.
+MAX_BODY = 128 * 1024
+TOKEN_HEADER = "X-Review-Token"
 IMAGE_KINDS = ("original", "edited")
+# The folders under the image base the server serves images from.
+IMAGE_ROOTS = ("results", "resources")
+_WILDCARD = ("0.0.0.0", "", "::")
+_DRAIN_MAX = 16 << 20
 
 
 def _default_reviewer() -> str:
@@ -82,9 +103,53 @@ class ReviewServer(ThreadingHTTPServer):
         self.image_base = Path(image_base) if image_base is not None else Path.cwd()
         self.reviewer = _default_reviewer() if reviewer is None else reviewer
         self.lock = threading.Lock()
+        # The session's write token (printed with the URL, embedded in the page).
+        self.token = secrets.token_urlsafe(32)
         # Fail now, not on the first click, if the decisions file does not validate.
         read_decisions(self.decisions_path, self.known_ids, missing_ok=True)
         super().__init__((host, port), ReviewHandler)
+        self.allowed_hosts = self._allowed_hosts(host)
+
+    def _allowed_hosts(self, host: str) -> frozenset[str]:
+        """The ``Host`` values (lower case, with the port) that name this server."""
+        bound, port = self.server_address[:2]
+        names = {"127.0.0.1", "localhost", "::1", host, str(bound)}
+        if host in _WILDCARD:
+            names |= {socket.gethostname(), self.server_name}
+        out: set[str] = set()
+        for name in names - set(_WILDCARD):
+            name = name.lower()
+            name = f"[{name}]" if ":" in name and not name.startswith("[") else name
+            out.add(f"{name}:{port}")
+            if port == 80:
+                out.add(name)
+        return frozenset(out)
+
+    def request_refused(self, host: str | None, origin: str | None) -> str | None:
+        """Why a request with these ``Host`` and ``Origin`` headers is refused, or None."""
+        if host is None or host.strip().lower() not in self.allowed_hosts:
+            return f"Host {host!r} is not allowed (this server is {self.url})"
+        if origin is not None:
+            parts = urlsplit(origin.strip().lower())
+            if parts.scheme != "http" or parts.netloc not in self.allowed_hosts:
+                return f"Origin {origin!r} is not allowed (this server is {self.url})"
+        return None
+
+    def token_ok(self, token: str | None) -> bool:
+        return bool(token) and hmac.compare_digest(token.encode(), self.token.encode())
+
+    def image_file(self, image: str) -> Path | None:
+        """A candidate's image path as a file, if it lies under ``results/`` or
+        ``resources/`` of the image base (checked on the path's text: no ``..``); else
+        None."""
+        path = Path(image)
+        if ".." in path.parts:
+            return None
+        base = Path(os.path.abspath(self.image_base))
+        file = Path(os.path.abspath(path if path.is_absolute() else base / path))
+        if any(file.is_relative_to(base / root) for root in IMAGE_ROOTS):
+            return file
+        return None
 
     @property
     def url(self) -> str:
@@ -160,7 +225,17 @@ class ReviewHandler(BaseHTTPRequestHandler):
 
     # -- routes
 
+    def _refused(self) -> bool:
+        """Answer 403 to a request naming another host or coming from another origin."""
+        why = self.server.request_refused(self.headers.get("Host"), self.headers.get("Origin"))
+        if why is not None:
+            log.warning("refused %s %s: %s", self.command, self.path, why)
+            self._error(HTTPStatus.FORBIDDEN, why)
+        return why is not None
+
     def do_GET(self) -> None:  # noqa: N802 (stdlib name)
+        if self._refused():
+            return
         path = urlsplit(self.path).path
         try:
             if path in ("/", "/index.html"):
@@ -170,6 +245,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
                     decisions,
                     image_src=lambda c, which: f"image/{quote(c.sample_id, safe='')}/{which}",
                     live=True,
+                    token=self.server.token,
                 )
                 self._send(HTTPStatus.OK, page.encode(), "text/html; charset=utf-8")
             elif path == "/state":
@@ -182,6 +258,9 @@ class ReviewHandler(BaseHTTPRequestHandler):
                 self._error(HTTPStatus.NOT_FOUND, f"no such page: {path}")
         except DecisionError as exc:  # the decisions file was edited into an invalid state
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
+        except Exception as exc:  # answer, never leave the browser waiting
+            log.exception("GET %s failed", path)
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
 
     do_HEAD = do_GET
 
@@ -194,7 +273,15 @@ class ReviewHandler(BaseHTTPRequestHandler):
         if cand is None:
             self._error(HTTPStatus.NOT_FOUND, f"no such sample: {unquote(parts[0])!r}")
             return
-        file = resolve_image(getattr(cand, f"{parts[1]}_image"), self.server.image_base)
+        image = getattr(cand, f"{parts[1]}_image")
+        file = self.server.image_file(image)
+        if file is None:
+            log.warning("%s: %s image outside results/ and resources/: %s", *parts, image)
+            self._error(
+                HTTPStatus.FORBIDDEN,
+                f"image {image!r} is not under {' or '.join(IMAGE_ROOTS)} of the image base",
+            )
+            return
         try:
             data = file.read_bytes()
         except OSError:
@@ -205,8 +292,17 @@ class ReviewHandler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.OK, data, mime)
 
     def do_POST(self) -> None:  # noqa: N802 (stdlib name)
+        if self._refused():
+            return
         if urlsplit(self.path).path != "/decision":
             self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: {self.path}")
+            return
+        if not self.server.token_ok(self.headers.get(TOKEN_HEADER)):
+            log.warning("refused POST %s: no or a wrong %s", self.path, TOKEN_HEADER)
+            self._error(
+                HTTPStatus.FORBIDDEN,
+                f"missing or wrong {TOKEN_HEADER} (the session token the server printed)",
+            )
             return
         ctype = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if ctype != "application/json":
@@ -217,8 +313,20 @@ class ReviewHandler(BaseHTTPRequestHandler):
         except ValueError:
             self._error(HTTPStatus.LENGTH_REQUIRED, "Content-Length required")
             return
-        if not 0 < length <= MAX_BODY:
-            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body of {length} bytes")
+        if length > MAX_BODY:
+            # Drain a moderate body so the client reads the answer (not a reset); close
+            # the connection on a bigger one instead of reading it.
+            left = length if length <= _DRAIN_MAX else 0
+            while left > 0 and (chunk := self.rfile.read(min(left, 1 << 16))):
+                left -= len(chunk)
+            self.close_connection = True
+            self._error(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"body of {length} bytes is too large (at most {MAX_BODY})",
+            )
+            return
+        if length <= 0:
+            self._error(HTTPStatus.BAD_REQUEST, "empty body")
             return
         try:
             body = json.loads(self.rfile.read(length))
@@ -229,6 +337,10 @@ class ReviewHandler(BaseHTTPRequestHandler):
             answer = self.server.decide(body)
         except DecisionError as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
+            return
+        except Exception as exc:  # answer, never leave the browser waiting
+            log.exception("POST %s failed", self.path)
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
             return
         self._json(HTTPStatus.OK, answer)
 
@@ -263,6 +375,11 @@ def serve(
     )
     with server:
         print(f"Review page: {server.url}  (Ctrl-C to stop)", flush=True)
+        print(
+            f"Session token: {server.token}  (the page sends it with each decision; "
+            f"other clients send it as the {TOKEN_HEADER} header)",
+            flush=True,
+        )
         with contextlib.suppress(KeyboardInterrupt):
             server.serve_forever()
     _, report = server.state()
