@@ -113,6 +113,11 @@ def llm_fallback(wildcards):
     return json.dumps(config["scoring"]["llm_fallback"], sort_keys=True)
 
 
+def unparsed_choice(wildcards):
+    """What an unparsed multiple-choice answer becomes (RunPlan.unparsed_choice)."""
+    return PLAN.unparsed_choice(wildcards.dataset)
+
+
 # --- released outputs (reviewers) ----------------------------------------------------
 
 IMPORTS = {

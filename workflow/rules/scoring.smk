@@ -15,10 +15,12 @@ rule score:
         scorer=scorer_of,
         released=use_released,
         fallback=llm_fallback,
+        unparsed_choice=unparsed_choice,
         cache_dir=config["scoring"]["cache_dir"],
     shell:
         "vlmrobust score --outputs {input.outputs} --samples {input.samples}"
         " --scorer {params.scorer} --fallback {params.fallback:q} {params.released}"
+        " --unparsed-choice {params.unparsed_choice}"
         " --cache-dir {params.cache_dir} --out {output} > {log} 2>&1"
 
 

@@ -297,6 +297,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             samples=plan.samples_path(d),
             scorer=plan.datasets[d]["scorer"],
             fallback=json.dumps(plan.config["scoring"]["llm_fallback"]),
+            unparsed_choice=plan.unparsed_choice(d),
             cache_dir=plan.llm_cache_dir,
             out=plan.scored_path(m, d, c, p),
         )
@@ -311,7 +312,13 @@ def cmd_score(args: argparse.Namespace) -> int:
         fallback = llm_extractor(make_llm(spec, cache))
     samples = {s.sample_id: s for s in read_samples(args.samples)}
     rows = [OutputRow.from_dict(r) for r in read_jsonl(args.outputs)]
-    scored = score_outputs(samples, rows, args.scorer, fallback=fallback)
+    scored = score_outputs(
+        samples,
+        rows,
+        args.scorer,
+        fallback=fallback,
+        unparsed_choice=args.unparsed_choice or "wrong",
+    )
     if args.use_released:
         use_released_correctness(scored, rows)
     write_scored(Path(args.out), scored)
@@ -720,6 +727,12 @@ COMMANDS: dict[str, Command] = {
             arg("--samples", help="samples JSONL"),
             arg("--scorer", help="scoring rules (a benchmark's name or generic)"),
             arg("--fallback", help="scoring.llm_fallback as JSON (LLM answer extraction)"),
+            arg(
+                "--unparsed-choice",
+                choices=["wrong", "most-similar"],
+                help="an unparsed multiple-choice answer: wrong (default) or the most similar "
+                "option, as MathVista's official scorer (with --config: the plan's)",
+            ),
             CACHE,
             arg("--use-released", action="store_true", help="keep released correctness"),
             arg("--out", help="scored CSV"),

@@ -19,8 +19,21 @@ from .config import load_yaml, validate_config, validate_registry
 DEFAULT_PROMPT = "default"
 #: keys of a dataset's configuration that do not change its samples
 NOT_SAMPLE_KEYS = frozenset(
-    {"conditions", "group", "display", "prompts", "max_new_tokens", "shards", "scorer"}
+    {
+        "conditions",
+        "group",
+        "display",
+        "prompts",
+        "max_new_tokens",
+        "shards",
+        "scorer",
+        "unparsed_choice",
+    }
 )
+#: files of a local dataset folder the samples are read from: the rows ...
+ROW_SUFFIXES = (".jsonl", ".json", ".parquet")
+#: ... and the images they name (an edited image must rebuild the samples)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 #: the keys of the config's ``masking`` block the CRM comparison stage reads
 COMPARE_SPEC_KEYS = ("step_threshold", "answer_threshold", "attribution_threshold", "model_dir")
 
@@ -166,7 +179,9 @@ class RunPlan:
         """What the samples of a dataset are read from: the demo rows (also for another
         adapter reading a demo family's folder, e.g. VisArgs), the constructed candidates
         and their decisions file, or the local files; plus, for a VisArgs dataset whose
-        ``question_writer`` is an LLM, the questions file of the ``questions`` step."""
+        ``question_writer`` is an LLM, the questions file of the ``questions`` step.
+        A local folder lists its row files and its image files (:data:`ROW_SUFFIXES`,
+        :data:`IMAGE_SUFFIXES`, any case), so fixing an image reruns the samples job."""
         from .config import DEMO_ROOT, ConfigError, demo_folder_family
 
         spec = self.datasets[dataset]
@@ -184,13 +199,20 @@ class RunPlan:
             root = Path(spec["path"])
             if not root.exists():
                 raise ConfigError(f"datasets.{dataset}.path: folder {root} does not exist")
+            suffixes = ROW_SUFFIXES + IMAGE_SUFFIXES
             files = sorted(
-                str(p)
-                for p in root.rglob("*")
-                if p.suffix in (".jsonl", ".json", ".parquet") and p.is_file()
+                str(p) for p in root.rglob("*") if p.suffix.lower() in suffixes and p.is_file()
             )
             return files + extra
         return extra
+
+    def unparsed_choice(self, dataset: str) -> str:
+        """What an unparsed multiple-choice answer of a dataset becomes when scored
+        (``wrong`` | ``most-similar``): the dataset's ``unparsed_choice``, else the run's
+        ``scoring.unparsed_choice``."""
+        return (
+            self.datasets[dataset]["unparsed_choice"] or self.config["scoring"]["unparsed_choice"]
+        )
 
     def stage_decoding(self, prompt: str, dataset: str) -> tuple[float, int]:
         """(temperature, max_new_tokens) of a prompt on a dataset: the CRM stages have

@@ -5,15 +5,20 @@
 and returns one flat dict per row::
 
     key, variant_id, sample_id, dataset, condition, prompt, model, draw, answer,
-    answer_type, prediction, correct (0/1), score, method (rule|llm|none), rule,
-    reason, finish_reason, error
+    answer_type, prediction, correct (0/1), score, method (rule|llm|most-similar|none),
+    rule, reason, finish_reason, error
 
 Scoring reads the row's ``answer_text`` (the part after the thinking split); when it
 is empty (e.g. generation stopped inside an unclosed thinking block) the last
 2,000 characters of ``raw_text`` are read instead, and the reason of a failure says
 so. A row with ``error`` set is wrong with reason ``generation failed: ...`` (counted
 under ``errors``, not as an extraction failure). A failed extraction of a truncated
-output (``finish_reason == "length"``) says so in its reason.
+output (``finish_reason == "length"``) says so in its reason. ``unparsed_choice``
+(``wrong`` | ``most-similar``; :data:`~vlmrobust.score.scorers.UNPARSED_CHOICE`) says what
+a multiple-choice answer no rule could read becomes: wrong, an extraction failure (the
+default), or the most similar option as MathVista's official scorer and lmms-eval do
+(``method == "most-similar"``, the reason names the option; see
+:mod:`vlmrobust.score.scorers`).
 
 :func:`summarize` groups scored rows by model x dataset x condition x prompt.
 :func:`write_scored` / :func:`read_scored` / :func:`write_summary` store them as CSV.
@@ -26,17 +31,19 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..core.io import atomic_write
 from ..core.records import OutputRow, Sample
 from .extract import Extraction
-from .scorers import SCORERS, Score, Scorer, get_scorer
+from .scorers import SCORERS, UNPARSED_CHOICE, Score, Scorer, get_scorer
 
 __all__ = [
     "RAW_TAIL_CHARS",
     "SCORERS",
+    "UNPARSED_CHOICE",
     "Extraction",
     "Score",
     "Scorer",
@@ -83,6 +90,7 @@ def score_row(
     row: OutputRow,
     scorer: Scorer,
     fallback: Callable[[Sample, str], str | None] | None = None,
+    unparsed_choice: str = "wrong",
 ) -> Score:
     """The score of one output row (see the module docstring)."""
     if row.error:
@@ -90,16 +98,17 @@ def score_row(
     answer = row.answer_text or ""
     from_raw = not answer.strip()
     text = (row.raw_text or "")[-RAW_TAIL_CHARS:] if from_raw else answer
-    result = scorer.score(sample, text, fallback)
-    if result.prediction is None:
+    result = scorer.score(sample, text, fallback, unparsed_choice)
+    if result.prediction is None or result.method == "most-similar":
         notes = []
         if from_raw:
             notes.append("the answer text is empty (read the end of the raw output)")
         if row.finish_reason == "length":
             notes.append("output truncated at max_new_tokens")
         if notes:
-            reason = "; ".join([result.reason or "nothing extracted", *notes])
-            result = Score(None, False, 0.0, "none", reason, None)
+            result = replace(
+                result, reason="; ".join([result.reason or "nothing extracted", *notes])
+            )
     return result
 
 
@@ -108,12 +117,18 @@ def score_outputs(
     rows: Iterable[OutputRow | Mapping[str, Any]],
     scorer: str,
     fallback: Callable[[Sample, str], str | None] | None = None,
+    unparsed_choice: str = "wrong",
 ) -> list[dict[str, Any]]:
     """One scored dict per output row (columns: :data:`SCORED_COLUMNS`).
 
     ``samples`` maps sample_id -> Sample; ``scorer`` is a key of ``SCORERS`` (or
-    ``demo``). A row whose sample is missing is an error naming both.
+    ``demo``); ``unparsed_choice`` one of :data:`UNPARSED_CHOICE`. A row whose sample is
+    missing is an error naming both.
     """
+    if unparsed_choice not in UNPARSED_CHOICE:
+        raise ValueError(
+            f"unparsed_choice {unparsed_choice!r} is not one of {', '.join(UNPARSED_CHOICE)}"
+        )
     sc = get_scorer(scorer)
     out: list[dict[str, Any]] = []
     for raw in rows:
@@ -125,7 +140,7 @@ def score_outputs(
                 f"{row.sample_id!r}, which is not among the {len(samples)} samples given; "
                 "score the outputs against the samples file of the same dataset"
             )
-        result = score_row(sample, row, sc, fallback)
+        result = score_row(sample, row, sc, fallback, unparsed_choice)
         out.append(
             {
                 "key": row.key,
@@ -154,7 +169,9 @@ def score_outputs(
 def summarize(scored_rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per model x dataset x condition x prompt: n, correct, accuracy, mean_score,
     extraction_failures (no prediction although the generation succeeded),
-    extraction_failure_rate (over n), llm_extractions, errors (failed generations).
+    extraction_failure_rate (over n), llm_extractions, most_similar_guesses (unparsed
+    multiple-choice answers mapped to the most similar option, ``scoring.unparsed_choice:
+    most-similar``; not extraction failures), errors (failed generations).
     Groups are sorted by their keys."""
     groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
     for row in scored_rows:
@@ -179,6 +196,7 @@ def summarize(scored_rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "extraction_failures": failures,
                 "extraction_failure_rate": failures / n,
                 "llm_extractions": sum(1 for r in rows if r.get("method") == "llm"),
+                "most_similar_guesses": sum(1 for r in rows if r.get("method") == "most-similar"),
                 "errors": errors,
             }
         )
@@ -197,6 +215,7 @@ SUMMARY_COLUMNS = (
     "extraction_failures",
     "extraction_failure_rate",
     "llm_extractions",
+    "most_similar_guesses",
     "errors",
 )
 

@@ -7,8 +7,21 @@ first (:mod:`vlmrobust.score.extract`); only when they find nothing is ``fallbac
 the same rules (``method == "llm"``). Nothing found -> ``prediction None``, wrong,
 ``method "none"`` and a ``reason``; an empty or malformed output never raises.
 
-``Score.method`` is ``rule``, ``llm`` or ``none``; ``Score.rule`` names the rule that
-found the prediction (``boxed``, ``cue``, ``last-number``, ... or ``llm``).
+``Score.method`` is ``rule``, ``llm``, ``most-similar`` or ``none``; ``Score.rule`` names
+the rule that found the prediction (``boxed``, ``cue``, ``last-number``, ... or ``llm``).
+
+An unparsed multiple-choice answer (``unparsed_choice``, config ``scoring.unparsed_choice``
+and ``datasets.<name>.unparsed_choice``): ``wrong`` (the default) keeps it wrong with
+``method "none"``, an extraction failure; ``most-similar`` reproduces MathVista's official
+scorer and lmms-eval, whose ``normalize_extracted_answer`` maps an extraction that is no
+option letter to the option at the smallest Levenshtein distance
+(:func:`most_similar_option`): the verdict is then the one the scorer gives that option,
+recorded with ``method`` and ``rule`` ``most-similar`` and a ``reason`` naming the option
+and the distance. It compares the text the LLM fallback returned when there was one (as
+the official scorer compares its GPT extraction), else the response text read for scoring
+(an empty response is the empty string: the shortest option). Only questions the scorer
+reads as a choice among ``sample.choices`` are guessed (:meth:`Scorer.reads_options`); a
+failed generation (``error``) never is.
 
 Scoring choices, per scorer:
 
@@ -65,7 +78,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.benchmarks import BENCHMARKS
@@ -92,17 +105,23 @@ from .extract import (
 
 __all__ = [
     "SCORERS",
+    "UNPARSED_CHOICE",
     "Fallback",
     "Score",
     "Scorer",
     "anls",
     "get_scorer",
+    "levenshtein",
+    "most_similar_option",
     "relaxed_correct",
     "vqa_accuracy",
     "vqa_normalize",
 ]
 
 Fallback = Callable[[Sample, str], "str | None"]
+
+#: what an unparsed multiple-choice answer becomes (the first is the default)
+UNPARSED_CHOICE = ("wrong", "most-similar")
 
 
 @dataclass(frozen=True)
@@ -134,26 +153,78 @@ class Scorer:
     def judge(self, sample: Sample, text: str) -> Score:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def score(self, sample: Sample, text: str | None, fallback: Fallback | None = None) -> Score:
+    def score(
+        self,
+        sample: Sample,
+        text: str | None,
+        fallback: Fallback | None = None,
+        unparsed_choice: str = "wrong",
+    ) -> Score:
+        if unparsed_choice not in UNPARSED_CHOICE:
+            raise ValueError(
+                f"unparsed_choice {unparsed_choice!r} is not one of {', '.join(UNPARSED_CHOICE)}"
+            )
         text = "" if text is None else str(text)
+        result, extracted = self._extract(sample, text, fallback)
+        if result.prediction is None and unparsed_choice == "most-similar":
+            if extracted is not None:
+                return self._most_similar(sample, extracted, result, "the LLM extraction")
+            source = "the response" if text.strip() else "the empty response"
+            return self._most_similar(sample, text, result, source)
+        return result
+
+    def _extract(
+        self, sample: Sample, text: str, fallback: Fallback | None
+    ) -> tuple[Score, str | None]:
+        """The rules, then the fallback; and the fallback's text when it was unreadable."""
         if not text.strip():
-            return _failed("empty output")
+            return _failed("empty output"), None
         result = self._safe(sample, text)
         if result.prediction is not None or fallback is None:
-            return result
+            return result, None
         try:
             value = fallback(sample, text)
         except Exception as exc:  # the fallback is an external call: never lose the row
-            return replace(result, reason=f"{result.reason}; LLM extraction failed: {exc}")
+            return replace(result, reason=f"{result.reason}; LLM extraction failed: {exc}"), None
         if value is None or not str(value).strip():
-            return replace(result, reason=f"{result.reason}; LLM extraction found nothing")
+            return replace(result, reason=f"{result.reason}; LLM extraction found nothing"), None
         second = self._safe(sample, str(value))
         if second.prediction is None:
-            return replace(
-                result,
-                reason=f"{result.reason}; LLM extraction {str(value)[:80]!r} could not be read",
-            )
-        return replace(second, method="llm", rule="llm")
+            reason = f"{result.reason}; LLM extraction {str(value)[:80]!r} could not be read"
+            return replace(result, reason=reason), str(value)
+        return replace(second, method="llm", rule="llm"), None
+
+    def reads_options(self, sample: Sample) -> bool:
+        """Whether this scorer reads the sample as a choice among ``sample.choices`` (a
+        letter or a label answer); only such answers are mapped to the most similar option."""
+        return bool(sample.choices) and sample.answer_type in ("letter", "label")
+
+    def option_verdict(self, sample: Sample, index: int) -> Score | None:
+        """The verdict on a response that names option ``index`` exactly (its letter, or
+        the label itself for a label question), by this scorer's own rules; None when the
+        sample is no choice question for this scorer."""
+        letters = letters_for(len(sample.choices))
+        if not self.reads_options(sample) or not 0 <= index < len(letters):
+            return None
+        option, letter = str(sample.choices[index]), letters[index]
+        result = self._safe(sample, option if sample.answer_type == "label" else letter)
+        return result if result.prediction in (letter, option) else None
+
+    def _most_similar(self, sample: Sample, text: str, failed: Score, source: str) -> Score:
+        if not self.reads_options(sample):
+            return failed
+        index = most_similar_option(text, sample.choices)
+        verdict = self.option_verdict(sample, index)
+        if verdict is None:
+            return failed
+        option = str(sample.choices[index])
+        distance = levenshtein(text.strip(), option)
+        reason = (
+            f"{failed.reason or 'nothing extracted'}; guessed option "
+            f"{letters_for(len(sample.choices))[index]} ({option[:80]!r}), the smallest "
+            f"edit distance ({distance}) to {source} (unparsed_choice: most-similar)"
+        )
+        return replace(verdict, method="most-similar", rule="most-similar", reason=reason)
 
     def _safe(self, sample: Sample, text: str) -> Score:
         try:
@@ -357,7 +428,9 @@ def vqa_accuracy(prediction: str, answers: list[str]) -> float:
     return sum(accs) / len(accs)
 
 
-def _levenshtein(a: str, b: str) -> int:
+def levenshtein(a: str, b: str) -> int:
+    """The edit distance of two strings: fewest single-character insertions, deletions
+    and substitutions turning one into the other (case-sensitive)."""
     if len(a) > len(b):
         a, b = b, a
     prev = list(range(len(a) + 1))
@@ -369,6 +442,18 @@ def _levenshtein(a: str, b: str) -> int:
     return prev[-1]
 
 
+def most_similar_option(text: str, options: Sequence[str]) -> int:
+    """The index of the option closest to ``text`` by :func:`levenshtein`, as MathVista's
+    official ``get_most_similar`` (also lmms-eval's): the absolute edit distance between
+    the stripped text and each option as given (not normalized by length, case-sensitive),
+    the first option on a tie. An empty text therefore picks the shortest option."""
+    if not options:
+        raise ValueError("no options to choose from")
+    key = str(text).strip()
+    distances = [levenshtein(key, str(option)) for option in options]
+    return distances.index(min(distances))
+
+
 def anls(prediction: str, answers: list[str], threshold: float = 0.5) -> float:
     """ANLS of one prediction: best ``1 - NL`` over the answers, 0 below ``threshold``."""
     pred = " ".join(str(prediction).strip().lower().split())
@@ -376,7 +461,7 @@ def anls(prediction: str, answers: list[str], threshold: float = 0.5) -> float:
     for answer in answers:
         gold = " ".join(str(answer).strip().lower().split())
         length = max(len(gold), len(pred))
-        sim = 1.0 if length == 0 else 1.0 - _levenshtein(gold, pred) / length
+        sim = 1.0 if length == 0 else 1.0 - levenshtein(gold, pred) / length
         best = max(best, sim)
     return best if best >= threshold else 0.0
 
@@ -518,6 +603,9 @@ def _mathvista_types(sample: Sample) -> tuple[str, str, int | None]:
 class MathVistaScorer(Scorer):
     name = "mathvista"
 
+    def reads_options(self, sample: Sample) -> bool:
+        return bool(sample.choices) and _mathvista_types(sample)[0] == "multi_choice"
+
     def judge(self, sample: Sample, text: str) -> Score:
         qtype, atype, precision = _mathvista_types(sample)
         if qtype == "multi_choice" and sample.choices:
@@ -601,6 +689,11 @@ _MATHVISTA = MathVistaScorer()
 
 class DistractBenchScorer(Scorer):
     name = "distract-bench"
+
+    def reads_options(self, sample: Sample) -> bool:
+        if sample.answer_type != "letter" and sample.meta.get("source_style") == "mathvista":
+            return _MATHVISTA.reads_options(sample)
+        return super().reads_options(sample)
 
     def judge(self, sample: Sample, text: str) -> Score:
         if sample.answer_type == "letter":
