@@ -4,7 +4,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from vlmrobust.core.config import ConfigError
+from vlmrobust.core.config import ConfigError, load_yaml
 from vlmrobust.core.plan import RunPlan
 from vlmrobust.core.workflow import alternation, ensure_cli_on_path
 from vlmrobust.studies import STUDIES, study_folders
@@ -13,6 +13,10 @@ from vlmrobust.studies.base import spec_json
 ensure_cli_on_path()
 
 try:
+    # Snakemake's own YAML reader keeps the last of a key given twice: read the config
+    # files again with ours, which refuses it (naming the key and its line).
+    for _configfile in workflow.configfiles:
+        load_yaml(_configfile)
     PLAN = RunPlan.from_config(config)  # validates the configuration and the registry
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration:\n{exc}") from None

@@ -22,6 +22,7 @@ import io
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -334,12 +335,17 @@ class Redactor:
         return "Redactor(***)"
 
 
+#: What ``api_key_env`` may hold: an environment variable's name (never the key itself).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def api_key_from_env(spec: dict[str, Any], *, who: str, allow_none: bool = True) -> str:
     """The API key from the environment variable the registry names (``api_key_env``).
 
     ``api_key_env: null`` (a local OpenAI-compatible server that needs no key) gives the
     dummy key ``"EMPTY"`` when ``allow_none``. A missing or empty variable is an error
-    naming the variable, never the value.
+    naming the variable, never the value; so is a value that is no variable name (a key
+    pasted by mistake), which the error does not show.
     """
     env = spec.get("api_key_env")
     if env is None:
@@ -349,7 +355,13 @@ def api_key_from_env(spec: dict[str, Any], *, who: str, allow_none: bool = True)
             f"{who}: api_key_env is not set; name the environment variable that holds the "
             "API key (for example api_key_env: GEMINI_API_KEY)"
         )
-    value = os.environ.get(str(env))
+    if not isinstance(env, str) or not ENV_NAME.fullmatch(env):
+        raise ValueError(
+            f"{who}: api_key_env is not the name of an environment variable (letters, digits "
+            "and _, not starting with a digit); name the variable that holds the API key, "
+            "never the key itself (the value is not shown)"
+        )
+    value = os.environ.get(env)
     if not value:
         raise ValueError(
             f"{who}: the environment variable {env} (api_key_env) is not set or empty; "

@@ -42,12 +42,45 @@ def _with_defaults(validator_class):
 _DefaultingValidator = _with_defaults(Draft202012Validator)
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        super().__init__(f"duplicate key {key!r} on line {line}")
+        self.key, self.line, self.first = key, line, first
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (YAML itself
+    keeps the last value silently). Merge keys (``<<: *anchor``) may still be
+    overridden by the mapping's own keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key, line, seen[key])
+                seen[key] = line
+            except TypeError:  # an unhashable key: the constructor below says so
+                pass
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: str | Path) -> Any:
+    """Read a YAML file; a key given twice in one mapping is an error naming it."""
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            return yaml.load(fh, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except FileNotFoundError as exc:
         raise ConfigError(f"file not found: {path}") from exc
+    except _DuplicateKey as exc:
+        raise ConfigError(
+            f"{path}: line {exc.line}: key {exc.key!r} is given twice in the same mapping "
+            f"(first on line {exc.first}); YAML would keep only the last value: remove one"
+        ) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
 
@@ -71,16 +104,47 @@ def _key(path: Iterator[Any]) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def _describe(error: jsonschema.ValidationError, what: str) -> str:
+#: Keys whose value may be a secret pasted by mistake: an error about them never shows it.
+SECRET_KEYS = frozenset({"api_key_env"})
+
+#: The validators that report keys the schema does not know.
+_UNKNOWN_KEY = ("additionalProperties", "unevaluatedProperties")
+
+
+def _rank(error: jsonschema.ValidationError) -> tuple[bool, int, str]:
+    """What is missing, mistyped or out of range comes first; unknown keys come last
+    (a key is often unknown only because the key that selects its branch is wrong)."""
+    return (error.validator in _UNKNOWN_KEY, len(error.absolute_path), error.message)
+
+
+def _describe(error: jsonschema.ValidationError, what: str, plain: Any = None) -> str | None:
+    """One line naming the key; None for an unknown-key error that is only the echo of
+    another error (a key the branch selected for this object declares). ``plain`` is a
+    validator of the root schema that fills no defaults (it decides the branches)."""
     base = list(error.absolute_path)
-    if error.validator in ("additionalProperties", "unevaluatedProperties"):
-        extra = _unexpected(error)
-        keys = ", ".join(repr(_key([*base, k])) for k in extra) or "?"
-        allowed = _allowed_keys(error.schema)
-        hint = f" (allowed here: {', '.join(allowed)})" if allowed else ""
+    if base and base[-1] in SECRET_KEYS:
+        return (
+            f"{what}: key {_key(base)!r}: not the name of an environment variable (letters, "
+            "digits and _, not starting with a digit); name the variable that holds the "
+            "API key, never the key itself (the value is not shown)"
+        )
+    if error.validator in _UNKNOWN_KEY:
+        known = _known_keys(error.schema, error.instance, plain)
+        extra = _unexpected(error, known)
+        if not extra:
+            return None
+        keys = ", ".join(repr(_key([*base, k])) for k in extra)
+        hint = f" (allowed here: {', '.join(known)})" if known else ""
         return f"{what}: unknown key {keys}{hint}"
     if error.validator == "required":
-        return f"{what}: key {_key(base)!r} lacks {error.message}"
+        instance = error.instance if isinstance(error.instance, dict) else {}
+        missing = [k for k in error.validator_value if k not in instance] or [error.message]
+        msg = f"{what}: key {_key(base)!r} lacks {', '.join(repr(k) for k in missing)}"
+        props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        desc = props.get(missing[0], {}).get("description") if len(missing) == 1 else None
+        if desc:
+            msg += f" -- expected: {' '.join(str(desc).split())}"
+        return msg
     if error.validator == "propertyNames":
         return (
             f"{what}: name {error.instance!r} under {_key(base)!r} is not allowed: {error.message}"
@@ -94,22 +158,51 @@ def _describe(error: jsonschema.ValidationError, what: str) -> str:
     return msg
 
 
-def _unexpected(error: jsonschema.ValidationError) -> list[str]:
+def _unexpected(error: jsonschema.ValidationError, known: list[str]) -> list[str]:
+    """The keys of the object that no applicable part of its schema declares."""
     instance = error.instance if isinstance(error.instance, dict) else {}
-    known = set(_allowed_keys(error.schema))
-    return sorted(k for k in instance if k not in known) or [
-        m for m in error.message.split("'")[1::2]
-    ]
+    return sorted(str(k) for k in instance if k not in known)
 
 
-def _allowed_keys(schema: Any) -> list[str]:
+def _known_keys(schema: Any, instance: Any, plain: Any = None) -> list[str]:
+    """The keys ``schema`` declares for ``instance``: its ``properties`` plus those of
+    the ``allOf`` branches (``if``/``then``/``else``) that apply. When the keys that
+    select a branch are missing or invalid (or no ``plain`` validator is given), the
+    branch cannot be told: every branch's keys count."""
     if not isinstance(schema, dict):
         return []
     keys = list(schema.get("properties", {}))
+    decided = (
+        plain is not None and isinstance(instance, dict) and _selected(schema, instance, plain)
+    )
     for sub in schema.get("allOf", []):
+        cond = sub.get("if")
         for branch in ("then", "else"):
-            keys += [k for k in sub.get(branch, {}).get("properties", {}) if k not in keys]
+            if branch not in sub:
+                continue
+            if decided and cond is not None:
+                applies = plain.evolve(schema=cond).is_valid(instance)
+                if applies != (branch == "then"):
+                    continue
+            keys += [k for k in sub[branch].get("properties", {}) if k not in keys]
     return keys
+
+
+def _selected(schema: dict, instance: dict, plain: Any) -> bool:
+    """Whether ``instance`` has the keys that select ``schema``'s branches, each valid."""
+    if any(k not in instance for k in schema.get("required", [])):
+        return False
+    props = schema.get("properties", {})
+    selectors = {
+        k
+        for sub in schema.get("allOf", [])
+        for k in [*sub.get("if", {}).get("properties", {}), *sub.get("if", {}).get("required", [])]
+    }
+    return all(
+        plain.evolve(schema=props[k]).is_valid(instance[k])
+        for k in selectors
+        if k in props and k in instance
+    )
 
 
 def _resolve(schema: Any, root: dict) -> Any:
@@ -178,11 +271,18 @@ def validate(data: Any, schema: dict, what: str) -> dict:
         raise ConfigError(f"{what}: expected a mapping at the top level, got {type(data).__name__}")
     data = coerce_strings(data, schema)
     validator = _DefaultingValidator(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.message))
+    errors = sorted(validator.iter_errors(data), key=_rank)
     if errors:
-        # Ignore errors inside an `if` that merely did not match; report the first real one.
-        lines = [_describe(e, what) for e in errors[:5]]
-        raise ConfigError("\n".join(lines))
+        # What is missing or out of range first; an unknown-key error that only echoes
+        # another error (a failing branch's keys) is left out; a secret is never shown.
+        plain = Draft202012Validator(schema)
+        lines: list[str] = []
+        for error in errors:
+            line = _describe(error, what, plain)
+            if line is not None and line not in lines:
+                lines.append(line)
+        lines = lines or [line for e in errors if (line := _describe(e, what)) is not None]
+        raise ConfigError("\n".join(lines[:5]) or f"{what}: invalid")
     return data
 
 
@@ -236,9 +336,6 @@ def _check_masking(config: dict) -> None:
             f"config: masking.answer_prompt: {answer!r} is not built on {cot!r} "
             f"(it needs {PROMPTS[answer].needs!r})"
         )
-    hall = masking["hallucination"]
-    if not isinstance(hall, dict) or "backend" not in hall:
-        raise ConfigError("config: masking.hallucination: a mapping with a `backend` key")
     clean = config["metrics"]["clean_condition"]
     masks = {c for c, spec in config["conditions"].items() if spec["perturbation"] == "mask"}
     for name, ds in config["datasets"].items():

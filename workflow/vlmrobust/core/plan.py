@@ -300,11 +300,11 @@ class RunPlan:
 
     def hallucination_judge_spec(self) -> dict[str, Any]:
         """The hallucination judge (config ``masking.hallucination``; the offline judge's
-        embedding model from ``masking.model_dir``)."""
+        embedding model from ``masking.model_dir`` unless it names its own)."""
         masking = self.config["masking"]
         spec = dict(masking["hallucination"])
-        if spec.get("backend", "offline") == "offline":
-            spec.setdefault("model_dir", masking["model_dir"])
+        if spec.get("backend", "offline") == "offline" and spec.get("model_dir") is None:
+            spec["model_dir"] = masking["model_dir"]
         return spec
 
     @property
