@@ -1137,3 +1137,109 @@ def test_constructed_keeps_only_accepted_candidates(tmp_path):
     )
     with pytest.raises(ValueError, match="demo-chart-9999"):
         build_samples("demo-distract", spec, out, tmp_path / "report.json")
+
+
+def test_distract_bench_answer_given_as_the_option_text(tmp_path):
+    """Released rows 29, 150, 385 give the option's text, not its letter, and no
+    question_type: read as that option, counted in the report (never skipped)."""
+    folder = _distract_folder(tmp_path)
+    extra = read_jsonl(DB_FIXTURE / "option_text_answers.jsonl")
+    with open(folder / "questions.jsonl", "a", encoding="utf-8") as fh:
+        for row in extra:
+            fh.write(json.dumps(row) + "\n")
+            (folder / "images" / f"{row['final_id']}.png").write_bytes(img_bytes(RED))
+            (folder / "original_images" / f"{row['final_id']}.png").write_bytes(img_bytes(GREEN))
+    samples, rep, _ = run(tmp_path, "distract-bench", spec("distract-bench", folder))
+    assert len(samples) == 15 and rep["skipped"] == 0
+    s29 = samples["distract-bench-29"]
+    assert (s29.answer, s29.answer_type, s29.choices) == ("A", "letter", ["Yes", "No"])
+    assert s29.meta["answer_from_option_text"] == "Yes"
+    assert samples["distract-bench-150"].answer == "C"  # "decrease"
+    assert samples["distract-bench-385"].answer == "B"  # "No"
+    assert rep["answers_from_option_text"] == ["29", "150", "385"]
+    assert rep["warnings"][-1] == (  # (the slice has no edit records for these three)
+        "3 sample(s) give the option's text as answer instead of its letter (final_id 29, "
+        "150, 385); read as that option (meta.answer_from_option_text keeps the text)"
+    )
+    # neither a letter nor exactly one option's text: still a bad row, named
+    bad = dict(extra[0], final_id="900", answer="Maybe")
+    twice = dict(extra[0], final_id="901", options=["Yes", "Yes"])
+    (folder / "questions.jsonl").write_text(json.dumps(bad) + "\n" + json.dumps(twice) + "\n")
+    s = spec("distract-bench", folder, on_bad_row="skip")
+    with pytest.raises(ValueError, match="no usable rows"):
+        build_samples("db", s, tmp_path / "x" / "samples.jsonl", tmp_path / "x" / "report.json")
+    (folder / "questions.jsonl").write_text(json.dumps(bad) + "\n")
+    with pytest.raises(BadRowError, match="'Maybe' is neither an option letter A-B nor the text"):
+        build_samples(
+            "db", spec("distract-bench", folder), tmp_path / "x" / "s.jsonl", tmp_path / "x" / "r"
+        )
+
+
+def test_images_false_reads_no_image(tmp_path):
+    """`images: false` (reviewers with released outputs, no images): the same samples
+    without images, marked; the variants keep their ids and params, without images."""
+    from vlmrobust.core.records import read_variants
+    from vlmrobust.perturb import build_variants
+
+    with_images = _distract_folder(tmp_path / "a")
+    bare = tmp_path / "b" / "distract-bench"  # questions and edits only
+    bare.mkdir(parents=True)
+    for name in ("questions.jsonl", "edit_instructions.jsonl"):
+        shutil.copy(DB_FIXTURE / name, bare)
+    with pytest.raises(BadRowError, match="image file not found"):
+        run(tmp_path / "b", "distract-bench", spec("distract-bench", bare))
+    full, _, full_out = run(tmp_path / "a", "distract-bench", spec("distract-bench", with_images))
+    samples, rep, out = run(
+        tmp_path / "b", "distract-bench", spec("distract-bench", bare, images=False)
+    )
+    assert (rep["without_images"], rep["images_written"], rep["samples_written"]) == (True, 0, 12)
+    assert "images: false: no image was read" in rep["warnings"][0]
+    assert not list(images_dir(out).iterdir())
+    for sid, s in samples.items():
+        assert s.images == [] and s.meta["without_images"] is True
+        assert s.meta["distracted_images"] == []
+        other = full[sid]
+        assert (s.question, s.answer, s.answer_type, s.choices) == (
+            other.question,
+            other.answer,
+            other.answer_type,
+            other.choices,
+        )
+    for condition, cspec in (
+        ("distracted", {"perturbation": "distraction"}),
+        ("corrupt", {"perturbation": "corruption"}),
+    ):
+        manifests = {}
+        for tag, src in (("full", full_out), ("bare", out)):
+            target = tmp_path / tag / condition / "manifest.jsonl"
+            assert build_variants(src, condition, cspec, 0, target) == 12
+            manifests[tag] = read_variants(target)
+        for v, w in zip(manifests["bare"], manifests["full"], strict=True):
+            assert v.variant_id == w.variant_id and (v.images, v.sha256) == ([], [])
+            assert v.params == {**w.params, "without_images": True}
+    # an MMMU row without its image columns converts too (placeholders, never read)
+    row = _mmmu_row("validation_Art_1", "<image 1> Which?", "['a', 'b']", "B", "multiple-choice")
+    write_jsonl(tmp_path / "mmmu" / "validation.jsonl", [row])
+    samples, rep, _ = run(
+        tmp_path / "m", "mmmu", spec("mmmu", tmp_path / "mmmu", images=False, split="validation")
+    )
+    assert samples["mmmu-validation_Art_1"].answer == "B" and rep["without_images"]
+
+
+def test_no_model_answers_variants_without_images(tmp_path):
+    """`vlmrobust infer` by hand on a manifest of an images: false dataset stops: a
+    model never answers a question without its image."""
+    from vlmrobust.infer.run import Job, run_inference
+    from vlmrobust.perturb import build_variants
+
+    bare = tmp_path / "distract-bench"
+    bare.mkdir()
+    for name in ("questions.jsonl", "edit_instructions.jsonl"):
+        shutil.copy(DB_FIXTURE / name, bare)
+    _, _, out = run(tmp_path, "distract-bench", spec("distract-bench", bare, images=False))
+    manifest = tmp_path / "v" / "manifest.jsonl"
+    build_variants(out, "distracted", {"perturbation": "distraction"}, 0, manifest)
+    job = Job(model="m", model_spec={}, prompt="default", max_new_tokens=8)
+    with pytest.raises(ValueError, match="12 variant\\(s\\) have no images"):
+        run_inference(job, manifest, out, tmp_path / "o.jsonl", backend=object())
+    assert not (tmp_path / "o.jsonl").exists()

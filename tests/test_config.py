@@ -300,3 +300,116 @@ def test_strings_from_the_command_line_are_read_as_yaml_where_no_string_is_expec
         ConfigError, match="key 'demo.n_per_family': 'three' is not of type 'integer'"
     ):
         validate_config(config, _registry())
+
+
+# --- reviewers: imports without images, verdicts-only imports ---------------------------------
+
+DB = "tests/fixtures/distract-bench"
+
+
+def _reviewer_config(**dataset):
+    """Two models on Distract-Bench's distracted images; Qwen's outputs imported, R1-OneVision's
+    verdicts only (the release has verdicts for 8 models, outputs for 3)."""
+    return {
+        "models": ["qwen2.5-vl-7b", "r1-onevision-7b"],
+        "conditions": {
+            "clean": {"perturbation": "none"},
+            "distracted": {"perturbation": "distraction"},
+        },
+        "datasets": {
+            "distract-bench": {
+                "source": "local",
+                "path": DB,
+                "images": False,
+                "conditions": ["distracted"],
+                **dataset,
+            }
+        },
+        "imports": [
+            {
+                "model": "qwen2.5-vl-7b",
+                "dataset": "distract-bench",
+                "condition": "distracted",
+                "path": f"{DB}/model_outputs/Qwen__Qwen2.5-VL-7B-Instruct.samples.jsonl",
+            },
+            {
+                "model": "r1-onevision-7b",
+                "dataset": "distract-bench",
+                "condition": "distracted",
+                "references": f"{DB}/model_outputs/Fancy-MLLM__R1-Onevision-7B.reference.jsonl",
+            },
+        ],  # fmt: skip
+    }
+
+
+def test_verdicts_only_imports_in_the_run_plan(monkeypatch):
+    from vlmrobust.core.plan import RunPlan
+
+    monkeypatch.chdir(REPO)
+    from vlmrobust.studies import STUDIES
+
+    plan = RunPlan(validate_config(_reviewer_config(), _registry()), _registry()["models"])
+    assert plan.datasets["distract-bench"]["images"] is False
+    assert list(plan.output_imports) == ["qwen2.5-vl-7b/distract-bench/distracted/default"]
+    assert list(plan.verdict_imports) == ["r1-onevision-7b/distract-bench/distracted/default"]
+    assert plan.output_files("r1-onevision-7b") == [] and plan.scored_files() == [
+        "results/scored/qwen2.5-vl-7b/distract-bench/distracted/default.csv"
+    ]
+    assert "results/judged/r1-onevision-7b/distract-bench/distracted/default.jsonl" in (
+        plan.judged_files()
+    )
+    study = STUDIES["distraction"]
+    assert study.scopes(plan) == ["distract-bench"]  # without a clean condition too
+    spec = study.spec(plan, "distract-bench")
+    assert spec["verdicts_only"] == ["r1-onevision-7b"]
+    inputs = study.inputs(plan, "distract-bench")
+    assert inputs["scored"] == plan.scored_files()
+    assert len(inputs["judged"]) == 2
+    # images: false reads no image file of the folder
+    assert all(
+        p.endswith((".jsonl", ".json", ".parquet")) for p in plan.samples_sources("distract-bench")
+    )
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (
+            lambda c: c["imports"][1].update(references=None),
+            "imports.1.path: no released outputs file; give `path`, or `references`",
+        ),
+        (
+            lambda c: c["imports"][1].update(released_labels=True),
+            "imports.1.released_labels: there is no released outputs file",
+        ),
+        (
+            lambda c: (
+                c["conditions"].update(corrupt={"perturbation": "corruption"}),
+                c["datasets"]["distract-bench"].update(conditions=["distracted", "corrupt"]),
+                c["imports"][1].update(condition="corrupt"),
+            ),
+            "imports.1: a verdicts-only import (references, no path) stands for the judged "
+            "outputs of a distraction condition; 'corrupt' is a 'corruption' condition",
+        ),
+        (
+            lambda c: c["models"].append("mm-eureka-qwen-7b"),
+            "datasets.distract-bench.images is false (samples without images), so no model "
+            "can run on it, but mm-eureka-qwen-7b / distracted / default is not imported",
+        ),
+        (
+            lambda c: c["datasets"]["distract-bench"].update(conditions=["distracted", "clean"]),
+            "but qwen2.5-vl-7b / clean / default is not imported",
+        ),
+        (
+            lambda c: c.update(
+                construct={"x": {"from": ["distract-bench"]}},
+            ),
+            "datasets.distract-bench.images is false, but construct.x edits its images",
+        ),
+    ],
+)
+def test_bad_reviewer_config_names_the_key(mutate, message):
+    config = _reviewer_config()
+    mutate(config)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_config(config, _registry())

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import jsonschema
+import pandas as pd
 import pytest
 
 from tests.api_server import FakeAPIServer
@@ -421,3 +422,122 @@ def test_kappa_degenerate_cases():
     assert none["n"] == 0 and math.isnan(none["percent"]) and math.isnan(none["kappa"])
     with pytest.raises(ValueError, match="aligned"):
         agreement(["yes"], [])
+
+
+# --- released verdicts: a failed released judgment stays a failure ---------------------------
+
+R1 = FIXTURE / "model_outputs" / "Fancy-MLLM__R1-Onevision-7B.reference.jsonl"
+
+
+def _with_parse_error(src: Path, dst: Path, row: int) -> Path:
+    """A copy of a released reference file whose ``row`` (0-based) failed to parse, as
+    one of Qwen2.5-VL-7B-Instruct's 506 released verdicts did."""
+    lines = src.read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[row])
+    rec["verdict"] = "parse_error"
+    lines[row] = json.dumps(rec, ensure_ascii=False)
+    dst.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dst
+
+
+class _RecordingJudge:
+    """A judge that records what it is asked and says "no" to everything."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def judge_many(self, items):
+        self.asked += [i.key for i in items]
+        return [{"key": i.key, "verdict": "no", "judge": self.name, "error": None} for i in items]
+
+
+def test_released_parse_error_is_kept_as_a_failed_judgment(tmp_path):
+    from vlmrobust.data.released import load_questions
+    from vlmrobust.judges.reference import judge_outputs
+    from vlmrobust.score.released import import_outputs
+
+    qwen = FIXTURE / "model_outputs" / f"{MODELS[0]}"
+    refs = _with_parse_error(Path(f"{qwen}.reference.jsonl"), tmp_path / "q.reference.jsonl", 1)
+    loaded = load_released_references(refs)
+    assert (loaded["2"]["verdict"], loaded["2"]["verdict_error"]) == (None, "released parse_error")
+    assert loaded["1"]["verdict_error"] is None
+    samples = list(load_questions("distract-bench", FIXTURE / "questions.jsonl").values())
+    spec = {"model": "qwen", "dataset": "distract-bench", "condition": "distracted",
+            "prompt": "default", "format": "lmms-eval", "id_field": None,
+            "released_labels": False, "references": str(refs)}  # fmt: skip
+    rows, _ = import_outputs(spec, samples, Path(f"{qwen}.samples.jsonl"))
+    judge = _RecordingJudge()
+    judged = judge_outputs(rows, judge, {s.sample_id: s for s in samples}, use_released=True)
+    assert judge.asked == []  # the failed row is not judged again in silence
+    failed = judged[1]
+    assert (failed["key"], failed["verdict"], failed["error"], failed["judge"]) == (
+        "distract-bench-2#0",
+        None,
+        "released parse_error",
+        "released",
+    )
+    assert [j["verdict"] for j in judged].count(None) == 1
+    rates = reference_rates(judged, [1] * len(judged))
+    assert (rates["n"], rates["n_excluded"]) == (11, 1)  # excluded from DRR / HFR, counted
+
+
+def test_agreement_reads_a_released_parse_error_as_no_verdict(tmp_path):
+    from vlmrobust.judges.reference import agreement_of_files
+
+    qwen = FIXTURE / "model_outputs" / f"{MODELS[0]}.reference.jsonl"
+    broken = _with_parse_error(qwen, tmp_path / "q.reference.jsonl", 1)
+    result = agreement_of_files(qwen, broken)
+    assert (result["samples_in_both"], result["n"], result["percent"]) == (12, 11, 1.0)
+
+
+def test_released_verdict_rows_for_a_verdicts_only_import(tmp_path):
+    from vlmrobust.data.released import load_questions
+    from vlmrobust.judges.reference import released_verdict_rows
+
+    samples = list(load_questions("distract-bench", FIXTURE / "questions.jsonl").values())
+    refs = _with_parse_error(R1, tmp_path / "r1.reference.jsonl", 0)
+    rows, missing = released_verdict_rows(samples, refs)
+    assert missing == []
+    assert [r["key"] for r in rows] == [f"distract-bench-{i}#0" for i in range(1, 13)]
+    assert [r["verdict"] for r in rows] == [None, "no", "no", "yes", *["no"] * 8]
+    assert (rows[0]["error"], rows[0]["judge"]) == ("released parse_error", "released")
+    assert rows[3]["evidence"].startswith("\"There's also a grey rectangle")
+    # a sample without a verdict is reported; a verdict for an unknown id is an error
+    short = tmp_path / "short.reference.jsonl"
+    short.write_text("".join(R1.read_text(encoding="utf-8").splitlines(True)[:10]))
+    rows, missing = released_verdict_rows(samples, short)
+    assert (len(rows), missing) == (10, ["distract-bench-11", "distract-bench-12"])
+    with pytest.raises(ValueError, match="not among the 3 samples"):
+        released_verdict_rows(samples[:3], R1)
+
+
+def test_table5_of_a_model_with_verdicts_only():
+    """DRR needs no correctness: a model with released verdicts and no outputs gets it;
+    HFR and the Ref_* ratios say why they are missing."""
+    from vlmrobust.metrics.distraction import compute_distraction_metrics
+
+    from .test_distraction_outputs import SPEC, make_judged, make_scored
+
+    spec = {**SPEC, "model_order": [*SPEC["model_order"], "vo"], "verdicts_only": ["vo"]}
+    spec["models"] = {**SPEC["models"], "vo": {"name": "V-Only", "family": "x", "role": "base"}}
+    judged = make_judged()
+    judged["vo"] = [
+        {"key": f"vo|s{i}", "verdict": v, "error": None if v else "released parse_error"}
+        for i, v in enumerate(["yes", "no", "no", None, "yes"], 1)
+    ]
+    df, warnings = compute_distraction_metrics(make_scored(), judged, spec)
+    mine = df[(df["model"] == "vo") & (df["condition"] == "distracted")].set_index("metric")
+    assert mine.loc["drr", "value"] == pytest.approx(2 / 4) and mine.loc["drr", "n"] == 4
+    assert mine.loc["drr", "note"] == "1 judged row(s) without a verdict excluded"
+    for metric in ("hfr", "ref_correct", "ref_wrong"):
+        assert math.isnan(mine.loc[metric, "value"])
+        assert mine.loc[metric, "note"] == "no outputs: correctness unknown"
+    assert any("vo: released verdicts only" in w for w in warnings)
+    # the other models' numbers do not change
+    before, _ = compute_distraction_metrics(make_scored(), make_judged(), SPEC)
+    keep = ["metric", "model", "base_model", "condition", "group", "value"]
+    old = before[before["model"] != "vo"][keep].reset_index(drop=True)
+    new = df[df["model"] != "vo"][keep].reset_index(drop=True)
+    pd.testing.assert_frame_equal(old, new)

@@ -435,3 +435,107 @@ def test_score_released_command(tmp_path):
     with open(out, newline="", encoding="utf-8") as fh:
         table = list(csv.DictReader(fh))
     assert [(r["sample_id"], r["correct"]) for r in table] == [("1", "1")]
+
+
+# --------------------------------------------------------------------------- the reviewers' path
+
+
+def test_score_released_command_prints_accuracy_failures_and_n(tmp_path, capsys):
+    from vlmrobust.cli import main
+
+    argv = ["score-released", "--format", "lmms-eval", "--dataset", "distract-bench"]
+    argv += ["--questions", str(DB / "questions.jsonl"), "--samples", str(EUREKA)]
+    assert main([*argv, "--out", str(tmp_path / "s.csv")]) == 0
+    printed = capsys.readouterr().out
+    assert "N = 12;" in printed
+    assert "accuracy 83.3% (10/12)" in printed
+    assert "extraction failures 0 (0.0%)" in printed
+    # a response no rule can read is an extraction failure, counted
+    blank = tmp_path / "blank.samples.jsonl"
+    rows = [json.loads(line) for line in EUREKA.read_text().splitlines()]
+    rows[0]["filtered_resps"] = "I cannot tell from this image."
+    blank.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv[-1] = str(blank)
+    assert main([*argv, "--out", str(tmp_path / "b.csv")]) == 0
+    printed = capsys.readouterr().out
+    assert "accuracy 75.0% (9/12)" in printed and "extraction failures 1 (8.3%)" in printed
+
+
+def _option_text_folder(tmp_path):
+    """The 12-row slice plus the released rows 29, 150, 385 (answer = the option's text,
+    no question_type), as one questions.jsonl; no images."""
+    folder = tmp_path / "distract-bench"
+    folder.mkdir()
+    rows = (DB / "questions.jsonl").read_text() + (DB / "option_text_answers.jsonl").read_text()
+    (folder / "questions.jsonl").write_text(rows)
+    (folder / "edit_instructions.jsonl").write_text((DB / "edit_instructions.jsonl").read_text())
+    return folder
+
+
+def test_option_text_answers_are_read_as_that_option(tmp_path):
+    qs = load_questions("distract-bench", _option_text_folder(tmp_path) / "questions.jsonl")
+    assert len(qs) == 15
+    got = {k: (qs[k].answer, qs[k].answer_type, qs[k].meta["answer_from_option_text"])
+           for k in ("29", "150", "385")}  # fmt: skip
+    assert got == {
+        "29": ("A", "letter", "Yes"),
+        "150": ("C", "letter", "decrease"),
+        "385": ("B", "letter", "No"),
+    }
+    assert "answer_from_option_text" not in qs["1"].meta
+
+
+def test_released_outputs_for_option_text_rows_import_with_on_bad_row_skip(tmp_path):
+    """The stage no longer drops rows 29, 150, 385 (on_bad_row: skip), so a released
+    answer to row 29 imports and is scored as multiple choice."""
+    from vlmrobust.core.records import read_samples
+    from vlmrobust.data import build_samples
+    from vlmrobust.score import score_outputs
+    from vlmrobust.score.released import import_outputs
+
+    folder = _option_text_folder(tmp_path)
+    spec = {"adapter": "distract-bench", "source": "local", "path": str(folder),
+            "on_bad_row": "skip", "images": False}  # fmt: skip
+    out = tmp_path / "s" / "samples.jsonl"
+    report = build_samples("distract-bench", spec, out, tmp_path / "s" / "report.json")
+    assert (report["samples_written"], report["skipped"]) == (15, 0)
+    assert report["answers_from_option_text"] == ["29", "150", "385"]
+    assert any("option's text" in w for w in report["warnings"])
+    samples = read_samples(out)
+    # a released row for final_id 29 in the release's lmms-eval format
+    released = tmp_path / "released.samples.jsonl"
+    row = {
+        "doc_id": 29,
+        "target": "Yes",
+        "filtered_resps": "Behind the small metal jet there is one tiny object; left of the "
+        "tiny sedan there are two. So the answer is (A) Yes.",
+        "token_counts": [{"output_tokens": 31}],
+        "input_media": ["data/images/29.png"],
+        "llm_as_judge_eval": {"question_id": "29", "answer": "Yes", "true_false": False},
+    }
+    released.write_text(json.dumps(row) + "\n")
+    spec = {"model": "m", "dataset": "distract-bench", "condition": "distracted",
+            "prompt": "default", "format": "lmms-eval", "id_field": None,
+            "released_labels": False, "references": None}  # fmt: skip
+    rows, missing = import_outputs(spec, samples, released)
+    assert [r.sample_id for r in rows] == ["distract-bench-29"] and missing == 14
+    scored = score_outputs({s.sample_id: s for s in samples}, rows, "distract-bench")
+    assert [(s["prediction"], s["correct"]) for s in scored] == [("A", 1)]
+
+
+def test_released_parse_error_rides_along_as_a_failure(tmp_path):
+    from vlmrobust.score.released import import_outputs
+
+    references = tmp_path / "qwen.reference.jsonl"
+    lines = (OUT / "Qwen__Qwen2.5-VL-7B-Instruct.reference.jsonl").read_text().splitlines()
+    broken = json.loads(lines[1])
+    broken["verdict"] = "parse_error"
+    lines[1] = json.dumps(broken)
+    references.write_text("\n".join(lines) + "\n")
+    samples = list(load_questions("distract-bench", DB / "questions.jsonl").values())
+    spec = {"model": "qwen", "dataset": "distract-bench", "condition": "distracted",
+            "prompt": "default", "format": "lmms-eval", "id_field": None,
+            "released_labels": False, "references": str(references)}  # fmt: skip
+    rows, _ = import_outputs(spec, samples, QWEN)
+    assert rows[1].released == {"verdict": None, "verdict_error": "released parse_error"}
+    assert rows[0].released == {"verdict": "no"}

@@ -237,3 +237,86 @@ def test_agreement_of_our_judge_with_the_released_verdicts(reviewer_run):
     result = json.loads(proc.stdout)
     assert result["samples_in_both"] == 12 and result["n"] == 12
     assert 0.0 <= result["percent"] <= 1.0
+
+
+# --- the README's reviewers example, run exactly as written -------------------------------
+
+
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory) -> Path:
+    """The README's 'For reviewers' configuration, copied verbatim, run in a copy of the
+    repository: released distracted outputs of two models, the released verdicts of a
+    third model without outputs, no images."""
+    from .test_readme_snippets import yaml_snippets
+
+    workdir = copy_repo(tmp_path_factory.mktemp("readme") / "repo")
+    readme = (workdir / "README.md").read_text(encoding="utf-8")
+    _, block, _ = yaml_snippets(readme[readme.index("## For reviewers") :])[0]
+    (workdir / "config" / "reviewers.yaml").write_text(block)
+    cmd = [str(BIN / "snakemake"), "--cores", "2", "--configfile", "config/reviewers.yaml"]
+    dry = run([*cmd, "-n"], workdir)
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", dry.stdout + dry.stderr, flags=re.M))
+    assert "infer" not in jobs and "infer_api" not in jobs and "demo_model" not in jobs
+    assert (jobs["import_outputs"], jobs["import_verdicts"], jobs["judge_reference"]) == (
+        "2",
+        "1",
+        "2",
+    )
+    run(cmd, workdir)
+    return workdir
+
+
+def _csv(path: Path) -> dict[str, dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return {r["Model"]: r for r in csv.DictReader(fh)}
+
+
+def test_readme_example_needs_no_images(readme_run):
+    from vlmrobust.core.io import read_json, read_jsonl
+
+    report = read_json(readme_run / "results/samples/distract-bench/report.json")
+    assert report["without_images"] is True and report["images_written"] == 0
+    samples = read_jsonl(readme_run / "results/samples/distract-bench/samples.jsonl")
+    assert len(samples) == 12
+    assert all(s["images"] == [] and s["meta"]["without_images"] for s in samples)
+    manifest = read_jsonl(readme_run / "results/variants/distract-bench/distracted/manifest.jsonl")
+    assert all(v["images"] == [] and v["params"]["without_images"] for v in manifest)
+    assert not list((readme_run / "results").rglob("*.png"))
+
+
+def test_readme_example_table3_has_the_distracted_accuracy_only(readme_run):
+    table = readme_run / "results/tables/distraction/distract-bench/table3"
+    rows = _csv(table.with_suffix(".csv"))
+    # rescored with our rules (tests/test_released.py): Qwen 8/12, Eureka 10/12
+    assert rows["Qwen2.5-VL-7B-Instruct"]["Distracted Acc. (%)"] == "66.7"
+    assert rows["MM-Eureka-Qwen-7B"]["Distracted Acc. (%)"] == "83.3"
+    for name in ("Qwen2.5-VL-7B-Instruct", "MM-Eureka-Qwen-7B"):
+        assert [rows[name][c] for c in ("Clean Acc. (%)", "Drop (pp)", "RR (%)")] == ["–"] * 3
+    assert rows["R1-OneVision-7B"]["Distracted Acc. (%)"] == "–"
+    md = table.with_suffix(".md").read_text()
+    assert "no clean outputs in this run" in md
+    assert "released verdicts only, no outputs" in md
+
+
+def test_readme_example_table5_drr_for_every_model_with_verdicts(readme_run):
+    from vlmrobust.core.io import read_jsonl
+
+    table = readme_run / "results/tables/distraction/distract-bench/table5"
+    rows = _csv(table.with_suffix(".csv"))
+    # released verdicts: Qwen "yes" on final_id 3 only, Eureka never, R1-OneVision on 4
+    assert [rows[m]["DRR (%)"] for m in rows] == ["8.3", "0.0", "8.3"]
+    assert rows["Qwen2.5-VL-7B-Instruct"]["HFR (%)"] == "8.3"  # doc 3 is wrong
+    assert [
+        rows["R1-OneVision-7B"][c] for c in ("HFR (%)", "Ref_correct (%)", "Ref_wrong (%)")
+    ] == ["–"] * 3
+    assert "R1-OneVision-7B, HFR, Ref_correct, Ref_wrong: no outputs: correctness unknown" in (
+        table.with_suffix(".md").read_text()
+    )
+    judged = read_jsonl(
+        readme_run / "results/judged/r1-onevision-7b/distract-bench/distracted/distract-open.jsonl"
+    )
+    assert [j["key"] for j in judged] == [f"distract-bench-{i}#0" for i in range(1, 13)]
+    assert {j["judge"] for j in judged} == {"released"}
+    assert not (readme_run / "results/scored/r1-onevision-7b").exists()  # no outputs
+    with open(readme_run / "results/scored/summary.csv") as fh:
+        assert {r["model"] for r in csv.DictReader(fh)} == {"qwen2.5-vl-7b", "mm-eureka-qwen-7b"}

@@ -124,10 +124,10 @@ def unparsed_choice(wildcards):
 
 # --- released outputs (reviewers) ----------------------------------------------------
 
-IMPORTS = {
-    f"{i['model']}/{i['dataset']}/{i['condition']}/{i['prompt']}": i
-    for i in config["imports"]
-}
+# entries with a released outputs file (rule import_outputs) ...
+IMPORTS = PLAN.output_imports
+# ... and verdicts-only entries: released verdicts, no outputs (rule import_verdicts)
+VERDICT_IMPORTS = PLAN.verdict_imports
 
 
 def import_input(wildcards):
@@ -146,6 +146,18 @@ def import_spec(wildcards):
     return json.dumps(
         {**spec, "adapter": DATASETS[spec["dataset"]]["adapter"]}, sort_keys=True
     )
+
+
+def verdicts_input(wildcards):
+    spec = VERDICT_IMPORTS[wildcards.imported]
+    return {
+        "references": spec["references"],
+        "samples": f"results/samples/{spec['dataset']}/samples.jsonl",
+    }
+
+
+def verdicts_spec(wildcards):
+    return json.dumps(VERDICT_IMPORTS[wildcards.imported], sort_keys=True)
 
 
 # --- judges --------------------------------------------------------------------------

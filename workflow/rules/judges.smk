@@ -23,6 +23,29 @@ rule judge_reference:
         " --out {output} > {log} 2>&1"
 
 
+# Verdicts-only imports (config `imports` with `references` and no `path`): the released
+# distractor-reference verdicts are the judged file; there are no outputs to judge.
+ruleorder: import_verdicts > judge_reference
+
+
+rule import_verdicts:
+    input:
+        unpack(verdicts_input),
+    output:
+        "results/judged/{imported}.jsonl",
+    log:
+        "logs/import-verdicts/{imported}.log",
+    wildcard_constraints:
+        imported=alternation(VERDICT_IMPORTS),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        spec=verdicts_spec,
+    shell:
+        "vlmrobust import-verdicts --spec {params.spec:q} --samples {input.samples}"
+        " --references {input.references} --out {output} > {log} 2>&1"
+
+
 # CRM: does the chain on the masked image hallucinate the hidden content? Reads the
 # compared rows (masking.smk); the masking study joins its verdicts onto them.
 rule judge_hallucination:

@@ -277,8 +277,38 @@ def cmd_import_outputs(args: argparse.Namespace) -> int:
     rows, missing = import_outputs(spec, read_samples(args.samples), args.released)
     if missing:
         log.warning("%s: %d samples have no released answer", args.released, missing)
+    failed = sum(1 for r in rows if r.released and r.released.get("verdict_error"))
+    if failed:
+        log.warning(
+            "%s: %d released verdict(s) are failed judgments (e.g. parse_error): kept as "
+            "failures, excluded from DRR and HFR",
+            spec.get("references"),
+            failed,
+        )
     n = write_jsonl(args.out, (r.to_dict() for r in rows))
     log.info("%s: %d rows imported from %s", args.out, n, args.released)
+    return 0
+
+
+def cmd_import_verdicts(args: argparse.Namespace) -> int:
+    """Released distractor-reference verdicts alone as the judged file of one job (an
+    `imports` entry with `references` and no `path`): no outputs, so no correctness."""
+    from .core.io import write_jsonl
+    from .core.records import read_samples
+    from .judges.reference import released_verdict_rows
+
+    rows, missing = released_verdict_rows(read_samples(args.samples), args.references)
+    if missing:
+        log.warning("%s: %d samples have no released verdict", args.references, len(missing))
+    failed = sum(1 for r in rows if r["verdict"] is None)
+    n = write_jsonl(args.out, rows)
+    log.info(
+        "%s: %d released verdicts (%d failed judgments) from %s",
+        args.out,
+        n,
+        failed,
+        args.references,
+    )
     return 0
 
 
@@ -344,7 +374,7 @@ def cmd_score_summary(args: argparse.Namespace) -> int:
 
 def cmd_score_released(args: argparse.Namespace) -> int:
     from .data.released import load_questions
-    from .score.released import score_released
+    from .score.released import format_released_summary, released_summary, score_released
 
     rows = score_released(
         args.format,
@@ -356,7 +386,7 @@ def cmd_score_released(args: argparse.Namespace) -> int:
         condition=args.condition,
         id_field=args.id_field,
     )
-    log.info("%s: %d rows scored", args.out, len(rows))
+    print(f"{args.out}: {format_released_summary(released_summary(rows))}")
     return 0
 
 
@@ -715,6 +745,16 @@ COMMANDS: dict[str, Command] = {
             arg("--samples", required=True, help="samples JSONL of the dataset"),
             arg("--released", required=True, help="the released file"),
             arg("--out", required=True, help="outputs JSONL"),
+        ),
+    ),
+    "import-verdicts": Command(
+        cmd_import_verdicts,
+        "released distractor-reference verdicts alone as the judged file of one job",
+        (
+            arg("--spec", help="the `imports` entry as JSON (recorded; not needed)"),
+            arg("--samples", required=True, help="samples JSONL of the dataset"),
+            arg("--references", required=True, help="the released verdicts file"),
+            arg("--out", required=True, help="judged JSONL"),
         ),
     ),
     "score": Command(

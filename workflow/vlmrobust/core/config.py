@@ -357,6 +357,55 @@ def _check_masking(config: dict) -> None:
             )
 
 
+def _check_verdicts_only(config: dict, imp: dict, where: str) -> None:
+    """An ``imports`` entry without ``path``: released verdicts alone (DRR only)."""
+    if not imp["references"]:
+        raise ConfigError(
+            f"{where}.path: no released outputs file; give `path`, or `references` (a "
+            "released distractor-reference file) for a verdicts-only import"
+        )
+    perturbation = config["conditions"][imp["condition"]]["perturbation"]
+    if perturbation != "distraction":
+        raise ConfigError(
+            f"{where}: a verdicts-only import (references, no path) stands for the judged "
+            f"outputs of a distraction condition; {imp['condition']!r} is a "
+            f"{perturbation!r} condition"
+        )
+    if imp["released_labels"]:
+        raise ConfigError(
+            f"{where}.released_labels: there is no released outputs file (path) to read "
+            "the correctness from"
+        )
+
+
+def _check_without_images(config: dict, imported: set[tuple[str, str, str, str]]) -> None:
+    """A dataset with ``images: false`` has every output imported and nothing that
+    needs its images (a model run, a mask condition, a construction)."""
+    masks = {c for c, spec in config["conditions"].items() if spec["perturbation"] == "mask"}
+    for name, ds in config["datasets"].items():
+        if ds["images"]:
+            continue
+        where = f"config: datasets.{name}.images"
+        models = [m for m in config["models"] if ds["models"] is None or m in ds["models"]]
+        for model in models:
+            for cond in ds["conditions"]:
+                for prompt in ds["prompts"] or ["default"]:
+                    if (model, name, cond, prompt) not in imported:
+                        raise ConfigError(
+                            f"{where} is false (samples without images), so no model can "
+                            f"run on it, but {model} / {cond} / {prompt} is not imported: "
+                            "add an `imports` entry for it, or set images: true"
+                        )
+        used = [c for c in ds["conditions"] if c in masks]
+        if used:
+            raise ConfigError(
+                f"{where} is false, but the mask condition {used[0]!r} needs the images"
+            )
+        for cname, cons in config["construct"].items():
+            if name in cons["from"]:
+                raise ConfigError(f"{where} is false, but construct.{cname} edits its images")
+
+
 def validate_config(config: dict, registry: dict | None = None) -> dict:
     """Validate a run configuration in place (defaults filled) and cross-check it.
 
@@ -432,6 +481,9 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
         if key in seen_imports:
             raise ConfigError(f"{where}: a second import for {'/'.join(key)}")
         seen_imports.add(key)
+        if imp["path"] is None:
+            _check_verdicts_only(config, imp, where)
+    _check_without_images(config, seen_imports)
     clean = config["metrics"]["clean_condition"]
     if config["datasets"] and clean not in config["conditions"]:
         raise ConfigError(

@@ -38,6 +38,10 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".ti
 COMPARE_SPEC_KEYS = ("step_threshold", "answer_threshold", "attribution_threshold", "model_dir")
 
 
+def _import_key(entry: dict[str, Any]) -> str:
+    return f"{entry['model']}/{entry['dataset']}/{entry['condition']}/{entry['prompt']}"
+
+
 @dataclass
 class RunPlan:
     """What one run answers: datasets, conditions, models and their files."""
@@ -103,6 +107,32 @@ class RunPlan:
         chosen = self.datasets[dataset]["models"]
         return [m for m in self.models if chosen is None or m in chosen]
 
+    @property
+    def output_imports(self) -> dict[str, dict[str, Any]]:
+        """``imports`` entries with a released outputs file, by output key
+        ``<model>/<dataset>/<condition>/<prompt>`` (rule ``import_outputs``)."""
+        return {_import_key(i): i for i in self.config["imports"] if i["path"]}
+
+    @property
+    def verdict_imports(self) -> dict[str, dict[str, Any]]:
+        """Verdicts-only ``imports`` entries (``references``, no ``path``), by the same
+        key: no output, no scored file; the judged file comes from the verdicts (rule
+        ``import_verdicts``)."""
+        return {_import_key(i): i for i in self.config["imports"] if not i["path"]}
+
+    def has_outputs(self, model: str, dataset: str, condition: str, prompt: str) -> bool:
+        """False for a verdicts-only import: released verdicts, no outputs."""
+        return f"{model}/{dataset}/{condition}/{prompt}" not in self.verdict_imports
+
+    def verdicts_only(self, dataset: str, condition: str) -> list[str]:
+        """Models of a dataset whose ``condition`` has released verdicts but no outputs
+        under every prompt setting (their correctness is unknown)."""
+        return [
+            m
+            for m in self.models_of(dataset)
+            if not any(self.has_outputs(m, dataset, condition, p) for p in self.prompts_of(dataset))
+        ]
+
     def datasets_with(self, conditions: list[str]) -> list[str]:
         """Datasets answered clean and under at least one of ``conditions``."""
         return [
@@ -149,13 +179,15 @@ class RunPlan:
         ]
 
     def output_files(self, model: str) -> list[str]:
-        """Gathered outputs of one model: every dataset x condition x prompt it answers."""
+        """Gathered outputs of one model: every dataset x condition x prompt it answers
+        (a verdicts-only import has none)."""
         return [
             self.output_path(model, d, c, p)
             for d, spec in self.datasets.items()
             if model in self.models_of(d)
             for c in spec["conditions"]
             for p in self.prompts_of(d)
+            if self.has_outputs(model, d, c, p)
         ]
 
     def scored_files(self) -> list[str]:
@@ -199,7 +231,8 @@ class RunPlan:
             root = Path(spec["path"])
             if not root.exists():
                 raise ConfigError(f"datasets.{dataset}.path: folder {root} does not exist")
-            suffixes = ROW_SUFFIXES + IMAGE_SUFFIXES
+            # images: false reads no image file (reviewers without the images)
+            suffixes = ROW_SUFFIXES + (IMAGE_SUFFIXES if spec.get("images", True) else ())
             files = sorted(
                 str(p) for p in root.rglob("*") if p.suffix.lower() in suffixes and p.is_file()
             )

@@ -37,6 +37,7 @@ from ..core.benchmarks import BENCHMARKS
 from ..core.decisions import apply_decisions, read_candidates, read_decisions
 from ..core.io import read_jsonl
 from .base import (
+    IMAGE_PLACEHOLDER,
     Adapter,
     Draft,
     RowProblem,
@@ -127,6 +128,19 @@ class MMMU(Adapter):
         meta["img_type"] = jsonable(img_type)
         meta["image_numbers"] = numbers
         return Draft(question, answer, answer_type, images, choices=choices, meta=meta)
+
+    def placeholder_images(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Stand-ins for the ``image_N`` columns the question or options refer to (or
+        ``image_1`` when they refer to none and every column is empty)."""
+        row = dict(row)
+        text = str(row.get("question") or "") + "\n" + str(row.get("options") or "")
+        numbers = {int(n) for n in _IMAGE_MARK.findall(text)}
+        if not numbers and all(row.get(f"image_{n}") is None for n in range(1, 8)):
+            numbers = {1}
+        for n in numbers:
+            if row.get(f"image_{n}") is None:
+                row[f"image_{n}"] = IMAGE_PLACEHOLDER
+        return row
 
 
 # --------------------------------------------------------------------------- MathVista
@@ -445,6 +459,18 @@ def _join_by_final_id(path: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def _option_of_text(answer: str, options: list[str]) -> int:
+    """The index of the one option whose text is ``answer`` (surrounding spaces
+    ignored); a bad row when none or several are."""
+    hits = [i for i, o in enumerate(options) if o.strip() == answer.strip()]
+    if len(hits) != 1:
+        raise RowProblem(
+            f"answer {answer!r} is neither an option letter A-{letter(len(options) - 1)} "
+            + ("nor the text of one option" if not hits else "and the text of several options")
+        )
+    return hits[0]
+
+
 class DistractBench(Adapter):
     """Distract-Bench (``EthanSun/Distract-Bench`` test, 506); local layouts: module doc.
 
@@ -454,7 +480,10 @@ class DistractBench(Adapter):
     style_constraints) or ``None`` when there is none. Answers keep the source
     benchmark's convention: MathVista-derived rows (question_type ``multi_choice``)
     answer with the option TEXT (``text``); other rows with options answer with a
-    letter; rows without options with the value (``number``/``list``/``text``).
+    letter; rows without options with the value (``number``/``list``/``text``). A row
+    with options, no question_type and an answer equal to one option's text (three
+    released rows) answers with that option's letter; ``meta["answer_from_option_text"]``
+    keeps the text and the samples report lists them (``answers_from_option_text``).
     Meta: level, subject, solution, source_style (mathvista, mmmu or mathvision,
     inferred from the fields), and every other non-image field of the row.
     """
@@ -522,13 +551,30 @@ class DistractBench(Adapter):
             yield row
 
     def check(self, samples: list[Any]) -> list[str]:
+        warnings = []
         lacking = [s.sample_id for s in samples if not s.meta.get("edit")]
-        if not lacking:
-            return []
-        return [
-            f"{len(lacking)} sample(s) have no edit record (e.g. {lacking[0]}); the "
-            "distractor-reference judge needs it: add edit_instructions.jsonl to the folder"
-        ]
+        if lacking:
+            warnings.append(
+                f"{len(lacking)} sample(s) have no edit record (e.g. {lacking[0]}); the "
+                "distractor-reference judge needs it: add edit_instructions.jsonl to the folder"
+            )
+        texts = self.report_fields(samples)["answers_from_option_text"]
+        if texts:
+            warnings.append(
+                f"{len(texts)} sample(s) give the option's text as answer instead of its "
+                f"letter (final_id {', '.join(texts)}); read as that option "
+                "(meta.answer_from_option_text keeps the text)"
+            )
+        return warnings
+
+    def report_fields(self, samples: list[Any]) -> dict[str, Any]:
+        """``answers_from_option_text``: the final_ids whose answer was an option's text
+        (read as that option's letter)."""
+        return {
+            "answers_from_option_text": [
+                str(s.meta["source_id"]) for s in samples if "answer_from_option_text" in s.meta
+            ]
+        }
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         if missing(row.get("question")):
@@ -541,6 +587,7 @@ class DistractBench(Adapter):
         options = parse_list(row.get("options", row.get("choices")))
         qtype = str(row.get("question_type") or "").strip()
         precision = None
+        given_as_text: str | None = None
         if qtype in ("multi_choice", "free_form"):
             style = "mathvista"
         elif qtype in ("multiple-choice", "open"):
@@ -557,9 +604,12 @@ class DistractBench(Adapter):
         elif options:
             i = letter_index(answer, len(options))
             if i is None:
-                raise RowProblem(
-                    f"answer {answer!r} is not an option letter A-{letter(len(options) - 1)}"
-                )
+                # three released rows (final_id 29, 150, 385: MathVista rows without a
+                # question_type) give the option's TEXT; the release's judge reads them as
+                # multiple choice, so the text names that option (counted in the report)
+                i = _option_of_text(answer, options)
+                given_as_text = answer
+                answer = letter(i)
             answer_type = "letter"
         else:
             atype = str(row.get("answer_type") or "").strip()
@@ -584,6 +634,8 @@ class DistractBench(Adapter):
         )
         if row.get("final_id_from_position"):
             meta["final_id_from_position"] = True
+        if given_as_text is not None:
+            meta["answer_from_option_text"] = given_as_text
         return Draft(
             question,
             answer,

@@ -78,13 +78,18 @@ def _convert_row(
     index: int,
     base_dir: Path | None,
     images_dir: Path,
+    with_images: bool = True,
 ) -> tuple[Sample, list[tuple[str, EncodedImage]]]:
     try:
-        draft = adapter.convert(row, index)
+        draft = adapter.convert(row if with_images else adapter.placeholder_images(row), index)
     except RowProblem:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RowProblem(f"unexpected row content ({type(exc).__name__}: {exc})") from exc
+    if not with_images:  # images: false -- no image is read or stored
+        meta = {**draft.meta, "source_id": src_id, "without_images": True}
+        meta.update({meta_key: [] for meta_key in draft.extra_images})
+        return _sample(sid, name, [], draft, meta), []
     files: list[tuple[str, EncodedImage]] = []
     paths: list[str] = []
     for k, value in enumerate(draft.images):
@@ -108,8 +113,12 @@ def _convert_row(
             files.append((fname, enc))
             extra.append(str(images_dir / fname))
         meta[meta_key] = extra
+    return _sample(sid, name, paths, draft, meta), files
+
+
+def _sample(sid: str, name: str, paths: list[str], draft: Any, meta: dict[str, Any]) -> Sample:
     try:
-        sample = Sample(
+        return Sample(
             sample_id=sid,
             dataset=name,
             images=paths,
@@ -122,23 +131,31 @@ def _convert_row(
         )
     except ValueError as exc:
         raise RowProblem(str(exc)) from exc
-    return sample, files
 
 
 def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> dict[str, Any]:
     """Convert the configured dataset ``name`` into ``out`` (samples JSONL) + report.
 
     ``spec`` is the validated ``datasets.<name>`` config (adapter, source, hub_id,
-    hub_config, split, revision, path, limit, expected_size, on_bad_row; other keys
-    are ignored). Images go to ``out.parent / "images"``. Returns the report dict
-    (also written to ``report``). Raises :class:`BadRowError` for a bad row under
-    ``on_bad_row: error`` and ``ValueError`` for a config that cannot work; in both
-    cases nothing is written.
+    hub_config, split, revision, path, limit, expected_size, on_bad_row, images; other
+    keys are ignored). Images go to ``out.parent / "images"``. With ``images: false``
+    no image is read or written: every sample has ``images == []`` and
+    ``meta["without_images"] = True``, and the report says ``without_images: true``
+    (the samples serve imported outputs only). Returns the report dict (also written
+    to ``report``). Raises :class:`BadRowError` for a bad row under ``on_bad_row:
+    error`` and ``ValueError`` for a config that cannot work; in both cases nothing is
+    written.
     """
     out, report = Path(out), Path(report)
     key = f"datasets.{name}"
     adapter = get_adapter(name, spec)
     source, on_bad, limit = _check_spec(name, spec)
+    with_images = spec.get("images", True) is not False
+    if not with_images and adapter.reads_images:
+        raise ValueError(
+            f"{key}.images: adapter {adapter.name!r} reads the images to build its samples; "
+            "images: false cannot work for it"
+        )
     src = adapter.load_rows(spec, key)
 
     images_dir = out.parent / "images"
@@ -165,7 +182,7 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
                         f"duplicate id: sample id {sid!r} is already used by row {seen[sid]}"
                     )
                 sample, files = _convert_row(
-                    adapter, name, sid, src_id, row, index, src.base_dir, images_dir
+                    adapter, name, sid, src_id, row, index, src.base_dir, images_dir, with_images
                 )
             except RowProblem as exc:
                 where = (
@@ -209,6 +226,11 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
     if expected is not None and expected != len(samples):
         why = f" (limit {limit})" if limit is not None else ""
         warnings.append(f"expected {expected} samples, wrote {len(samples)}{why}")
+    if not with_images:
+        warnings.append(
+            "images: false: no image was read; the samples serve imported outputs only "
+            "(no model can run on them)"
+        )
     warnings.extend(adapter.check(samples))
     rep: dict[str, Any] = {
         "dataset": name,
@@ -225,10 +247,12 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
         "rows_read": rows_read,
         "samples_written": len(samples),
         "images_written": n_images,
+        "without_images": not with_images,
         "skipped": len(skipped_rows),
         "skipped_rows": skipped_rows,
         "expected_size": expected,
         "answer_types": dict(sorted(Counter(s.answer_type for s in samples).items())),
+        **adapter.report_fields(samples),
         "warnings": warnings,
         "samples": str(out),
         "images": str(images_dir),

@@ -16,7 +16,6 @@ dataset's own id), which the importers and rescoring of
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -27,33 +26,11 @@ from .base import Adapter, RowProblem, iter_files
 
 __all__ = ["load_questions", "samples_from_rows"]
 
-_PLACEHOLDER = "(image not loaded)"
-_MARKER = re.compile(r"<image\s*(\d+)>")
-
 
 def _get_adapter(name: str) -> Adapter:
     if name not in ADAPTERS:
         raise ValueError(f"unknown dataset adapter {name!r}; expected one of {', '.join(ADAPTERS)}")
     return ADAPTERS[name]
-
-
-def _with_image_placeholders(adapter: Adapter, row: dict[str, Any]) -> dict[str, Any]:
-    """Stand-ins for image fields the rows lack (the adapters check that images exist;
-    here only the question fields matter and no image is ever read)."""
-    row = dict(row)
-    if adapter.name == "mmmu":
-        text = str(row.get("question") or "") + "\n" + str(row.get("options") or "")
-        numbers = {int(n) for n in _MARKER.findall(text)}
-        if not numbers and all(row.get(f"image_{n}") is None for n in range(1, 8)):
-            numbers = {1}
-        for n in numbers:
-            if row.get(f"image_{n}") is None:
-                row[f"image_{n}"] = _PLACEHOLDER
-    else:
-        for key in ("image", "original_image"):
-            if row.get(key) is None:
-                row[key] = _PLACEHOLDER
-    return row
 
 
 def samples_from_rows(
@@ -71,7 +48,7 @@ def samples_from_rows(
         src_id: str | None = None
         try:
             src_id = adapter.source_id(row, index)
-            draft = adapter.convert(_with_image_placeholders(adapter, row), index)
+            draft = adapter.convert(adapter.placeholder_images(row), index)
             sample = Sample(
                 sample_id=safe_id(dataset, src_id),
                 dataset=dataset,

@@ -154,6 +154,7 @@ def _as_list(row: dict[str, Any], key: str) -> list[Any]:
 class VisArgs(Adapter):
     benchmark = BENCHMARKS["visargs"]
     id_label = "id"
+    reads_images = True  # the premises' boxes are checked against each image's size
 
     # -- reading ----------------------------------------------------------------
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:

@@ -240,6 +240,13 @@ def run_inference(
     second-stage prompt is built on (:func:`read_contexts`).
     """
     variants = read_variants(manifest)
+    bare = [v.variant_id for v in variants if v.params.get("without_images")]
+    if bare:  # datasets.<name>.images: false -- never answer without the image
+        raise ValueError(
+            f"{manifest}: {len(bare)} variant(s) have no images (e.g. {bare[0]!r}; the "
+            "dataset has images: false): a model cannot answer them; import its outputs "
+            "(config imports) or set images: true"
+        )
     samples = {s.sample_id: s for s in read_samples(samples_path)}
     contexts = read_contexts(context) if context is not None else None
     plans = plan_requests(job, variants, samples, contexts)

@@ -43,7 +43,8 @@ from ..clients.embedding import (  # noqa: F401 - re-exported: the judge's model
     default_model_dir,
     load_embedding_model,
 )
-from ..core.released import load_released_references  # noqa: F401 - re-exported
+from ..core.records import output_key
+from ..core.released import load_released_references
 from .base import LLMJudge
 
 #: Bumped whenever the prompt or the parsing changes (the prompt text is part of the LLM
@@ -646,17 +647,25 @@ def agreement(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
 # --- the judging stage with released verdicts, and agreement of two label files -----------
 
 
-def _released_row(key: str, verdict: str) -> dict[str, Any]:
+def _released_row(
+    key: str, verdict: str | None, error: str | None = None, **fields: Any
+) -> dict[str, Any]:
+    """A judged row from a released verdict; a failed released judgment (verdict None,
+    ``error`` e.g. "released parse_error") stays a failure: excluded from DRR and HFR
+    and counted, as a failure of our own judge is."""
+    if verdict is None and not error:
+        error = "released verdict missing"
     return {
         "key": key,
         "verdict": verdict,
-        "reason": "released verdict",
+        "reason": "released verdict" if verdict is not None else "released judgment failed",
         "evidence": "",
         "confidence": None,
         "judge": "released",
-        "error": None,
+        "error": None if verdict is not None else error,
         "cached": False,
         "prompt_version": "released",
+        **fields,
     }
 
 
@@ -668,17 +677,56 @@ def judge_outputs(
 ) -> list[dict[str, Any]]:
     """Judge every output row (:class:`~vlmrobust.core.records.OutputRow`); with
     ``use_released``, a row carrying a released verdict (config ``imports[].references``)
-    keeps it (judge ``released``) and only the others are judged."""
-    released = {
-        r.key: r.released["verdict"] for r in rows if r.released and "verdict" in r.released
-    }
+    keeps it (judge ``released``) and only the others are judged. A released judgment
+    that failed (``parse_error``) is kept as a failure (verdict None, ``error``
+    "released parse_error"), not judged again."""
+    released = {r.key: r.released for r in rows if r.released and "verdict" in r.released}
     if not (use_released and released):
         return judge_reference(rows, judge, describe=describe_outputs(samples))
     judged = judge_reference(
         [r for r in rows if r.key not in released], judge, describe=describe_outputs(samples)
     )
     by_key = {j["key"]: j for j in judged}
-    return [by_key.get(r.key) or _released_row(r.key, released[r.key]) for r in rows]
+    return [
+        by_key.get(r.key)
+        or _released_row(r.key, released[r.key]["verdict"], released[r.key].get("verdict_error"))
+        for r in rows
+    ]
+
+
+def released_verdict_rows(
+    samples: Sequence[Any], references: str | Path
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The judged rows of a verdicts-only import (config ``imports`` entry with
+    ``references`` and no ``path``): one row per sample with a released verdict, keyed as
+    the sample's one output would be (``<sample_id>#0``), in sample order, plus the
+    sample ids without a released verdict. A verdict for an id that is not among the
+    samples is an error (the verdicts and the samples must be of the same dataset)."""
+    verdicts = load_released_references(references)
+    by_source = {str(s.meta.get("source_id", s.sample_id)): s for s in samples}
+    unknown = [k for k in verdicts if k not in by_source]
+    if unknown:
+        raise ValueError(
+            f"{references}: {len(unknown)} verdict(s) for ids that are not among the "
+            f"{len(by_source)} samples (e.g. {unknown[0]!r}); are the verdicts and the "
+            "samples of the same dataset?"
+        )
+    rows, missing = [], []
+    for source_id, sample in by_source.items():
+        row = verdicts.get(source_id)
+        if row is None:
+            missing.append(sample.sample_id)
+            continue
+        fields: dict[str, Any] = {"sample_id": sample.sample_id}
+        if row["verdict"] is not None:  # the released judge's own words
+            fields.update(
+                reason=str(row.get("reason") or "released verdict"),
+                evidence=str(row.get("evidence") or ""),
+                confidence=row.get("confidence"),
+            )
+        key = output_key(sample.sample_id, 0)
+        rows.append(_released_row(key, row["verdict"], row["verdict_error"], **fields))
+    return rows, missing
 
 
 def _verdicts(path: str | Path) -> dict[str, Any]:
@@ -690,7 +738,9 @@ def _verdicts(path: str | Path) -> dict[str, Any]:
             if line.strip():
                 row = json.loads(line)
                 key = row.get("key") or row.get("final_id") or row.get("doc_id")
-                out[str(key)] = row.get("verdict")
+                # only yes / no are verdicts: a released "parse_error" is none
+                verdict = str(row.get("verdict") or "").strip().lower()
+                out[str(key)] = verdict if verdict in VERDICTS else None
     return out
 
 

@@ -44,6 +44,11 @@ Table 5 / Figure 6 (condition distracted; :func:`reference_rates`)
     judged rows for a model -> NaN rows, note "no judged rows" and a warning.
     ``hfr_relative`` per registry pair: HFR of the reasoning model / HFR of its base
     (Figure 6B); NaN with a note when either HFR is NaN or the base HFR is 0.
+    A model listed in the spec's ``verdicts_only`` (released verdicts, no outputs:
+    config ``imports`` with ``references`` and no ``path``) gets ``drr`` from its judged
+    rows alone (``n`` = rows with a verdict; the others excluded and counted in the
+    note) and ``hfr``, ``ref_correct``, ``ref_wrong`` NaN with the note "no outputs:
+    correctness unknown"; it has no scored rows, so its Table-3 rows are missing too.
 """
 
 from __future__ import annotations
@@ -92,6 +97,8 @@ REFERENCE_METRICS = {
 PAIR_METRICS = ("pair_n", "agreement", "retention_gap", "error_jaccard")
 
 NOTE_NO_JUDGED = "no judged rows"
+NOTE_NO_OUTPUTS = "no outputs: correctness unknown"
+NOTE_VERDICTS_ONLY = "released verdicts only, no outputs"
 NOTE_NO_MATCHED = "no samples scored under all of clean, distracted and corrupt"
 
 _TEXT = tuple(c for c in METRIC_COLUMNS if c not in (*FLOAT_COLUMNS, "n"))
@@ -244,6 +251,26 @@ def reference_rates(
     }
 
 
+def _verdicts_only_rows(
+    jrows: Sequence[Mapping[str, Any]], common: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Table 5 of a model with released verdicts but no outputs: DRR needs no
+    correctness (yes / rows with a verdict; rows without one excluded and counted);
+    HFR, Ref_correct and Ref_wrong need it: NaN, note :data:`NOTE_NO_OUTPUTS`."""
+    verdicts = [r.get("verdict") for r in jrows]
+    judged = [v for v in verdicts if v in ("yes", "no")]
+    n = len(judged)
+    excluded = len(verdicts) - n
+    note = f"{excluded} judged row(s) without a verdict excluded" if excluded else ""
+    drr = sum(v == "yes" for v in judged) / n if n else math.nan
+    if not n:
+        note = join_notes("no judged row with a verdict", note)
+    out = [metric_row("drr", **common, value=drr, n=n, note=note)]
+    for metric in ("hfr", "ref_correct", "ref_wrong"):
+        out.append(metric_row(metric, **common, note=NOTE_NO_OUTPUTS))
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -257,11 +284,12 @@ def compute_distraction_metrics(
     a mapping model -> rows ({key, verdict yes|no|None, ...}) or a DataFrame with a
     ``model`` column (see :func:`read_judged`); ``spec``: ``models``, ``model_order``,
     ``dataset``, ``clean_condition``, ``distracted_condition``, ``corruption_condition``,
-    ``bootstrap``. Definitions: the module docstring.
+    ``bootstrap``, optionally ``verdicts_only``. Definitions: the module docstring.
     """
     dataset = distraction_dataset(spec)
     clean, distracted, corrupt = distraction_conditions(spec)
     models, order = spec_models(spec)
+    verdicts_only = {str(m) for m in spec.get("verdicts_only") or []}
     warnings: list[str] = []
 
     df = scored.drop(columns=[c for c in ("prompt_setting",) if c in scored.columns])
@@ -291,14 +319,21 @@ def compute_distraction_metrics(
     rows += keep.to_dict("records")
     seen = list(dict.fromkeys([*order, *full["model"].astype(str)]))
     seen = [m for m in seen if m]
+    # a run without clean outputs (released distracted outputs alone) says so
+    clean_run = bool((df["condition"].astype(str) == clean).any())
     for m in seen:
         info = model_info(models, m)
         ca, cnote, _ = _value(full, metric="accuracy", model=m, condition=clean)
         da, dnote, dn = _value(full, metric="accuracy", model=m, condition=distracted)
+        why = ""
+        if m in verdicts_only:
+            why = NOTE_VERDICTS_ONLY
+        elif not clean_run:
+            why = f"no {clean} outputs in this run"
         note = ""
         if math.isnan(ca) or math.isnan(da):
             absent = [c for c, a in ((clean, ca), (distracted, da)) if math.isnan(a)]
-            note = f"no scored outputs under {', '.join(absent)}"
+            note = join_notes(why, f"no scored outputs under {', '.join(absent)}")
         rows.append(
             metric_row(
                 "drop_pp",
@@ -311,6 +346,20 @@ def compute_distraction_metrics(
                 note=note,
             )
         )
+        has_rr = (
+            (full["metric"] == "rr") & (full["model"] == m) & (full["condition"] == distracted)
+        ).any()
+        if not has_rr:  # no RR without both accuracies: say why rather than nothing
+            rows.append(
+                metric_row(
+                    "rr",
+                    model=m,
+                    **info,
+                    benchmark=dataset,
+                    condition=distracted,
+                    note=note or "no RR",
+                )
+            )
 
     # ---- Table 4: samples scored under all three conditions
     conds = df["condition"].astype(str)
@@ -391,6 +440,15 @@ def compute_distraction_metrics(
             )
             for metric in REFERENCE_METRICS:
                 rows.append(metric_row(metric, **common, note=NOTE_NO_JUDGED))
+            hfr[m] = math.nan
+            hfr_n[m] = 0
+            continue
+        if m in verdicts_only:
+            rows += _verdicts_only_rows(jrows, common)
+            warnings.append(
+                f"model {m}: released verdicts only (no outputs) for {dataset} / "
+                f"{distracted}; DRR from the verdicts, HFR, Ref_correct and Ref_wrong NaN"
+            )
             hfr[m] = math.nan
             hfr_n[m] = 0
             continue

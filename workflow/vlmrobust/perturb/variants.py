@@ -152,6 +152,8 @@ def _plan_distraction(
     sample: Sample, condition: str, spec: dict[str, Any], seed: int
 ) -> list[VariantPlan]:
     """The benchmark's own edited images (Distract-Bench: ``meta["distracted_images"]``)."""
+    if sample.meta.get("without_images"):  # images: false -- imported outputs only
+        return [VariantPlan(sample.sample_id, {"source": spec["source"]}, None, images=())]
     images = sample.meta.get("distracted_images")
     if not images:
         raise ValueError(
@@ -387,7 +389,9 @@ def build_variants(
     returns the number of manifest rows. ``spec`` is the condition's config
     (``{"perturbation": "none"}``, ``{"perturbation": "corruption", "assignment": ...}``);
     ``seed`` the global seed; ``threads`` > 1 perturbs images in that many processes
-    (the result is identical to ``threads=1``).
+    (the result is identical to ``threads=1``). Samples without images (a dataset with
+    ``images: false``, ``meta["without_images"]``) give variants with the same ids and
+    params, ``params["without_images"] = True`` and no image (for imported outputs).
     """
     out = Path(out)
     if not isinstance(spec, dict):
@@ -410,7 +414,10 @@ def build_variants(
     slots: list[tuple[int, int]] = []  # (variant index, image index) of each task
     seen: dict[str, str] = {}
     for sample in samples:
-        if not sample.images:
+        # a dataset with images: false: the variants are planned (ids, params such as
+        # the corruption's method and severity) but no image is read or written
+        without_images = bool(sample.meta.get("without_images"))
+        if not sample.images and not without_images:
             raise ValueError(f"sample {sample.sample_id!r} in {samples_path} has no images")
         for plan in pert.plan(sample, condition, spec, seed):
             if plan.variant_id in seen:
@@ -435,6 +442,9 @@ def build_variants(
             )
             vi = len(variants)
             variants.append(variant)
+            if without_images:
+                variant.params["without_images"] = True
+                continue
             if pert.apply is None:  # existing files (the sample's own by default), hashed
                 for path in plan.images if plan.images is not None else sample.images:
                     _check_image(sample.sample_id, path)

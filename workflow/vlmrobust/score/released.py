@@ -50,8 +50,10 @@ from . import score_outputs
 
 __all__ = [
     "FORMATS",
+    "format_released_summary",
     "import_lmms_eval",
     "import_vlmevalkit",
+    "released_summary",
     "score_released",
 ]
 
@@ -308,6 +310,36 @@ def _model_from_name(name: str) -> str:
     return name.removesuffix(".samples")
 
 
+def released_summary(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """N, correct, accuracy, extraction failures (no answer found in a response) and
+    rows without a response, over the rows of :func:`score_released`."""
+    n = len(rows)
+    correct = sum(int(r["correct"]) for r in rows)
+    errors = sum(1 for r in rows if r.get("error"))
+    failures = sum(1 for r in rows if not r.get("error") and r.get("method") == "none")
+    return {
+        "n": n,
+        "correct": correct,
+        "accuracy": correct / n if n else math.nan,
+        "extraction_failures": failures,
+        "extraction_failure_rate": failures / n if n else math.nan,
+        "errors": errors,
+    }
+
+
+def format_released_summary(summary: Mapping[str, Any]) -> str:
+    """One line: N, accuracy (correct / N), extraction failures and empty responses."""
+    n = summary["n"]
+    if not n:
+        return "N = 0: no rows scored"
+    return (
+        f"N = {n}; accuracy {summary['accuracy']:.1%} ({summary['correct']}/{n}); "
+        f"extraction failures {summary['extraction_failures']} "
+        f"({summary['extraction_failure_rate']:.1%}); rows without a response "
+        f"{summary['errors']}"
+    )
+
+
 RELEASED_COLUMNS = (
     "sample_id",
     "sample_key",
@@ -410,8 +442,14 @@ def released_labels(spec: Mapping[str, Any], released: str | Path, questions: Ma
     if spec.get("references"):
         for source_id, row in load_released_references(spec["references"]).items():
             sample = questions.get(str(source_id))
-            if sample is not None and row.get("verdict") in ("yes", "no"):
-                labels.setdefault(sample.sample_id, {})["verdict"] = row["verdict"]
+            if sample is None:
+                continue
+            # a failed released judgment (parse_error) rides along as a failure: verdict
+            # None with its reason, never judged again in silence
+            entry = labels.setdefault(sample.sample_id, {})
+            entry["verdict"] = row["verdict"]
+            if row["verdict"] is None:
+                entry["verdict_error"] = row["verdict_error"]
     return labels
 
 

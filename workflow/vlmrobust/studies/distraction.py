@@ -42,16 +42,24 @@ class DistractionStudy(Study):
     )
 
     def scopes(self, plan: RunPlan) -> list[str]:
+        """Every dataset with a distraction condition. Without the clean condition (a
+        reviewer's run on released distracted outputs alone) the tables say what is
+        missing: clean accuracy, drop, RR and Table 4 are NaN with a note."""
         if not plan.models:
             return []
-        return plan.datasets_with(plan.conditions_with("distraction"))
+        distraction = plan.conditions_with("distraction")
+        return [
+            d
+            for d, spec in plan.datasets.items()
+            if any(c in distraction for c in spec["conditions"])
+        ]
 
     def spec(self, plan: RunPlan, scope: str) -> dict[str, Any]:
         conditions = plan.datasets[scope]["conditions"]
         distracted = next(c for c in conditions if c in plan.conditions_with("distraction"))
         corrupt = next((c for c in conditions if c in plan.conditions_with("corruption")), None)
         models = plan.models_of(scope)
-        return {
+        spec = {
             "models": {m: plan.models[m] for m in models},
             "model_order": models,
             "dataset": scope,
@@ -60,11 +68,16 @@ class DistractionStudy(Study):
             "corruption_condition": corrupt,
             "bootstrap": plan.bootstrap,
         }
+        verdicts_only = plan.verdicts_only(scope, distracted)
+        if verdicts_only:  # released verdicts, no outputs: DRR only
+            spec["verdicts_only"] = verdicts_only
+        return spec
 
     def inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
         spec = self.spec(plan, scope)
         keys = ("clean_condition", "distracted_condition", "corruption_condition")
-        conditions = [spec[k] for k in keys if spec[k]]
+        answered = plan.datasets[scope]["conditions"]
+        conditions = [spec[k] for k in keys if spec[k] and spec[k] in answered]
         models, prompts = spec["model_order"], plan.prompts_of(scope)
         return {
             "scored": [
@@ -72,6 +85,7 @@ class DistractionStudy(Study):
                 for m in models
                 for c in conditions
                 for p in prompts
+                if plan.has_outputs(m, scope, c, p)
             ],
             "judged": [
                 plan.judged_path(m, scope, spec["distracted_condition"], p)

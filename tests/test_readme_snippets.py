@@ -1,0 +1,128 @@
+"""Every YAML configuration snippet of README.md and config/README.md is valid.
+
+A snippet is a ```yaml block. One with a top-level ``models`` key is a whole run
+configuration and is validated as it is (its local files must exist: it is meant to run
+from the repository root); any other snippet documents a part of one and is validated
+merged into the default configuration (``config/config.yaml``) at the place it
+documents (its top-level keys; mappings merge, anything else replaces). A snippet that
+is deliberately partial or illustrative says so in an HTML comment on the line right
+above it, ``<!-- snippet: illustrative -->``; it only has to parse as YAML.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vlmrobust.core.config import ConfigError, load_yaml
+from vlmrobust.core.plan import RunPlan
+
+from .conftest import REPO
+
+DOCS = ("README.md", "config/README.md")
+ILLUSTRATIVE = "<!-- snippet: illustrative -->"
+_BLOCK = re.compile(r"^```yaml[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
+
+
+def yaml_snippets(text: str) -> list[tuple[int, str, bool]]:
+    """(line, text, illustrative) of every ```yaml block of a Markdown text."""
+    out = []
+    for m in _BLOCK.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        above = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
+        out.append((line, m.group(1), above == ILLUSTRATIVE))
+    return out
+
+
+def merged(base: dict, part: dict) -> dict:
+    """``part`` put into ``base`` at the place it documents (mappings merge)."""
+    out = copy.deepcopy(base)
+    for key, value in part.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def check_snippet(text: str, illustrative: bool = False) -> dict | None:
+    """Validate one snippet (module docstring); return the validated configuration."""
+    data = yaml.safe_load(text)
+    if illustrative:
+        return None
+    if not isinstance(data, dict):
+        raise ConfigError(f"a configuration snippet is a mapping, got {type(data).__name__}")
+    if "models" in data:
+        plan = RunPlan.from_config(copy.deepcopy(data))
+        for name, ds in plan.datasets.items():
+            if ds["source"] == "local":
+                plan.samples_sources(name)  # a ConfigError when the folder does not exist
+        for imp in plan.config["imports"]:
+            for key in ("path", "references"):
+                if imp[key]:
+                    assert Path(imp[key]).is_file(), imp[key]
+        return plan.config
+    return RunPlan.from_config(merged(load_yaml("config/config.yaml"), data)).config
+
+
+SNIPPETS = [
+    pytest.param(doc, line, text, illustrative, id=f"{doc}:{line}")
+    for doc in DOCS
+    for line, text, illustrative in yaml_snippets((REPO / doc).read_text(encoding="utf-8"))
+]
+
+
+@pytest.mark.parametrize(("doc", "line", "text", "illustrative"), SNIPPETS)
+def test_every_yaml_snippet_is_valid(doc, line, text, illustrative, monkeypatch):
+    monkeypatch.chdir(REPO)  # relative paths (registry, fixtures) from the repository root
+    check_snippet(text, illustrative)
+
+
+def test_the_snippets_are_found_and_illustrative_ones_are_rare():
+    assert len(SNIPPETS) >= 2
+    assert sum(p.values[3] for p in SNIPPETS) <= 1
+    full = [p for p in SNIPPETS if "models" in yaml.safe_load(p.values[2])]
+    assert full, "the reviewers' example is a whole configuration"
+
+
+def test_the_reviewers_example_imports_distracted_outputs(monkeypatch):
+    """README 'For reviewers': the released outputs answer the distracted images."""
+    monkeypatch.chdir(REPO)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## For reviewers") :]
+    line, text, _ = yaml_snippets(section)[0]
+    config = check_snippet(text)
+    perturbation = {c: s["perturbation"] for c, s in config["conditions"].items()}
+    assert {perturbation[i["condition"]] for i in config["imports"]} == {"distraction"}
+    assert config["datasets"]["distract-bench"]["images"] is False
+    assert any(i["path"] is None and i["references"] for i in config["imports"])
+
+
+# The reviewers' example as it was: it named a condition it never defined and called the
+# released (distracted) outputs "corrupt".
+OLD_REVIEWERS_EXAMPLE = """
+models: [qwen2.5-vl-7b, mm-eureka-qwen-7b]
+datasets:
+  distract-bench: {conditions: [clean, corrupt], group: reasoning}
+imports:
+  - {model: qwen2.5-vl-7b, dataset: distract-bench, condition: clean, path: released/qwen-clean.jsonl}
+  - {model: qwen2.5-vl-7b, dataset: distract-bench, condition: corrupt, path: released/qwen-corrupt.jsonl}
+"""
+
+
+def test_a_broken_snippet_fails(monkeypatch):
+    monkeypatch.chdir(REPO)
+    with pytest.raises(ConfigError, match="unknown condition 'corrupt'"):
+        check_snippet(OLD_REVIEWERS_EXAMPLE)
+    with pytest.raises(ConfigError, match="unknown key"):
+        check_snippet("datasets:\n  mathvista: {conditions: [clean], limt: 3}\n")
+    assert check_snippet("datasets: [not, a, config]\n", illustrative=True) is None
+
+
+def test_snippet_extraction():
+    text = "a\n```yaml\nx: 1\n```\n<!-- snippet: illustrative -->\n```yaml\ny: [\n```\n"
+    assert yaml_snippets(text) == [(2, "x: 1\n", False), (6, "y: [\n", True)]
