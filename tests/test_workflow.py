@@ -130,8 +130,9 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
         "metrics": "2",
         "table": "8",
         "figure": "4",
+        "check_requests": "1",
         "all": "1",
-        "total": "72",
+        "total": "73",
     }
     rerun = re.findall(r"wildcards: dataset=([\w-]+), condition=(\w+)", out)
     expected = [(f"demo-{f}", "corrupt") for f in FAMILIES] + [("demo-distract", "corrupt")]
@@ -191,6 +192,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         "table": "12",
         "figure": "6",
         "page": "2",
+        "check_requests": "1",
         "all": "1",
     }
     assert jobs == {**per_model, **aggregation}

@@ -55,7 +55,7 @@ def condition_spec(wildcards):
 def all_targets():
     targets = PLAN.variant_manifests()
     if MODELS:
-        targets.append("results/scored/summary.csv")
+        targets += ["results/scored/summary.csv", "results/requests.txt"]
     return targets + construct_targets() + judged_files() + study_targets()
 
 

@@ -35,3 +35,23 @@ rule score_summary:
         "../../envs/data.yaml"
     shell:
         "vlmrobust score-summary --out {output} {input} > {log} 2>&1"
+
+
+# The run's last check: a request that failed after every retry is no answer (excluded
+# from the metrics and counted); with scoring.on_request_error: fail the run fails here,
+# after every table is written, and the next run asks only those requests again.
+rule check_requests:
+    input:
+        outputs=[f for model in MODELS for f in output_files(model)],
+        after=lambda wildcards: ["results/scored/summary.csv"] + study_targets(),
+    output:
+        "results/requests.txt",
+    log:
+        "logs/check_requests.log",
+    conda:
+        "../../envs/data.yaml"
+    params:
+        mode=config["scoring"]["on_request_error"],
+    shell:
+        "vlmrobust check-requests --on-error {params.mode} --out {output}"
+        " --log {log} {input.outputs}"

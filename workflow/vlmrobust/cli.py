@@ -372,6 +372,23 @@ def cmd_score_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_requests(args: argparse.Namespace) -> int:
+    from .score.requests import check_requests
+
+    if args.config is not None:
+        plan = _plan(args)
+        args.outputs = args.outputs or [f for m in plan.models for f in plan.output_files(m)]
+        _fill(args, on_error=plan.config["scoring"]["on_request_error"])
+        _fill(args, out="results/requests.txt")
+    _need(args, "on_error", "out")
+    status, message = check_requests(args.outputs, args.on_error, Path(args.out))
+    if args.log:
+        Path(args.log).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.log).write_text(message + "\n", encoding="utf-8")
+    (log.error if status else log.info)("%s", message)
+    return status
+
+
 def cmd_score_released(args: argparse.Namespace) -> int:
     from .data.released import load_questions
     from .score.released import format_released_summary, released_summary, score_released
@@ -785,6 +802,17 @@ COMMANDS: dict[str, Command] = {
             *CONFIG,
             arg("--out", help="summary CSV"),
             arg("scored", nargs="*", help="scored CSV files (with --config: the plan's)"),
+        ),
+    ),
+    "check-requests": Command(
+        cmd_check_requests,
+        "the run's last check: requests that failed after every retry",
+        (
+            *CONFIG,
+            arg("--on-error", choices=["fail", "exclude"], help="scoring.on_request_error"),
+            arg("--out", help="report of the failed requests (results/requests.txt)"),
+            arg("--log", help="also write the message here"),
+            arg("outputs", nargs="*", help="outputs JSONL files (with --config: the plan's)"),
         ),
     ),
     "score-released": Command(
