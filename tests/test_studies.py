@@ -155,3 +155,23 @@ def test_adding_a_study_is_one_module(tmp_path):
     assert jobs["metrics"] == "1" and jobs["table"] == "1"
     assert "wildcards: folder=toy, name=accuracy" in out
     assert "vlmrobust metrics --study toy --scope=" in out
+
+
+def test_a_models_checkpoint_or_resources_do_not_touch_the_study_specs(plan):
+    """The specs carry only the registry fields the views and pairs read, so editing a
+    model's checkpoint, resources or studies reruns no metrics, table or figure."""
+    import copy
+
+    before = {s.name: [s.spec(plan, sc) for sc in s.scopes(plan)] for s in STUDIES.values()}
+    registry = copy.deepcopy(plan.registry)
+    registry["demo-base"].update(resources={"gpu": 2, "mem_mb": 1, "runtime": 1}, studies=["x"])
+    registry["demo-base"]["options"] = {"batch_size": 1}
+    edited = RunPlan(plan.config, registry)
+    after = {s.name: [s.spec(edited, sc) for sc in s.scopes(edited)] for s in STUDIES.values()}
+    assert after == before
+    assert before["corruption"][0]["models"]["demo-reasoning"] == {
+        "name": "Demo-Reasoning",
+        "family": "demo",
+        "role": "reasoning",
+        "base": "demo-base",
+    }

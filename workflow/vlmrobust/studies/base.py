@@ -183,6 +183,16 @@ class Study(ABC):
         return [path]
 
 
+#: the registry fields a study reads (display name, family, base/reasoning pair): editing
+#: anything else of a model (its checkpoint, resources, studies) reruns no study view
+MODEL_FIELDS = ("name", "family", "role", "base")
+
+
+def model_fields(plan: RunPlan, models: list[str]) -> dict[str, dict[str, Any]]:
+    """The study-relevant registry fields of ``models``, in order."""
+    return {m: {k: plan.models[m].get(k) for k in MODEL_FIELDS} for m in models}
+
+
 def spec_json(spec: Mapping[str, Any]) -> str:
     """A spec as the rules pass it (sorted keys: a stable params rerun trigger)."""
     return json.dumps(spec, sort_keys=True)

@@ -16,7 +16,7 @@ from ..metrics.core import read_inputs
 from ..metrics.corruption import compute_corruption_metrics
 from ..report.figures.corruption import corruption_figure_names, corruption_figures
 from ..report.tables.corruption import corruption_table_names, corruption_tables
-from .base import Inputs, Study
+from .base import Inputs, Study, model_fields
 
 
 class CorruptionStudy(Study):
@@ -56,7 +56,7 @@ class CorruptionStudy(Study):
         datasets = self.datasets(plan)
         studied = [m for m in plan.models if any(m in plan.models_of(d) for d in datasets)]
         return {
-            "models": {m: plan.models[m] for m in studied},
+            "models": model_fields(plan, studied),
             "model_order": studied,
             "datasets": {
                 d: {

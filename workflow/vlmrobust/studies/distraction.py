@@ -18,7 +18,7 @@ from ..metrics.core import read_inputs
 from ..metrics.distraction import compute_distraction_metrics, read_judged
 from ..report.figures.distraction import distraction_figure_names, distraction_figures
 from ..report.tables.distraction import distraction_table_names, distraction_tables
-from .base import Inputs, Study
+from .base import Inputs, Study, model_fields
 
 
 class DistractionStudy(Study):
@@ -60,7 +60,7 @@ class DistractionStudy(Study):
         corrupt = next((c for c in conditions if c in plan.conditions_with("corruption")), None)
         models = plan.models_of(scope)
         spec = {
-            "models": {m: plan.models[m] for m in models},
+            "models": model_fields(plan, models),
             "model_order": models,
             "dataset": scope,
             "clean_condition": plan.clean,

@@ -17,7 +17,7 @@ from ..core.plan import RunPlan
 from ..metrics.masking import compute_masking_metrics, read_compared
 from ..report.figures.masking import masking_examples_views, masking_figure_names
 from ..report.tables.masking import masking_table_names, masking_tables
-from .base import Inputs, Study
+from .base import Inputs, Study, model_fields
 
 
 def _rows(inputs: Inputs) -> list[dict[str, Any]]:
@@ -65,7 +65,7 @@ class MaskingStudy(Study):
         models = plan.models_of(scope)
         return {
             "dataset": scope,
-            "models": {m: plan.models[m] for m in models},
+            "models": model_fields(plan, models),
             "model_order": models,
             "clean_condition": plan.clean,
             "masked_conditions": {
