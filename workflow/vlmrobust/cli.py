@@ -550,6 +550,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 def cmd_study(args: argparse.Namespace) -> int:
     """A study's metrics, or one of its tables, figures or pages (see vlmrobust.studies)."""
     from .studies import get_study
+    from .studies.base import spec_json
 
     study = get_study(args.study)
     scope = args.scope
@@ -561,7 +562,8 @@ def cmd_study(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"{args.config}: study {study.name} has no scope {scope!r} (scopes: {known})"
             )
-        spec = study.spec(plan, scope)
+        # exactly the spec the rule passes (sorted JSON), so the files are the same
+        spec = json.loads(spec_json(study.spec(plan, scope)))
         inputs = study.inputs(plan, scope) if args.command == "metrics" else None
         inputs = inputs if inputs is not None else study.view_inputs(plan, scope)
     elif args.spec is None:
