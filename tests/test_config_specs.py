@@ -16,7 +16,8 @@ from vlmrobust.core.plan import RunPlan
 
 from .conftest import BIN, REPO, run
 
-SECRET = "sk-proj-Zq81secretVALUE0000"
+#: a value pasted where a variable name belongs (a made-up sentinel, not a key format)
+SECRET = "pasted-value.not-a-variable-name"
 LLM = {"backend": "openai", "model": "gpt-4o", "api_key_env": "OPENAI_API_KEY"}
 
 
@@ -170,7 +171,7 @@ def test_the_offline_hallucination_judge_uses_masking_model_dir_unless_it_names_
 def test_a_key_pasted_into_api_key_env_is_rejected_and_not_shown(path):
     message = _error(_set(_config(), path, {**LLM, "api_key_env": SECRET}))
     assert message.startswith(f"config: key '{path}.api_key_env': not the name of an environment")
-    assert SECRET not in message and "sk-" not in message
+    assert SECRET not in message and "pasted-value" not in message
 
 
 @pytest.mark.parametrize("value", [SECRET, "OPENAI API KEY", "1KEY", 12345])
