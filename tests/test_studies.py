@@ -92,7 +92,6 @@ from .base import Study
 class ToyStudy(Study):
     name = "toy"
     title = "Toy study"
-    per_dataset = False
 
     def scopes(self, plan):
         return [""] if plan.models else []

@@ -109,17 +109,14 @@ def demo_seed(wildcards):
     return REGISTRY[wildcards.model]["demo_seed"]
 
 
-def scorer_of(wildcards):
-    return DATASETS[wildcards.dataset]["scorer"]
+def score_param(name):
+    """One of the `score` rule's parameters (RunPlan.score_params), as text."""
 
+    def param(wildcards):
+        value = PLAN.score_params(wildcards.dataset)[name]
+        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
-def llm_fallback(wildcards):
-    return json.dumps(config["scoring"]["llm_fallback"], sort_keys=True)
-
-
-def unparsed_choice(wildcards):
-    """What an unparsed multiple-choice answer becomes (RunPlan.unparsed_choice)."""
-    return PLAN.unparsed_choice(wildcards.dataset)
+    return param
 
 
 # --- released outputs (reviewers) ----------------------------------------------------
@@ -134,7 +131,7 @@ def import_input(wildcards):
     spec = IMPORTS[wildcards.imported]
     files = {
         "released": spec["path"],
-        "samples": f"results/samples/{spec['dataset']}/samples.jsonl",
+        "samples": PLAN.samples_path(spec["dataset"]),
     }
     if spec["references"]:
         files["references"] = spec["references"]
@@ -152,7 +149,7 @@ def verdicts_input(wildcards):
     spec = VERDICT_IMPORTS[wildcards.imported]
     return {
         "references": spec["references"],
-        "samples": f"results/samples/{spec['dataset']}/samples.jsonl",
+        "samples": PLAN.samples_path(spec["dataset"]),
     }
 
 
@@ -162,14 +159,11 @@ def verdicts_spec(wildcards):
 
 # --- judges --------------------------------------------------------------------------
 
-DISTRACTION_CONDITIONS = PLAN.conditions_with("distraction")
-
-
 judged_files = PLAN.judged_files
 
 
 def reference_judge_spec(wildcards):
-    return json.dumps(config["judge"]["reference"], sort_keys=True)
+    return json.dumps(PLAN.reference_judge_spec(), sort_keys=True)
 
 
 # --- construction of distraction benchmarks ------------------------------------------
@@ -178,15 +172,7 @@ CONSTRUCT = config["construct"]
 
 
 def construct_input(wildcards):
-    sources = CONSTRUCT[wildcards.construction]["from"]
-    seeds = (
-        CONSTRUCT[wildcards.construction]["seeds"]
-        or "resources/distraction/seeds/seeds.jsonl"
-    )
-    return {
-        "samples": [f"results/samples/{d}/samples.jsonl" for d in sources],
-        "seeds": seeds,
-    }
+    return PLAN.construct_inputs(wildcards.construction)
 
 
 def construct_spec(wildcards):

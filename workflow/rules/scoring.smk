@@ -12,11 +12,11 @@ rule score:
     conda:
         "../../envs/data.yaml"
     params:
-        scorer=scorer_of,
+        scorer=score_param("scorer"),
         released=use_released,
-        fallback=llm_fallback,
-        unparsed_choice=unparsed_choice,
-        cache_dir=config["scoring"]["cache_dir"],
+        fallback=score_param("fallback"),
+        unparsed_choice=score_param("unparsed_choice"),
+        cache_dir=score_param("cache_dir"),
     shell:
         "vlmrobust score --outputs {input.outputs} --samples {input.samples}"
         " --scorer {params.scorer} --fallback {params.fallback:q} {params.released}"

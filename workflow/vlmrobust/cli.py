@@ -321,15 +321,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.config is not None:
         plan = _job_names(args, "model", "dataset", "condition", "prompt")
         m, d, c, p = args.model, args.dataset, args.condition, args.prompt
+        params = plan.score_params(d)
         _fill(
             args,
             outputs=plan.output_path(m, d, c, p),
             samples=plan.samples_path(d),
-            scorer=plan.datasets[d]["scorer"],
-            fallback=json.dumps(plan.config["scoring"]["llm_fallback"]),
-            unparsed_choice=plan.unparsed_choice(d),
-            cache_dir=plan.llm_cache_dir,
             out=plan.scored_path(m, d, c, p),
+            **{**params, "fallback": json.dumps(params["fallback"])},
         )
     _need(args, "outputs", "samples", "scorer", "out")
     fallback = None
@@ -420,7 +418,7 @@ def cmd_judge_reference(args: argparse.Namespace) -> int:
             args,
             outputs=plan.output_path(m, d, c, p),
             samples=plan.samples_path(d),
-            spec=json.dumps(plan.config["judge"]["reference"]),
+            spec=json.dumps(plan.reference_judge_spec()),
             cache_dir=plan.llm_cache_dir,
             out=plan.judged_path(m, d, c, p),
         )
@@ -502,11 +500,10 @@ def cmd_construct(args: argparse.Namespace) -> int:
         if args.name not in plan.config["construct"]:
             known = ", ".join(plan.config["construct"]) or "none"
             raise ConfigError(f"{args.config}: no construct.{args.name} (known: {known})")
-        spec = plan.config["construct"][args.name]
         _fill(
             args,
-            spec=json.dumps(spec),
-            samples=[plan.samples_path(d) for d in spec["from"]],
+            spec=json.dumps(plan.config["construct"][args.name]),
+            samples=plan.construct_inputs(args.name)["samples"],
             seed=plan.config["seed"],
             cache_dir=plan.llm_cache_dir,
             out_dir=f"results/construct/{args.name}",

@@ -9,7 +9,7 @@ root in a normal run).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,6 @@ class RunPlan:
 
     config: dict[str, Any]
     registry: dict[str, dict[str, Any]]
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ building
 
@@ -246,6 +245,29 @@ class RunPlan:
         return (
             self.datasets[dataset]["unparsed_choice"] or self.config["scoring"]["unparsed_choice"]
         )
+
+    def score_params(self, dataset: str) -> dict[str, Any]:
+        """What scoring a dataset's outputs needs: its scorer, the LLM extraction fallback
+        (``scoring.llm_fallback``, None: none), what an unparsed choice becomes and the
+        LLM cache."""
+        return {
+            "scorer": self.datasets[dataset]["scorer"],
+            "fallback": self.config["scoring"]["llm_fallback"],
+            "unparsed_choice": self.unparsed_choice(dataset),
+            "cache_dir": self.llm_cache_dir,
+        }
+
+    def reference_judge_spec(self) -> dict[str, Any]:
+        """The distractor-reference judge (config ``judge.reference``)."""
+        return self.config["judge"]["reference"]
+
+    def construct_inputs(self, name: str) -> dict[str, Any]:
+        """A construction's source samples and seed distractors (``construct.<name>``)."""
+        spec = self.config["construct"][name]
+        return {
+            "samples": [self.samples_path(d) for d in spec["from"]],
+            "seeds": spec["seeds"] or "resources/distraction/seeds/seeds.jsonl",
+        }
 
     def stage_decoding(self, prompt: str, dataset: str) -> tuple[float, int]:
         """(temperature, max_new_tokens) of a prompt on a dataset: the CRM stages have

@@ -32,6 +32,13 @@ def snap(inches: float) -> float:
     return round(math.ceil(inches / _STEP - 1e-9) * _STEP, 1)
 
 
+def write_figures(figures: Mapping[str, Figure], out_dir: str | Path) -> list[Path]:
+    """Every figure of ``figures`` (file stem -> Figure) as .png/.pdf under ``out_dir``."""
+    return [
+        path for stem, fig in figures.items() for path in save_figure(fig, Path(out_dir) / stem)
+    ]
+
+
 def save_figure(fig: Figure, stem: Path) -> list[Path]:
     """``<stem>.png`` and ``<stem>.pdf``, byte-reproducible (no timestamps)."""
     paths = []

@@ -49,8 +49,6 @@ class Study(ABC):
     name: ClassVar[str]
     #: the report's category for its files
     title: ClassVar[str]
-    #: one scope per dataset (True) or one pooled scope "" (False)
-    per_dataset: ClassVar[bool] = True
     #: report captions (reStructuredText) of its tables, figures and pages
     table_caption: ClassVar[str] = ""
     figure_caption: ClassVar[str] = ""
@@ -154,6 +152,12 @@ class Study(ABC):
         atomic_write_text(warnings, "".join(f"{w}\n" for w in found))
         return metrics, found
 
+    def view(self, kind: str, name: str, metrics: pd.DataFrame, inputs: Inputs, spec) -> Any:
+        """One table, figure or page by name; a study whose views are costly to build all
+        at once (one job writes one file) overrides this to build only the one asked for."""
+        make = {"table": self.tables, "figure": self.figures, "page": self.pages}[kind]
+        return make(metrics, inputs, spec)[name]
+
     def _view(self, kind: str, name: str, metrics: Path, inputs: Inputs, spec):
         names = {
             "table": self.table_names,
@@ -163,8 +167,7 @@ class Study(ABC):
         if name not in names:
             known = ", ".join(names) or "none"
             raise ValueError(f"study {self.name}: no {kind} {name!r} (its {kind}s: {known})")
-        make = {"table": self.tables, "figure": self.figures, "page": self.pages}[kind]
-        return make(read_metrics(metrics), inputs, spec)[name]
+        return self.view(kind, name, read_metrics(metrics), inputs, spec)
 
     def write_table(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
         table = self._view("table", name, metrics, inputs, spec)

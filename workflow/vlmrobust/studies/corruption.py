@@ -22,7 +22,6 @@ from .base import Inputs, Study, model_fields
 class CorruptionStudy(Study):
     name = "corruption"
     title = "Vision-corruption study"
-    per_dataset = False
     table_caption = (
         "Tables of the vision-corruption study, as CSV (Markdown and LaTeX with booktabs "
         "beside them). Table 1: clean and corrupted accuracy and relative robustness "

@@ -108,5 +108,12 @@ class MaskingStudy(Study):
         views = masking_examples_views(_rows(inputs), spec)
         return {name: page for name, (_, page) in views.items()}
 
+    def view(self, kind, name, metrics, inputs, spec):
+        """An example figure or page: only that example is drawn."""
+        if kind == "table":
+            return super().view(kind, name, metrics, inputs, spec)
+        fig, page = masking_examples_views(_rows(inputs), spec, only=name)[name]
+        return fig if kind == "figure" else page
+
 
 STUDY = MaskingStudy()

@@ -42,8 +42,8 @@ from vlmrobust.report.common import (
     ModelInfo,
     family_label,
     ordered_models,
-    save_figure,
     snap,
+    write_figures,
 )
 from vlmrobust.report.tables.corruption import (
     benchmark_label,
@@ -417,9 +417,5 @@ def write_corruption_figures(
     metrics: pd.DataFrame, spec: Mapping[str, Any], out_dir: str | Path
 ) -> list[Path]:
     """Write Figure 4 and the RR heat map as PNG (150 dpi) and PDF; return the paths."""
-    out_dir = Path(out_dir)
-    paths: list[Path] = []
     with matplotlib.style.context("default"):
-        for stem, fig in corruption_figures(metrics, spec).items():
-            paths += save_figure(fig, out_dir / stem)
-    return paths
+        return write_figures(corruption_figures(metrics, spec), out_dir)

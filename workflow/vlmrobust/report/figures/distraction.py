@@ -37,8 +37,8 @@ from vlmrobust.report.common import (
     ModelInfo,
     family_label,
     ordered_models,
-    save_figure,
     snap,
+    write_figures,
 )
 from vlmrobust.report.tables.distraction import pair_models
 
@@ -315,9 +315,5 @@ def write_distraction_figures(
     metrics: pd.DataFrame, spec: Mapping[str, Any], out_dir: str | Path
 ) -> list[Path]:
     """Write Figures 5 and 6 as PNG (150 dpi) and PDF under ``out_dir``; return the paths."""
-    out_dir = Path(out_dir)
-    paths: list[Path] = []
     with matplotlib.style.context("default"):
-        for stem, fig in distraction_figures(metrics, spec).items():
-            paths += save_figure(fig, out_dir / stem)
-    return paths
+        return write_figures(distraction_figures(metrics, spec), out_dir)

@@ -560,15 +560,18 @@ def placeholder_page(i: int, k: int) -> str:
 
 
 def masking_examples_views(
-    rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
+    rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], only: str | None = None
 ) -> dict[str, tuple[Figure, str]]:
-    """Every example by file stem (:func:`masking_figure_names`): its figure and its
-    HTML page (a placeholder of both where there are fewer examples than asked for)."""
+    """Every example by file stem (:func:`masking_figure_names`), or only the one named
+    ``only``: its figure and its HTML page (a placeholder of both where there are fewer
+    examples than asked for)."""
     masked_conditions(spec)  # validates the spec
     cond, k, examples = masking_examples(rows, spec)
     out: dict[str, tuple[Figure, str]] = {}
     with matplotlib.style.context("default"):
         for n, stem in enumerate(masking_figure_names(spec), start=1):
+            if only is not None and stem != only:
+                continue
             if n <= len(examples):
                 sid, models = examples[n - 1]
                 out[stem] = (

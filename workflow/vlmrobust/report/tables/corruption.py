@@ -46,7 +46,7 @@ from vlmrobust.report.tables.render import (
     fmt_pct,
     fmt_signed_pct,
     is_missing,
-    write_table,
+    write_tables,
 )
 
 __all__ = [
@@ -407,8 +407,4 @@ def write_corruption_tables(
     metrics: pd.DataFrame, spec: Mapping[str, Any], out_dir: str | Path
 ) -> list[Path]:
     """Write Tables 1, 2, 8, 9, 10 as .csv/.md/.tex under ``out_dir``; return the paths."""
-    out_dir = Path(out_dir)
-    paths: list[Path] = []
-    for stem, table in corruption_tables(metrics, spec).items():
-        paths += write_table(table, out_dir / stem)
-    return paths
+    return write_tables(corruption_tables(metrics, spec), out_dir)

@@ -39,7 +39,7 @@ from vlmrobust.report.tables.render import (
     fmt_pct,
     fmt_signed_pct,
     is_missing,
-    write_table,
+    write_tables,
 )
 
 __all__ = [
@@ -273,8 +273,4 @@ def write_distraction_tables(
     metrics: pd.DataFrame, spec: Mapping[str, Any], out_dir: str | Path
 ) -> list[Path]:
     """Write Tables 3, 4, 5 as .csv/.md/.tex under ``out_dir``; return the paths."""
-    out_dir = Path(out_dir)
-    paths: list[Path] = []
-    for stem, table in distraction_tables(metrics, spec).items():
-        paths += write_table(table, out_dir / stem)
-    return paths
+    return write_tables(distraction_tables(metrics, spec), out_dir)

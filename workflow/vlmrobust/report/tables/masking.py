@@ -52,7 +52,7 @@ from vlmrobust.report.tables.render import (
     fmt_pct,
     fmt_yes_no,
     is_missing,
-    write_table,
+    write_tables,
 )
 
 __all__ = [
@@ -343,10 +343,5 @@ def write_masking_tables(
 ) -> list[Path]:
     """Read the metrics CSV and the compared rows; write the tables as .csv/.md/.tex
     under ``out_dir``; return the paths."""
-    metrics = read_metrics(metrics_path)
     rows = read_compared(compared_paths)
-    out_dir = Path(out_dir)
-    paths: list[Path] = []
-    for stem, table in masking_tables(metrics, rows, spec).items():
-        paths += write_table(table, out_dir / stem)
-    return paths
+    return write_tables(masking_tables(read_metrics(metrics_path), rows, spec), out_dir)

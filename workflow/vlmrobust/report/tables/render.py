@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from vlmrobust.core.io import atomic_write_text
 from vlmrobust.metrics.index import is_missing
 
 __all__ = [
+    "write_tables",
     "DASH",
     "Table",
     "fmt_count",
@@ -449,3 +450,10 @@ def write_table(table: Table, stem: str | Path) -> list[Path]:
         atomic_write_text(path, render(table))
         paths.append(path)
     return paths
+
+
+def write_tables(tables: Mapping[str, Table], out_dir: str | Path) -> list[Path]:
+    """Every table of ``tables`` (file stem -> Table) as .csv/.md/.tex under ``out_dir``."""
+    return [
+        path for stem, table in tables.items() for path in write_table(table, Path(out_dir) / stem)
+    ]
