@@ -69,3 +69,26 @@ def copy_repo(dest: Path) -> Path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+def output_row(sample_id: str, text: str, dataset: str = "d", **kw):
+    """An answered clean output row (:class:`vlmrobust.core.records.OutputRow`) whose
+    visible answer is ``text``, for scoring tests."""
+    from vlmrobust.core.records import OutputRow
+
+    return OutputRow(
+        key=f"{sample_id}#0",
+        variant_id=sample_id,
+        sample_id=sample_id,
+        dataset=dataset,
+        condition="clean",
+        prompt="mcq",
+        prompt_version="1",
+        model="m",
+        backend="hf",
+        model_revision="r",
+        draw=0,
+        raw_text=text,
+        answer_text=text,
+        **kw,
+    )

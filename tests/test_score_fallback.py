@@ -7,28 +7,14 @@ import csv
 import json
 
 from vlmrobust.core.io import write_jsonl
-from vlmrobust.core.records import OutputRow, Sample, write_samples
+from vlmrobust.core.records import Sample, write_samples
 
 from .api_server import FakeAPIServer
-from .conftest import BIN, run
+from .conftest import BIN, output_row, run
 
 
 def _row(sample_id: str, text: str) -> dict:
-    return OutputRow(
-        key=f"{sample_id}#0",
-        variant_id=sample_id,
-        sample_id=sample_id,
-        dataset="demo-diagram",
-        condition="clean",
-        prompt="mcq",
-        prompt_version="1",
-        model="m",
-        backend="hf",
-        model_revision="r",
-        draw=0,
-        raw_text=text,
-        answer_text=text,
-    ).to_dict()
+    return output_row(sample_id, text, dataset="demo-diagram").to_dict()
 
 
 def test_llm_fallback_only_where_rules_fail_and_cached(tmp_path):

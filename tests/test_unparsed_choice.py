@@ -18,7 +18,7 @@ from vlmrobust.core.records import OutputRow, Sample, write_samples
 from vlmrobust.score import SCORERS, score_outputs, summarize, write_summary
 from vlmrobust.score.scorers import levenshtein, most_similar_option
 
-from .conftest import REPO
+from .conftest import REPO, output_row
 
 # --------------------------------------------------------------------------- the pure functions
 
@@ -151,22 +151,7 @@ def test_empty_answer_is_the_shortest_option_and_the_llm_text_is_compared():
 
 
 def _row(sid: str, text: str, **kw) -> OutputRow:
-    return OutputRow(
-        key=f"{sid}#0",
-        variant_id=sid,
-        sample_id=sid,
-        dataset="d",
-        condition="clean",
-        prompt="mcq",
-        prompt_version="1",
-        model="m",
-        backend="hf",
-        model_revision="r",
-        draw=0,
-        raw_text=text,
-        answer_text=text,
-        **kw,
-    )
+    return output_row(sid, text, **kw)
 
 
 def test_score_outputs_and_summary_count_the_guesses(tmp_path):
