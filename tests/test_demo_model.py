@@ -1,4 +1,5 @@
-"""The embedded demo model: a deterministic random-weight Qwen2-VL checkpoint directory."""
+"""The embedded demo model: a deterministic Qwen2-VL checkpoint directory (random weights
+here; training is tested in test_demo_train.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ pytest.importorskip("torchvision")
 from vlmrobust.core.io import sha256_file  # noqa: E402
 from vlmrobust.demo.model import (  # noqa: E402
     DEMO_MARKER,
+    DEMO_VOCAB,
     SPECIAL_TOKENS,
     THINK_TOKENS,
     build_demo_model,
@@ -67,8 +69,10 @@ def test_record(builds):
         "hidden": 64,
         "vision_depth": 2,
         "vision_embed": 32,
-        "vocab": 600,
+        "vocab": DEMO_VOCAB,
     }
+    assert DEMO_VOCAB == 1024
+    assert rec["training"] is None and rec["init_weights_sha256"] is None
     assert rec["weights_sha256"] == sha256_file(builds["a"] / "model.safetensors")
     assert read_demo_record(builds["a"].parent) is None
 
@@ -96,7 +100,7 @@ def test_loads_like_a_real_checkpoint(builds):
     assert processor.video_processor is not None
 
     tok = processor.tokenizer
-    assert len(tok) == 600 == model.config.text_config.vocab_size
+    assert len(tok) == DEMO_VOCAB == model.config.text_config.vocab_size
     for t in [*SPECIAL_TOKENS, *THINK_TOKENS]:
         ids = tok.encode(t, add_special_tokens=False)
         assert len(ids) == 1 and tok.convert_ids_to_tokens(ids[0]) == t, t

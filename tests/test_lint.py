@@ -13,7 +13,9 @@ from .conftest import BIN, REPO, run
 
 
 def test_ruff_clean():
-    proc = run([str(BIN / "ruff"), "check", "workflow", "tests", "benchmarks", "tools"], REPO, check=False)
+    proc = run(
+        [str(BIN / "ruff"), "check", "workflow", "tests", "benchmarks", "tools"], REPO, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -105,8 +105,14 @@ def shard_files(wildcards):
     return PLAN.shard_files(w.model, w.dataset, w.condition, w.prompt)
 
 
-def demo_seed(wildcards):
-    return REGISTRY[wildcards.model]["demo_seed"]
+def demo_model_spec(wildcards):
+    """How a demo model is built and trained, as JSON (RunPlan.demo_model_spec)."""
+    return json.dumps(PLAN.demo_model_spec(wildcards.model), sort_keys=True)
+
+
+def demo_model_inputs(wildcards):
+    """The training split and, for a fine-tuned model, its base's checkpoint."""
+    return PLAN.demo_model_inputs(wildcards.model)
 
 
 def score_param(name):

@@ -1,18 +1,44 @@
 # Stage 3: variants -> outputs (one job per model x dataset x condition x prompt [x shard]).
 
 
+# The demo models' training split: demo data drawn with its own seed, never evaluated.
+rule demo_train_data:
+    output:
+        summary=f"{PLAN.DEMO_TRAIN_ROOT}/summary.json",
+    log:
+        "logs/demo_train_data.log",
+    conda:
+        "../../envs/data.yaml"
+    params:
+        out=PLAN.DEMO_TRAIN_ROOT,
+        n_per_family=config["demo"]["train"]["n_per_family"],
+        image_size=config["demo"]["image_size"],
+        seed=config["demo"]["train"]["seed"],
+    shell:
+        "vlmrobust demo-data --out {params.out}"
+        " --n-per-family {params.n_per_family} --image-size {params.image_size}"
+        " --seed {params.seed} > {log} 2>&1"
+
+
+# A demo model: built, then trained on the training split (a reasoning demo model is
+# fine-tuned from its demo base's checkpoint).
 rule demo_model:
+    input:
+        demo_model_inputs,
     output:
         "results/models/{model}/vlmrobust_demo.json",
     log:
         "logs/demo_model/{model}.log",
+    benchmark:
+        "logs/benchmarks/demo_model/{model}.tsv"
     conda:
         "../../envs/infer.yaml"
+    threads: config["demo"]["train"]["threads"]
     params:
-        seed=demo_seed,
+        spec=demo_model_spec,
     shell:
         "vlmrobust demo-model --out results/models/{wildcards.model}"
-        " --seed {params.seed} > {log} 2>&1"
+        " --spec {params.spec:q} > {log} 2>&1"
 
 
 rule infer:

@@ -120,10 +120,32 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
 
 def cmd_demo_model(args: argparse.Namespace) -> int:
     from .demo.model import build_demo_model
+    from .demo.train import TrainSpec
 
+    if args.config is not None:
+        if not args.model:
+            raise SystemExit("demo-model: --config needs --model (the demo model's id)")
+        spec = _plan(args).demo_model_spec(args.model)
+        out = args.out or _plan(args).registry[args.model]["local_path"]
+    elif args.spec is not None:
+        spec, out = json.loads(args.spec), args.out
+    elif args.seed is not None:
+        spec, out = {"seed": args.seed}, args.out  # random weights
+    else:
+        raise SystemExit("demo-model: give --spec, --config with --model, or --seed")
+    if not out:
+        raise SystemExit("demo-model: --out (the checkpoint folder) is required")
+    train = spec.get("train")
     t0 = time.perf_counter()
-    info = build_demo_model(Path(args.out), seed=args.seed)
-    log.info("demo model written to %s in %.2f s: %s", args.out, time.perf_counter() - t0, info)
+    info = build_demo_model(
+        Path(out),
+        seed=int(spec["seed"]),
+        train_dir=Path(spec["train_dir"]) if spec.get("train_dir") else None,
+        train=TrainSpec.from_dict(train) if train else None,
+        init=Path(spec["init"]) if spec.get("init") else None,
+        options=spec.get("options"),
+    )
+    log.info("demo model written to %s in %.2f s: %s", out, time.perf_counter() - t0, info)
     return 0
 
 
@@ -683,8 +705,15 @@ COMMANDS: dict[str, Command] = {
         cmd_demo_model,
         "build an embedded demo model (a tiny Qwen2-VL checkpoint)",
         (
-            arg("--out", required=True, help="checkpoint folder (results/models/<id>)"),
-            arg("--seed", type=int, required=True),
+            arg("--out", help="checkpoint folder (results/models/<id>)"),
+            arg(
+                "--spec",
+                help="how to build it as JSON (seed, options, train_dir, train, init), as "
+                "the rule passes it",
+            ),
+            *CONFIG,
+            arg("--model", help="with --config: the demo model's id (registry)"),
+            arg("--seed", type=int, help="alone: a random-weight model from this seed"),
         ),
     ),
     "demo-seeds": Command(

@@ -449,6 +449,14 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                 f"config: datasets.{name}.path: demo family {family!r} is not generated "
                 f"(demo.families: {', '.join(config['demo']['families'])})"
             )
+    train = config["demo"]["train"]
+    if train["enabled"] and train["seed"] == config["seed"]:
+        raise ConfigError(
+            f"config: demo.train.seed ({train['seed']}) equals seed: the demo models would "
+            "be trained on the very samples they are evaluated on; choose another seed"
+        )
+    if train["enabled"] and not any(w > 0 for w in train["weights"].values()):
+        raise ConfigError("config: demo.train.weights: at least one task needs a weight > 0")
     _check_masking(config)
     for name, cons in config["construct"].items():
         if not cons["from"]:

@@ -280,6 +280,70 @@ class RunPlan:
             return masking["answer_temperature"], masking["answer_max_new_tokens"] or tokens
         return decoding["temperature"], tokens
 
+    # ------------------------------------------------------------------ demo models
+
+    #: where the demo models' training split is written (never evaluated)
+    DEMO_TRAIN_ROOT = "results/raw/demo-train"
+
+    def demo_init(self, model: str) -> str | None:
+        """The checkpoint a demo model starts training from: a reasoning demo model whose
+        base is a demo model is fine-tuned from the base's trained weights."""
+        spec = self.registry[model]
+        base = spec.get("base")
+        if (
+            spec.get("role") == "reasoning"
+            and base
+            and self.registry[base]["demo_seed"] is not None
+        ):
+            return str(self.registry[base]["local_path"])
+        return None
+
+    def demo_model_spec(self, model: str) -> dict[str, Any]:
+        """How the demo model ``model`` is built (the ``demo_model`` job, ``vlmrobust
+        demo-model --spec``): its seed, the pixel limits it is evaluated with, and
+        unless ``demo.train.enabled`` is false the training split, the training
+        settings (``direct`` answers for a base model, ``think`` traces for a reasoning
+        one) and the checkpoint it starts from."""
+        spec = self.registry[model]
+        if spec["demo_seed"] is None:
+            raise ValueError(f"models.{model}: not a demo model (it has no demo_seed)")
+        options = spec.get("options") or {}
+        out: dict[str, Any] = {
+            "seed": spec["demo_seed"],
+            "options": {k: options[k] for k in ("min_pixels", "max_pixels") if k in options},
+            "train_dir": None,
+            "train": None,
+            "init": None,
+        }
+        train = self.config["demo"]["train"]
+        if not train["enabled"]:
+            return out
+        init = self.demo_init(model)
+        out["train_dir"] = self.DEMO_TRAIN_ROOT
+        out["init"] = init
+        out["train"] = {
+            "steps": train["reasoning_steps"] if init else train["steps"],
+            "pretrain_steps": 0 if init else train["pretrain_steps"],
+            "schedule": train["schedule"],
+            "batch_size": train["batch_size"],
+            "lr": train["lr"],
+            "warmup": 0 if init else train["warmup"],
+            "threads": train["threads"],
+            "style": "think" if spec.get("role") == "reasoning" else "direct",
+            "weights": dict(train["weights"]),
+        }
+        return out
+
+    def demo_model_inputs(self, model: str) -> list[str]:
+        """What the ``demo_model`` job reads: the training split and the initial checkpoint."""
+        spec = self.demo_model_spec(model)
+        inputs = []
+        if spec["train"] is not None:
+            inputs.append(f"{self.DEMO_TRAIN_ROOT}/summary.json")
+        if spec["init"] is not None:
+            inputs.append(f"{spec['init']}/vlmrobust_demo.json")
+        return inputs
+
     def infer_context(self, model: str, dataset: str, condition: str, prompt: str) -> list[str]:
         """A second-stage prompt's input: the same model's first-stage outputs (CRM)."""
         from .prompts import PROMPTS

@@ -1,17 +1,22 @@
-"""The embedded demo model: a random-weight Qwen2-VL built locally in seconds.
+"""The embedded demo models: tiny Qwen2-VL checkpoints built and trained locally.
 
 The default configuration runs offline on two CPU cores, so it cannot download a
 checkpoint. :func:`build_demo_model` writes a real Qwen2-VL checkpoint directory
-(``Qwen2VLForConditionalGeneration`` with random weights, a byte-level BPE tokenizer
-trained here on a small built-in English/maths corpus, a Qwen2-VL chat template, an
-image and a video processor) that loads exactly like a downloaded one through
+(``Qwen2VLForConditionalGeneration``, a byte-level BPE tokenizer trained here on a
+small built-in corpus of the demo's words, a Qwen2-VL chat template, an image and a
+video processor) that loads exactly like a downloaded one through
 ``AutoProcessor.from_pretrained`` + ``AutoModelForImageTextToText.from_pretrained``.
-Its answers are noise, but they exercise every code path of the real backends:
-chat templating, image placeholders, batching with left padding, M-RoPE, decoding.
 
-The build is deterministic: the same seed gives byte-identical files (weights and
-tokenizer); different seeds give different weights. The tokenizer does not depend
-on the seed at all.
+Without training data the weights are random (fast builds for tests of the backends).
+With a training split (``train_dir`` + ``train``) the model is then trained briefly on
+the CPU (:mod:`vlmrobust.demo.train`), so that it answers the demo questions through
+the unchanged ``hf`` path: toy models on synthetic data, but with accuracies that move
+when the image is corrupted, distracted or masked. A thinking model may start from a
+trained base model (``init``).
+
+The build is deterministic: the same seed, training split and settings give
+byte-identical files (weights and tokenizer) on the same machine and package versions;
+different seeds give different weights. The tokenizer does not depend on the seed.
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ from vlmrobust.clients.vlm.hf import BUILD_RECORD as DEMO_MARKER
 from vlmrobust.clients.vlm.hf import read_build_record as read_demo_record  # noqa: F401
 from vlmrobust.core.io import sha256_file
 
+from .train import TrainSpec
+
 #: DEMO_MARKER (the build record file, defined with the hf backend that reads it) marks a
 #: directory as a demo model and records how it was built.
 #: Bump when the construction changes, so a cached demo model is rebuilt.
-DEMO_FORMAT = 1
+DEMO_FORMAT = 2
 
 #: Special tokens (Qwen2-VL's names; ids follow the order, from 0).
 SPECIAL_TOKENS = [
@@ -73,6 +80,8 @@ CHAT_TEMPLATE = (
 # side), at least 4, so CPU inference stays fast whatever the input resolution.
 DEMO_MIN_PIXELS = 4 * 28 * 28
 DEMO_MAX_PIXELS = 64 * 28 * 28
+#: Tokenizer size: the corpus's merges fit in this many tokens.
+DEMO_VOCAB = 1024
 
 
 def _corpus() -> list[str]:
@@ -102,7 +111,58 @@ def _corpus() -> list[str]:
     ]
     numbers = [" ".join(str(n) for n in range(k, k + 10)) for k in range(0, 100, 10)]
     sums = [f"{a} + {b} = {a + b}. {a} * {b} = {a * b}." for a in range(10) for b in range(10)]
-    return (lines * 8) + numbers * 4 + sums
+    return (lines * 8) + numbers * 4 + sums + _demo_lines() * 6
+
+
+def _demo_lines() -> list[str]:
+    """The demo's own words: its questions, labels, premises and the trace templates,
+    so the demo models' prompts and answers are short in tokens."""
+    from ..core.prompts import (
+        CRM_ANSWER_INSTRUCTION,
+        CRM_COT_INSTRUCTION,
+        LABEL_INSTRUCTION,
+        MCQ_INSTRUCTION,
+        SHORT_INSTRUCTION,
+        YESNO_INSTRUCTION,
+    )
+    from . import data as demo
+
+    lines = [
+        demo.OBJECT_QUESTION,
+        " ".join(demo.OBJECT_LABELS),
+        " ".join(demo.OBJECT_CLASSES),
+        " ".join(demo.NAMED_COLOURS) + " " + " ".join(demo.SHAPES),
+        MCQ_INSTRUCTION,
+        YESNO_INSTRUCTION,
+        SHORT_INSTRUCTION,
+        LABEL_INSTRUCTION,
+        CRM_COT_INSTRUCTION,
+        CRM_ANSWER_INSTRUCTION,
+        "Is there a red circle in the image? Is the blue square to the left of the green "
+        "triangle? Is the purple diamond above the orange square? Answer yes or no.",
+        "Is Bar A taller than Bar B? Is Bar C the tallest bar in the chart?",
+        "How many green shapes are there in the figure? Which segment is the longest?",
+        "What is the value of Apples in the chart? What is the difference between the "
+        "values? What is the highest value shown in the chart? What is the sum of all the "
+        "values shown in the chart?",
+        "What is written on the sign? What is shown in the left part of the image?",
+        "What is shown in the top-left part of the image? right middle centre bottom",
+        "The image shows a dog. It is in front of a meadow background. It faces left.",
+        "So the category is Dog. I see 5 shapes: a red circle and a blue square.",
+        "There are 4 bars. Bar A is 12. So the answer is yes. So the answer is no.",
+        "The figure has 6 shapes. I count 3 green shapes. The matching option is B.",
+        "The bar chart shows 5 values. The line chart shows 6 values. The answer is 12.",
+        "The diagram shows a triangle problem. We know AB = 5 and BC = 12.",
+        "The image has 3 parts. The part asked about shows a factory.",
+        "Let me look at the image carefully. Let me check this again. I also notice",
+        "Your reasoning: Conclusion: 1. 2. 3.",
+        " ".join(demo._BACKGROUNDS),
+    ]
+    for scen in demo._SCENARIOS:
+        lines.append(scen.conclusion)
+        for prem in scen.premises:
+            lines += [prem.visual.replace("{colour} ", ""), prem.commonsense, prem.intermediate]
+    return lines
 
 
 def _build_tokenizer(vocab: int):
@@ -212,13 +272,26 @@ def build_demo_model(
     hidden: int = 64,
     vision_depth: int = 2,
     vision_embed: int = 32,
-    vocab: int = 600,
+    vocab: int = DEMO_VOCAB,
+    train_dir: Path | None = None,
+    train: TrainSpec | None = None,
+    init: Path | None = None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write a random-weight Qwen2-VL checkpoint directory to ``out_dir``; return its record.
+    """Write a demo Qwen2-VL checkpoint directory to ``out_dir``; return its record.
+
+    Without ``train`` the weights are random (drawn from ``seed``). With ``train`` (a
+    :class:`~vlmrobust.demo.train.TrainSpec`) and ``train_dir`` (a training split
+    written by :func:`vlmrobust.demo.data.generate_demo`) the model is trained on it,
+    starting from random weights or, with ``init``, from the weights of another demo
+    checkpoint of the same sizes. ``options`` are the registry options the model is
+    evaluated with (``min_pixels``/``max_pixels``), so training sees the same pixels.
 
     The record (also written to ``out_dir/vlmrobust_demo.json``) holds the seed, the
-    sizes and the sha256 of ``model.safetensors``. The directory is built beside
-    ``out_dir`` and renamed into place, so a killed build never leaves a half model.
+    sizes, the training record (spec, examples per task, first and last losses), the
+    initial checkpoint's weights hash and the sha256 of ``model.safetensors``. The
+    directory is built beside ``out_dir`` and renamed into place, so a killed build
+    never leaves a half model.
     """
     import torch
     from transformers import (
@@ -257,11 +330,38 @@ def build_demo_model(
         chat_template=CHAT_TEMPLATE,
     )
 
+    if (train is None) != (train_dir is None):
+        raise ValueError("demo model: give both train_dir and train, or neither")
+    if init is not None and train is None:
+        raise ValueError("demo model: init (a checkpoint to start from) needs training data")
+    sizes = {
+        "text_layers": text_layers,
+        "hidden": hidden,
+        "vision_depth": vision_depth,
+        "vision_embed": vision_embed,
+        "vocab": vocab,
+    }
     # Weights: a private generator state, so the caller's global RNG is left alone and
     # nothing drawn before changes what is built.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        model = Qwen2VLForConditionalGeneration(config).to(torch.float32).eval()
+    init_record = None
+    if init is not None:
+        init_record = read_demo_record(Path(init))
+        if init_record is None or init_record.get("format") != DEMO_FORMAT:
+            raise ValueError(
+                f"demo model: init {init} is not a demo checkpoint of format {DEMO_FORMAT} "
+                "(build it first)"
+            )
+        if init_record.get("sizes") != sizes:
+            raise ValueError(
+                f"demo model: init {init} has sizes {init_record.get('sizes')}, not {sizes}"
+            )
+        model = Qwen2VLForConditionalGeneration.from_pretrained(
+            Path(init), dtype=torch.float32
+        ).eval()
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            model = Qwen2VLForConditionalGeneration(config).to(torch.float32).eval()
     model.generation_config = GenerationConfig(
         bos_token_id=config.text_config.bos_token_id,
         pad_token_id=config.text_config.pad_token_id,
@@ -271,6 +371,10 @@ def build_demo_model(
         ],
         do_sample=False,
     )
+
+    training = None
+    if train is not None:
+        training = _train(model, processor, Path(train_dir), train, int(seed), options)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
@@ -283,14 +387,10 @@ def build_demo_model(
         record = {
             "format": DEMO_FORMAT,
             "seed": int(seed),
-            "sizes": {
-                "text_layers": text_layers,
-                "hidden": hidden,
-                "vision_depth": vision_depth,
-                "vision_embed": vision_embed,
-                "vocab": vocab,
-            },
+            "sizes": sizes,
             "parameters": int(sum(p.numel() for p in model.parameters())),
+            "training": training,
+            "init_weights_sha256": None if init_record is None else init_record["weights_sha256"],
             "weights_sha256": sha256_file(weights),
         }
         (tmp / DEMO_MARKER).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -302,6 +402,33 @@ def build_demo_model(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return record
+
+
+def _train(
+    model: Any,
+    processor: Any,
+    train_dir: Path,
+    spec: TrainSpec,
+    seed: int,
+    options: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Train ``model`` on the training split (vlmrobust.demo.train); its record."""
+    from ..clients.vlm.hf import HFBackend
+    from .train import deterministic_torch, load_examples, train_model
+
+    opts = {"min_pixels": DEMO_MIN_PIXELS, "max_pixels": DEMO_MAX_PIXELS, **(options or {})}
+    side = processor.tokenizer.padding_side
+    with deterministic_torch(spec.threads):
+        backend = HFBackend.from_loaded("demo-train", model, processor, options=opts)
+        tasks = [t for t, w in spec.weights.items() if w > 0]
+        if spec.pretrain_steps and "describe" not in tasks:
+            tasks.append("describe")
+        examples = load_examples(train_dir, backend, spec.style, seed, tasks=tasks)
+        pad = processor.tokenizer.pad_token_id
+        record = train_model(model, examples, spec, seed, pad)
+    processor.tokenizer.padding_side = side  # as built (the backend sets it to left)
+    record["pixels"] = {"min_pixels": opts["min_pixels"], "max_pixels": opts["max_pixels"]}
     return record
 
 

@@ -86,6 +86,7 @@ def read_build_record(model_dir: Path) -> dict[str, Any] | None:
         return None
     return json.loads(path.read_text(encoding="utf-8"))
 
+
 #: GenerationConfig fields that the Request decides, so ``options.generation`` may not.
 _REQUEST_DECIDES = {"do_sample", "temperature", "top_p", "max_new_tokens", "num_beams", "top_k"}
 #: Neutral values for every GenerationConfig field that changes the next-token choice.
@@ -456,14 +457,26 @@ class HFBackend(Backend):
         if req.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
         images = [load_image(p) for p in req.image_paths]
-        messages = chat_messages(without_marks(req, media_marks(self.processor)))
-        prompt = self.processor.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=False, **self._template_kwargs
-        )
+        prompt = self.chat_prompt(req)
         seed = req.seed
         if not req.greedy and seed is None:
             seed = secrets.randbits(32)
         return req, prompt, images, seed
+
+    def chat_prompt(self, req: Request) -> str:
+        """The request as the text the model continues: the processor's chat template
+        applied to its messages, with the generation prompt (image placeholders not yet
+        expanded). The demo models are trained on exactly this text."""
+        messages = chat_messages(without_marks(req, media_marks(self.processor)))
+        return self.processor.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, **self._template_kwargs
+        )
+
+    @property
+    def images_kwargs(self) -> dict[str, Any]:
+        """The image-processor arguments of every processor call (``min_pixels`` and
+        ``max_pixels`` as ``size``)."""
+        return dict(self._images_kwargs)
 
     def decode_completion(self, ids: list[int]) -> tuple[str, int, str]:
         """``(text, completion_tokens, finish_reason)`` of one row of generated ids.
