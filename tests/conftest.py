@@ -30,6 +30,17 @@ def _copy_ignore(directory: str, names: list[str]) -> set[str]:
     return ignored
 
 
+#: A short demo-model training for workflow tests (`demo.train`): the DAG is under test,
+#: not what the models learn (tests/test_demo_train.py checks the training itself).
+QUICK_TRAIN = {
+    "n_per_family": 8,
+    "steps": 4,
+    "pretrain_steps": 2,
+    "reasoning_steps": 2,
+    "batch_size": 4,
+}
+
+
 def tool_env() -> dict[str, str]:
     """The environment for subprocesses: this interpreter's scripts first on PATH."""
     env = dict(os.environ)

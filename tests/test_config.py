@@ -78,7 +78,9 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
     assert demo["threads"]["variants"] == 2
     assert demo["models"] == ["demo-base", "demo-reasoning"]
     assert demo["datasets"]["demo-chart"]["scorer"] == "generic"
-    assert demo["decoding"] == {"max_new_tokens": 24, "temperature": 0.0, "top_p": 1.0, "n": 1}
+    assert demo["decoding"] == {"max_new_tokens": 64, "temperature": 0.0, "top_p": 1.0, "n": 1}
+    assert demo["demo"]["train"]["seed"] == 1000 and demo["demo"]["train"]["enabled"]
+    assert demo["demo"]["train"]["weights"]["objects"] == 4
     paper = validate_config(_config("config/paper.yaml"), registry)
     sizes = {n: d["expected_size"] for n, d in paper["datasets"].items()}
     assert sizes == {

@@ -16,7 +16,7 @@ import yaml
 from vlmrobust.core.io import read_jsonl
 
 from .api_server import FakeAPIServer
-from .conftest import BIN, REPO, copy_repo, run, tool_env
+from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, run, tool_env
 
 SENTINEL = "vlmrobust-sentinel-key-0123456789abcdefXYZ"
 
@@ -33,7 +33,7 @@ def _config(workdir: Path, registry: str, models: list[str], **extra) -> str:
     config = {
         "model_registry": registry,
         "models": models,
-        "demo": {"n_per_family": 4, "families": ["chart", "yesno"]},
+        "demo": {"n_per_family": 4, "families": ["chart", "yesno"], "train": QUICK_TRAIN},
         "decoding": {"max_new_tokens": 16},
         "conditions": {
             "clean": {"perturbation": "none"},

@@ -18,7 +18,7 @@ from vlmrobust.core.records import Sample, Variant
 from vlmrobust.core.registry import INFERENCE_KEYS, inference_fields, model_resources
 from vlmrobust.infer.run import Job, plan_requests
 
-from .conftest import BIN, REPO, copy_repo, run
+from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, run
 
 DISPLAY_KEYS = {"name", "family", "role", "base", "studies", "resources"}
 
@@ -126,7 +126,7 @@ def _write_run(workdir: Path, models: dict, run_models: list[str], **extra) -> s
     config = {
         "model_registry": "config/test-models.yaml",
         "models": run_models,
-        "demo": {"n_per_family": 2, "families": ["chart"]},
+        "demo": {"n_per_family": 2, "families": ["chart"], "train": QUICK_TRAIN},
         "decoding": {"max_new_tokens": 8},
         "conditions": {"clean": {"perturbation": "none"}},
         "datasets": {

@@ -10,9 +10,11 @@ import pytest
 
 from vlmrobust.core.io import read_jsonl, sha256_file
 
-from .conftest import BIN, copy_repo, run
+from .conftest import BIN, QUICK_TRAIN, copy_repo, run
 
-SMALL = ["--config", "demo={n_per_family: 3}"]
+# Small demo data and a short training (the models learn little; the DAG is the point).
+DEMO = f"demo={{n_per_family: 3, train: {json.dumps(QUICK_TRAIN)}}}"
+SMALL = ["--config", DEMO]
 FAMILIES = ["diagram", "chart", "yesno", "text", "objects", "geometry", "premises"]
 
 
@@ -109,7 +111,7 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
         demo_run,
         "-n",
         "--config",
-        "demo={n_per_family: 3}",
+        DEMO,
         "conditions={clean: {perturbation: none}, corrupt: {perturbation: corruption,"
         " severities: [5]}, distracted: {perturbation: distraction}, mask-specific:"
         " {perturbation: mask, region: specific, fill: black}, mask-random: {perturbation:"
@@ -167,7 +169,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         demo_run,
         "-n",
         "--config",
-        "demo={n_per_family: 3}",
+        DEMO,
         "models=[demo-base, demo-reasoning, demo-extra]",
     )
     out = proc.stdout + proc.stderr

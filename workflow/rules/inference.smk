@@ -10,7 +10,7 @@ rule demo_train_data:
     conda:
         "../../envs/data.yaml"
     params:
-        out=PLAN.DEMO_TRAIN_ROOT,
+        out=lambda w, output: str(Path(output.summary).parent),
         n_per_family=config["demo"]["train"]["n_per_family"],
         image_size=config["demo"]["image_size"],
         seed=config["demo"]["train"]["seed"],

@@ -31,10 +31,10 @@ package versions (a test builds twice and compares the bytes).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import logging
 import math
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ..clients.vlm.base import Request
+from ..clients.vlm.media import load_image as load_path
 from ..clients.vlm.media import to_rgb
 from ..core.prompts import build_prompt, default_prompt, interleave
 from ..core.records import Sample, Variant, safe_id
@@ -79,7 +80,7 @@ class TrainSpec:
     #: after the warm-up: ``constant``, or ``cosine`` (decays to 0 at the last step)
     schedule: str = "constant"
     style: str = "direct"
-    #: relative frequency of each task in the batches (tasks left out: 0)
+    #: relative frequency of each task in the batches (tasks not named: 0)
     weights: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TASKS, 1.0))
 
     def __post_init__(self) -> None:
@@ -143,8 +144,11 @@ class Example:
 
 
 def _pil(value: Any, base_dir: Path | None) -> Any:
+    """An image value of a row (a path, or bytes) as an RGB image, as the backend loads it."""
     from PIL import Image
 
+    if isinstance(value, str | os.PathLike):
+        return load_path(Path(value) if base_dir is None else Path(base_dir) / value)
     enc = load_image(value, base_dir)
     return to_rgb(Image.open(io.BytesIO(enc.data)))
 
@@ -221,7 +225,7 @@ def load_examples(
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     image_id = tokenizer.convert_tokens_to_ids(processor.image_token)
     merge = int(processor.image_processor.merge_size)
-    pixels: dict[tuple[str, ...], tuple[Any, Any]] = {}  # an image is processed once
+    pixels: dict[tuple[int, ...], tuple[Any, Any]] = {}  # an image is processed once
     read: dict[str, list[Any]] = {}  # and read once
     out: dict[str, list[Example]] = {}
     for task in tasks or list(TASKS):
@@ -249,7 +253,7 @@ def load_examples(
                 content, system = built.content, built.system
             req = Request(key=sample.sample_id, content=content, max_new_tokens=1, system=system)
             prompt = backend.chat_prompt(req)
-            key = tuple(hashlib.sha256(im.tobytes()).hexdigest() for im in images)
+            key = tuple(id(im) for im in images)  # the read cache keeps each image alive
             if key not in pixels:
                 vision = processor.image_processor(images=images, return_tensors="pt",
                                                    **backend.images_kwargs.get("images_kwargs", {}))  # fmt: skip
