@@ -115,7 +115,7 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
         for n, d in paper["datasets"].items()
     }
     assert tokens == {**{n: 4096 for n in sizes}, "mathvista": 16384, "mathvision": 16384}
-    assert demo["masking"]["cot_max_new_tokens"] == 48
+    assert demo["masking"]["cot_max_new_tokens"] == 64
     assert paper["datasets"]["mathvista"]["prompts"] == [
         "mathvista-cot",
         "mathvista-format",

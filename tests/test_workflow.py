@@ -92,7 +92,7 @@ def test_every_answer_is_scored(demo_run):
     outputs = read_jsonl(demo_run / "results/outputs/demo-base/demo-chart/corrupt/default.jsonl")
     manifest = read_jsonl(demo_run / "results/variants/demo-chart/corrupt/manifest.jsonl")
     assert [o["image_sha256"] for o in outputs] == [m["sha256"] for m in manifest]
-    assert all(o["backend"] == "hf" and o["max_new_tokens"] == 24 for o in outputs)
+    assert all(o["backend"] == "hf" and o["max_new_tokens"] == 64 for o in outputs)
 
 
 def test_samples_reports(demo_run):
@@ -280,11 +280,11 @@ def test_masking_study_end_to_end(demo_run):
             assert int((mask == 255).sum()) == b["w"] * b["h"]
             masked = np.asarray(Image.open(demo_run / row["images"][0]).convert("RGB"))
             assert masked[y0:y1, x0:x1].max() == 0  # fill: black
-    # the two stages: chain at 0.2 and 48 tokens, answer greedy after the chain
+    # the two stages: chain at 0.2 and 64 tokens, answer greedy after the chain
     out = demo_run / "results/outputs/demo-base/demo-visargs/mask-random"
     cot, answer = read_jsonl(out / "crm-cot.jsonl"), read_jsonl(out / "crm-answer.jsonl")
-    assert {(r["temperature"], r["max_new_tokens"]) for r in cot} == {(0.2, 48)}
-    assert {(r["temperature"], r["max_new_tokens"]) for r in answer} == {(0.0, 16)}
+    assert {(r["temperature"], r["max_new_tokens"]) for r in cot} == {(0.2, 64)}
+    assert {(r["temperature"], r["max_new_tokens"]) for r in answer} == {(0.0, 24)}
     assert all(len(r["context_sha256"]) == 64 for r in answer)
     assert all(r["error"] is None for r in cot + answer)
     # compared rows -> metrics: the rates are the rows' shares

@@ -17,11 +17,18 @@ What the model sees in training is exactly what it sees when the workflow asks i
 - the target (:mod:`vlmrobust.demo.traces`) follows the prompt: the answer, or for a
   *thinking* model a templated ``<think>…</think>`` trace and then the answer.
 
-The loss is the next-token cross-entropy on the target tokens and the end-of-turn token
-only. Steps draw a task (family or prompt) by ``weights``, then an example of it, from a
-generator seeded by the model's seed; AdamW with a linear warm-up. A thinking model may
-start from a trained direct model (``init``): the demo's reasoning models are fine-tuned
-from their base model, as real reasoning VLMs are.
+One auxiliary task is never asked at evaluation: ``describe`` ("Describe the image." on
+the objects, yes/no, chart and premises images → every fact the trace templates know),
+many bits of supervision per image where an answer gives one.
+
+A model trained from random weights first pre-trains its vision tower
+(:func:`pretrain_vision`). Then the loss is the next-token cross-entropy on the target
+tokens and the end-of-turn token only, averaged per example. Each example of a batch
+draws its task by ``weights``, then an example of that task, from a generator seeded by
+the model's seed (mixed batches: single-task batches learned markedly worse); AdamW
+with a linear warm-up. A thinking model may start from a trained direct model
+(``init``): the demo's reasoning models are fine-tuned from their base model, as real
+reasoning VLMs are.
 
 Determinism: a fixed number of threads (``threads``), deterministic algorithms and a
 private random state give the same weights for the same inputs on the same machine and
