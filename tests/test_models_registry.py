@@ -239,11 +239,12 @@ def test_editing_a_display_name_reruns_no_inference(tmp_path):
     shard = "results/outputs/demo-base/demo-chart/clean/default/shard0of1.jsonl"
     assert (workdir / shard).exists()
 
+    # (not `role`: for a demo model it decides what the model is trained to write,
+    # so editing it rebuilds the checkpoint; a downloaded model's role is display-only)
     edited = {
         **entry,
         "name": "Demo-Renamed",
         "family": "renamed",
-        "role": "reasoning",
         "studies": ["corruption"],
         "resources": {"mem_mb": 2000, "runtime": 10},
     }

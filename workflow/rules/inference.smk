@@ -34,6 +34,10 @@ rule demo_model:
     conda:
         "../../envs/infer.yaml"
     threads: config["demo"]["train"]["threads"]
+    # The training split's pixels are held in memory (about 5 GB at the defaults).
+    resources:
+        mem_mb=8000,
+        runtime=30,
     params:
         spec=demo_model_spec,
     shell:
