@@ -74,12 +74,6 @@ def test_traces_vary_in_length_and_name_the_image():
     assert all(t.endswith("So the category is Dog.") for t in traces)
     assert any("The image shows a dog." in t for t in traces)
     assert any("meadow" in t for t in traces)
-    # a distractor is sometimes named, never always
-    named = [
-        "I also notice a red label." in think_trace(s, np.random.default_rng(k), "A red label.")
-        for k in range(40)
-    ]
-    assert 5 < sum(named) < 35
 
 
 def test_describe_and_crm_chain():

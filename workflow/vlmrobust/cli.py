@@ -125,8 +125,9 @@ def cmd_demo_model(args: argparse.Namespace) -> int:
     if args.config is not None:
         if not args.model:
             raise SystemExit("demo-model: --config needs --model (the demo model's id)")
-        spec = _plan(args).demo_model_spec(args.model)
-        out = args.out or _plan(args).registry[args.model]["local_path"]
+        plan = _plan(args)
+        spec = plan.demo_model_spec(args.model)
+        out = args.out or plan.registry[args.model]["local_path"]
     elif args.spec is not None:
         spec, out = json.loads(args.spec), args.out
     elif args.seed is not None:

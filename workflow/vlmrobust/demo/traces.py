@@ -8,8 +8,7 @@ image, from the facts the demo generator recorded in each sample's ``meta`` (the
 and its background, the shapes and bars of a figure, the chart's values, the sign's
 words, the geometry givens, the premise in a region), and varies in length: every
 sentence but the last is kept or dropped at random (a generator per sample), and a
-filler sentence is sometimes added. On a distracted image the trace sometimes names the
-distractor (its description, from the construction record).
+filler sentence is sometimes added.
 
 Nothing here looks at pixels: the traces are *targets*; what a trained tiny model
 writes at test time is whatever it learned to associate with the image.
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..core.records import Sample
+from .data import SOURCE_FAMILY
 
 __all__ = [
     "DESCRIBE_PROMPT",
@@ -46,6 +46,10 @@ def _an(word: str) -> str:
     return ("an " if word[:1].lower() in "aeiou" else "a ") + word
 
 
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
 def _join(items: list[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
@@ -58,7 +62,7 @@ def answer_target(sample: Sample) -> str:
     return str(sample.answer)
 
 
-def _objects(meta: dict[str, Any]) -> list[str]:
+def _objects(meta: dict[str, Any], answer: str) -> list[str]:
     cls = str(meta.get("imagenet9_class") or meta.get("label") or "object")
     out = [f"The image shows {_an(cls)}."]
     if meta.get("background"):
@@ -128,42 +132,28 @@ def _premise(meta: dict[str, Any], answer: str) -> list[str]:
     premises = meta.get("visual_premises") or []
     if premises:
         out.append(f"The image has {len(premises)} parts.")
-    out.append(f"The part asked about shows {answer[:1].lower() + answer[1:]}")
+    out.append(f"The part asked about shows {_lower_first(answer)}")
     return out
 
 
+#: demo family of a sample, from the source family the generator records (VisArgs-style
+#: samples of the premises images carry none)
+_FAMILY_OF_SOURCE = {source: family for family, source in SOURCE_FAMILY.items()}
+
+
 def _family(sample: Sample) -> str:
-    fam = str(sample.meta.get("source_family") or "")
-    if "imagenet" in fam:
-        return "objects"
-    if "hallusion" in fam:
-        return "yesno"
-    if "chart" in fam:
-        return "chart"
-    if "textvqa" in fam:
-        return "text"
-    if "mathverse" in fam:
-        return "geometry"
-    if "mmmu" in fam:
-        return "diagram"
-    return "premises"
+    return _FAMILY_OF_SOURCE.get(str(sample.meta.get("source_family") or ""), "premises")
 
 
-def think_trace(sample: Sample, rng: np.random.Generator, distractor: str | None = None) -> str:
+def think_trace(sample: Sample, rng: np.random.Generator) -> str:
     """A templated reasoning trace for ``sample`` (module docstring): every sentence
     but the conclusion kept with probability 0.7, a filler sentence first with
-    probability 0.3, and — when ``distractor`` (a description) is given — a sentence
-    naming it with probability 0.5."""
-    meta, answer = sample.meta, answer_target(sample)
-    sentences = _sentences(sample, _family(sample), meta, answer)
-    body, last = sentences[:-1], sentences[-1]
-    kept = [s for s in body if rng.random() < 0.7]
+    probability 0.3."""
+    sentences = _sentences(sample)
+    kept = [s for s in sentences[:-1] if rng.random() < 0.7]
     if rng.random() < 0.3:
         kept.insert(0, _FILLERS[int(rng.integers(len(_FILLERS)))])
-    if distractor and rng.random() < 0.5:
-        text = distractor.strip().rstrip(".")
-        kept.append(f"I also notice {text[:1].lower() + text[1:]}.")
-    return " ".join([*kept, last])
+    return " ".join([*kept, sentences[-1]])
 
 
 #: The prompt of the auxiliary ``describe`` task (module docstring of vlmrobust.demo.train).
@@ -174,30 +164,29 @@ def describe(sample: Sample) -> str:
     """Everything the trace of ``sample`` could say about its image, in full (the
     ``describe`` task's target): every sentence of the trace but the conclusion; for a
     premises image, each region's premise."""
-    meta, answer = sample.meta, answer_target(sample)
-    family = _family(sample)
-    if family == "premises" and meta.get("locations"):
+    meta = sample.meta
+    if _family(sample) == "premises" and meta.get("locations"):
         return " ".join(
-            f"The {loc} part shows {p[:1].lower() + p[1:]}"
+            f"The {loc} part shows {_lower_first(p)}"
             for loc, p in zip(meta["locations"], meta.get("visual_premises") or [], strict=False)
         )
-    return " ".join(_sentences(sample, family, meta, answer)[:-1])
+    return " ".join(_sentences(sample)[:-1])
 
 
-def _sentences(sample: Sample, family: str, meta: dict[str, Any], answer: str) -> list[str]:
-    if family == "objects":
-        return _objects(meta)
-    if family == "yesno":
-        return _yesno(meta, answer)
-    if family == "diagram":
-        return _diagram(meta, answer)
-    if family == "chart":
-        return _chart(meta, answer)
-    if family == "text":
-        return _text(meta, answer)
-    if family == "geometry":
-        return _geometry(meta, answer)
-    return _premise(meta, answer)
+_TEMPLATES = {
+    "objects": _objects,
+    "yesno": _yesno,
+    "diagram": _diagram,
+    "chart": _chart,
+    "text": _text,
+    "geometry": _geometry,
+    "premises": _premise,
+}
+
+
+def _sentences(sample: Sample) -> list[str]:
+    """The trace's sentences for ``sample``'s family; the last one is the conclusion."""
+    return _TEMPLATES[_family(sample)](sample.meta, answer_target(sample))
 
 
 def crm_chain(sample: Sample) -> str:
@@ -206,7 +195,7 @@ def crm_chain(sample: Sample) -> str:
     meta = sample.meta
     k = int(meta.get("premise_index", 0))
     common = meta.get("commonsense_premises") or []
-    steps = [f"The image shows {sample.answer[:1].lower() + sample.answer[1:]}"]
+    steps = [f"The image shows {_lower_first(sample.answer)}"]
     if k < len(common):
         steps.append(str(common[k]))
     steps.append(f"Conclusion: {sample.answer}")
@@ -218,7 +207,6 @@ def target_text(
     prompt: str,
     style: str,
     rng: np.random.Generator,
-    distractor: str | None = None,
 ) -> str:
     """The text the model is trained to generate for ``sample`` under ``prompt``.
 
@@ -236,4 +224,4 @@ def target_text(
         return answer
     if style != "think":
         raise ValueError(f"demo training style must be 'direct' or 'think', got {style!r}")
-    return f"{THINK_OPEN} {think_trace(sample, rng, distractor)}{THINK_CLOSE} {answer}"
+    return f"{THINK_OPEN} {think_trace(sample, rng)}{THINK_CLOSE} {answer}"

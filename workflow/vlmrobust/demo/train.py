@@ -208,8 +208,7 @@ def _samples(
 def _prompt_name(task: str, sample: Sample) -> str:
     if task in ("crm-cot", "crm-answer", "describe"):
         return task
-    adapter = "demo"
-    return default_prompt(adapter, sample)
+    return default_prompt("demo", sample)
 
 
 def load_examples(
