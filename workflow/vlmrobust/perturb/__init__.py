@@ -13,6 +13,7 @@ from . import masking  # noqa: F401  (registers "mask")
 from .corruption import CORRUPTION_METHODS, SEVERITIES, corrupt_image, result_mode
 from .variants import (
     PERTURBATIONS,
+    Excluded,
     Perturbation,
     VariantPlan,
     build_variants,
@@ -22,6 +23,7 @@ from .variants import (
 
 __all__ = [
     "CORRUPTION_METHODS",
+    "Excluded",
     "PERTURBATIONS",
     "SEVERITIES",
     "Perturbation",

@@ -16,10 +16,21 @@ Perturbations live in the registry :data:`PERTURBATIONS` (re-exported by
   defaults; errors name ``conditions.<condition>.<key>``.
 * ``plan(sample, condition, spec, seed) -> list[VariantPlan]``: the variants of one
   sample (id, recorded params, seed, optionally a changed question).
-* ``apply(image, params, seed) -> image | (image, mask)``: a plain function applied to
-  every image of the variant, with ``params`` = the prepared spec overlaid with the
-  variant's params and ``seed`` = ``derive_seed(seed, condition, variant_id, k)`` for
-  image ``k``. ``apply=None`` means the variant keeps the sample's own image files.
+* ``setup(samples, condition, spec) -> spec`` (optional): called once with every
+  sample of the dataset after ``prepare``, for perturbations that draw from the other
+  samples (Idis-math's aligned / conflicting figures come from diagrams of the same or
+  another concept family); what it adds to the spec is passed to ``plan`` and ``apply``.
+* ``plan(sample, condition, spec, seed) -> list[VariantPlan | Excluded]``: the variants
+  of one sample (id, recorded params, seed, optionally a changed question). An
+  :class:`Excluded` entry is a variant that could not be made (a textual distractor
+  that failed its checks after every retry): it is not in the manifest, and the stage's
+  report (``report.json`` beside the manifest) counts it by reason and lists its id.
+* ``apply(image, params, seed) -> image | (image, mask) | (image, mask, info)``: a plain
+  function applied to every image of the variant, with ``params`` = the prepared spec
+  overlaid with the variant's params and ``seed`` = ``derive_seed(seed, condition,
+  variant_id, k)`` for image ``k``. ``info`` (a JSON-able dict: what was placed where,
+  areas) is recorded in the variant's params under ``placed`` (one entry per image).
+  ``apply=None`` means the variant keeps the sample's own image files.
 
 A later perturbation (edit, composite, mask, ...) plugs in with :func:`register`, called
 at import time of a module that ``vlmrobust/perturb/__init__.py`` imports: with
@@ -51,6 +62,7 @@ from .corruption import CORRUPTION_METHODS, SEVERITIES, corrupt_image
 
 __all__ = [
     "PERTURBATIONS",
+    "Excluded",
     "Perturbation",
     "VariantPlan",
     "build_variants",
@@ -58,7 +70,11 @@ __all__ = [
     "register",
 ]
 
-ApplyResult = Image.Image | tuple[Image.Image, Image.Image | None]
+ApplyResult = (
+    Image.Image
+    | tuple[Image.Image, Image.Image | None]
+    | tuple[Image.Image, Image.Image | None, dict[str, Any] | None]
+)
 ApplyFn = Callable[[Image.Image, dict[str, Any], int], ApplyResult]
 
 
@@ -75,8 +91,18 @@ class VariantPlan:
     )
 
 
-PlanFn = Callable[[Sample, str, dict[str, Any], int], list[VariantPlan]]
+@dataclass(frozen=True)
+class Excluded:
+    """A variant that could not be made; counted by ``reason`` in the stage's report."""
+
+    variant_id: str
+    reason: str
+    detail: str = ""
+
+
+PlanFn = Callable[[Sample, str, dict[str, Any], int], list[VariantPlan | Excluded]]
 PrepareFn = Callable[[str, dict[str, Any]], dict[str, Any]]
+SetupFn = Callable[[list[Sample], str, dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -87,6 +113,7 @@ class Perturbation:
     prepare: PrepareFn
     plan: PlanFn
     apply: ApplyFn | None
+    setup: SetupFn | None = None
 
 
 #: name → perturbation; the names a condition's ``perturbation`` key may take.
@@ -314,8 +341,9 @@ def _png_bytes(image: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def _run_task(task: _Task) -> tuple[str, str | None]:
-    """Perturb one image, write it (and its mask); return their sha256 (mask: or None)."""
+def _run_task(task: _Task) -> tuple[str, str | None, dict[str, Any] | None]:
+    """Perturb one image, write it (and its mask); return their sha256 (mask: or None)
+    and what the perturbation says it placed (or None)."""
     image = _load_image(task.sample_id, task.source)
     apply = PERTURBATIONS[task.perturbation].apply
     assert apply is not None
@@ -326,9 +354,12 @@ def _run_task(task: _Task) -> tuple[str, str | None]:
             f"sample {task.sample_id!r}: perturbation {task.perturbation!r} "
             f"{task.params} failed on {task.source}: {exc}"
         ) from exc
-    mask = None
+    mask = info = None
     if isinstance(result, tuple):
-        result, mask = result
+        if len(result) == 3:
+            result, mask, info = result
+        else:
+            result, mask = result
     data = _png_bytes(result)
     atomic_write_bytes(task.image_path, data)
     mask_sha = None
@@ -336,7 +367,7 @@ def _run_task(task: _Task) -> tuple[str, str | None]:
         mdata = _png_bytes(mask)
         atomic_write_bytes(task.mask_path, mdata)
         mask_sha = sha256_bytes(mdata)
-    return sha256_bytes(data), mask_sha
+    return sha256_bytes(data), mask_sha, info
 
 
 def _init_worker() -> None:
@@ -351,9 +382,11 @@ def _init_worker() -> None:
         pass
 
 
-def _run_tasks(tasks: list[_Task], threads: int, desc: str) -> list[tuple[str, str | None]]:
+def _run_tasks(
+    tasks: list[_Task], threads: int, desc: str
+) -> list[tuple[str, str | None, dict[str, Any] | None]]:
     bar = tqdm(total=len(tasks), desc=desc, unit="img", file=sys.stderr, dynamic_ncols=True)
-    results: list[tuple[str, str | None]] = []
+    results: list[tuple[str, str | None, dict[str, Any] | None]] = []
     try:
         workers = min(threads, len(tasks))
         if workers <= 1:
@@ -407,7 +440,10 @@ def build_variants(
     pert = PERTURBATIONS[name]
     spec = pert.prepare(condition, dict(spec))
     samples = read_samples(samples_path)
+    if pert.setup is not None:
+        spec = pert.setup(samples, condition, spec)
     images_dir = out.parent / "images"
+    excluded: list[Excluded] = []
 
     variants: list[Variant] = []
     tasks: list[_Task] = []
@@ -420,6 +456,9 @@ def build_variants(
         if not sample.images and not without_images:
             raise ValueError(f"sample {sample.sample_id!r} in {samples_path} has no images")
         for plan in pert.plan(sample, condition, spec, seed):
+            if isinstance(plan, Excluded):
+                excluded.append(plan)
+                continue
             if plan.variant_id in seen:
                 raise ValueError(
                     f"variant id {plan.variant_id!r} occurs twice (samples "
@@ -473,9 +512,14 @@ def build_variants(
         images_dir.mkdir(parents=True, exist_ok=True)
         results = _run_tasks(tasks, threads, desc=f"variants {condition}")
         masks: dict[int, list[str | None]] = {}
-        for task, (vi, _k), (sha, mask_sha) in zip(tasks, slots, results, strict=True):
+        infos: dict[int, list[dict[str, Any] | None]] = {}
+        for task, (vi, _k), (sha, mask_sha, info) in zip(tasks, slots, results, strict=True):
             variants[vi].sha256.append(sha)
             masks.setdefault(vi, []).append(task.mask_path if mask_sha is not None else None)
+            infos.setdefault(vi, []).append(info)
+        for vi, ilist in infos.items():
+            if any(i is not None for i in ilist):
+                variants[vi].params["placed"] = ilist
         for vi, mlist in masks.items():
             if all(m is None for m in mlist):
                 continue
@@ -485,4 +529,31 @@ def build_variants(
                     f"{variants[vi].variant_id!r} but not for all"
                 )
             variants[vi].masks = [m for m in mlist if m is not None]
-    return write_variants(out, variants)
+    n = write_variants(out, variants)
+    _write_report(out.parent / "report.json", condition, name, len(samples), n, excluded)
+    return n
+
+
+def _write_report(
+    path: Path, condition: str, name: str, n_samples: int, n: int, excluded: list[Excluded]
+) -> None:
+    from collections import Counter
+
+    from ..core.io import write_json
+
+    by_reason = Counter(e.reason for e in excluded)
+    write_json(
+        path,
+        {
+            "condition": condition,
+            "perturbation": name,
+            "samples": n_samples,
+            "variants": n,
+            "excluded": len(excluded),
+            "excluded_by_reason": dict(sorted(by_reason.items())),
+            "excluded_variants": [
+                {"variant_id": e.variant_id, "reason": e.reason, "detail": e.detail}
+                for e in excluded
+            ],
+        },
+    )
