@@ -504,6 +504,16 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
             f"config: decoding.n is {decoding['n']} but decoding.temperature is 0: greedy "
             "draws would all be the same; set a temperature above 0"
         )
+    for name, ds in config["datasets"].items():
+        n = ds["n"] if ds["n"] is not None else decoding["n"]
+        t = ds["temperature"] if ds["temperature"] is not None else decoding["temperature"]
+        if n > 1 and t <= 0:
+            raise ConfigError(
+                f"config: datasets.{name}: {n} draws per question (n) at temperature 0 "
+                "would all be the same; set datasets.{name}.temperature above 0".replace(
+                    "{name}", name
+                )
+            )
     if registry is None:
         registry = validate_registry(load_yaml(config["model_registry"]), config["model_registry"])
     for name, ds in config["datasets"].items():

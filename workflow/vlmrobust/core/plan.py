@@ -271,14 +271,24 @@ class RunPlan:
 
     def stage_decoding(self, prompt: str, dataset: str) -> tuple[float, int]:
         """(temperature, max_new_tokens) of a prompt on a dataset: the CRM stages have
-        their own (config ``masking``), every other prompt the run's ``decoding``."""
+        their own (config ``masking``), every other prompt the dataset's own settings
+        (``datasets.<d>.temperature``, ``max_new_tokens``), else the run's ``decoding``."""
         decoding, masking = self.config["decoding"], self.config["masking"]
-        tokens = self.datasets[dataset]["max_new_tokens"] or decoding["max_new_tokens"]
+        ds = self.datasets[dataset]
+        tokens = ds["max_new_tokens"] or decoding["max_new_tokens"]
         if prompt == masking["cot_prompt"]:
             return masking["cot_temperature"], masking["cot_max_new_tokens"] or tokens
         if prompt == masking["answer_prompt"]:
             return masking["answer_temperature"], masking["answer_max_new_tokens"] or tokens
-        return decoding["temperature"], tokens
+        temperature = ds["temperature"] if ds["temperature"] is not None else None
+        return (decoding["temperature"] if temperature is None else temperature), tokens
+
+    def draws(self, dataset: str) -> tuple[int, float]:
+        """(draws per question, top-p) of a dataset: its own or the run's ``decoding``."""
+        decoding, ds = self.config["decoding"], self.datasets[dataset]
+        n = ds["n"] if ds["n"] is not None else decoding["n"]
+        top_p = ds["top_p"] if ds["top_p"] is not None else decoding["top_p"]
+        return int(n), float(top_p)
 
     # ------------------------------------------------------------------ demo models
 
@@ -361,9 +371,9 @@ class RunPlan:
         from .registry import inference_fields
 
         adapter = self.datasets[dataset]["adapter"]
-        decoding = self.config["decoding"]
         temperature, max_new_tokens = self.stage_decoding(prompt, dataset)
-        return {
+        n, top_p = self.draws(dataset)
+        spec = {
             "model": model,
             "model_spec": inference_fields(self.registry[model]),
             "prompt": prompt,
@@ -371,12 +381,15 @@ class RunPlan:
             "adapter": adapter,
             "max_new_tokens": max_new_tokens,
             "temperature": temperature,
-            "top_p": decoding["top_p"],
-            "n": decoding["n"],
+            "top_p": top_p,
+            "n": n,
             "seed": self.config["seed"],
             "shard": int(shard),
             "shards": int(shards),
         }
+        if self.datasets[dataset]["image_size"] is not None:
+            spec["image_size"] = int(self.datasets[dataset]["image_size"])
+        return spec
 
     def shard_path(
         self, model: str, dataset: str, condition: str, prompt: str, shard: int, shards: int

@@ -100,7 +100,9 @@ class OutputRow:
 
     ``raw_text`` is everything the model generated; ``thinking`` the reasoning part
     split off by the model family's markers (``<think>...</think>``; None when there
-    is none) and ``answer_text`` the rest, which scoring reads. ``image_sha256`` are the
+    is none) and ``answer_text`` the rest, which scoring reads. ``thinking_tokens`` is
+    the reasoning length: the thinking part's tokens with the model's own tokenizer
+    (local checkpoints) or the reasoning tokens the API reports; None without either. ``image_sha256`` are the
     hashes of the exact image files the model saw, so a row is never reused for a
     different image. ``error`` is set (and ``finish_reason == "error"``) when the
     generation failed after every retry; such a row is scored wrong with that reason.
@@ -138,6 +140,9 @@ class OutputRow:
     #: a second-stage prompt (CRM final answer): sha256 of the first-stage text it was
     #: given, so a row is never reused after that text changed
     context_sha256: str | None = None
+    #: every image resized to image_size x image_size before the model saw it (the
+    #: dataset's ``image_size``; ``image_sha256`` are still the variant's own files)
+    image_size: int | None = None
     #: sha256 of the model's inference settings (checkpoint, revision, backend options):
     #: a row is reused on resume only for the same settings and ``model_revision``
     model_spec_sha256: str | None = None

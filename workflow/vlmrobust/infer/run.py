@@ -57,6 +57,8 @@ class Job:
     # versions of the prompt builders the job was planned with (name -> version; the
     # workflow's rerun trigger when a prompt's text changes); checked when given
     prompt_versions: dict[str, str] | None = None
+    # every image resized to image_size x image_size before the model sees it (None: as is)
+    image_size: int | None = None
 
 
 @dataclass
@@ -77,16 +79,46 @@ def read_contexts(path: Path) -> dict[str, str]:
     return {row["key"]: chain_text(row) for row in read_jsonl(path)}
 
 
+def resized_content(content: list[dict[str, str]], size: int, folder: Path) -> list[dict[str, str]]:
+    """``content`` with every image replaced by a ``size`` x ``size`` copy (bicubic,
+    EXIF orientation applied, RGB) written once under ``folder`` (named by the source
+    file's hash), so every backend, local or API, sees the same resized pixels."""
+    from PIL import Image, ImageOps
+
+    from ..core.io import atomic_write_bytes, sha256_file
+
+    out = []
+    for part in content:
+        if part.get("type") != "image":
+            out.append(part)
+            continue
+        target = folder / f"{sha256_file(part['path'])[:32]}_{size}.png"
+        if not target.exists():
+            with Image.open(part["path"]) as im:
+                im.load()
+                img = ImageOps.exif_transpose(im).convert("RGB")
+            buf = img.resize((size, size), Image.Resampling.BICUBIC)
+            import io
+
+            data = io.BytesIO()
+            buf.save(data, format="PNG")
+            atomic_write_bytes(target, data.getvalue())
+        out.append({**part, "path": str(target)})
+    return out
+
+
 def plan_requests(
     job: Job,
     variants: list[Variant],
     samples: dict[str, Sample],
     contexts: dict[str, str] | None = None,
+    resized_dir: Path | None = None,
 ) -> list[Planned]:
     """One request per (variant, draw) of this job's shard, in manifest order.
 
     ``contexts`` (key -> text) feed a second-stage prompt (``PromptBuilder.needs``):
-    the first-stage output of the same (variant, draw)."""
+    the first-stage output of the same (variant, draw). With ``job.image_size`` the
+    images are resized copies written under ``resized_dir`` (:func:`resized_content`)."""
     from ..core.io import sha256_bytes
     from ..core.prompts import PROMPTS, build_prompt, default_prompt
 
@@ -120,6 +152,9 @@ def plan_requests(
                 context = contexts[key]  # type: ignore[index]
                 context_sha = sha256_bytes(context.encode("utf-8"))
             built = build_prompt(sample, variant, name, context)
+            content = built.content
+            if job.image_size is not None and resized_dir is not None:
+                content = resized_content(content, job.image_size, resized_dir)
             planned_version = (job.prompt_versions or {}).get(built.name)
             if planned_version is not None and planned_version != built.version:
                 raise ValueError(
@@ -131,7 +166,7 @@ def plan_requests(
                 seed = derive_seed(job.seed, job.model, variant.variant_id, draw)
             request = Request(
                 key=output_key(variant.variant_id, draw),
-                content=built.content,
+                content=content,
                 max_new_tokens=job.max_new_tokens,
                 temperature=job.temperature,
                 top_p=job.top_p,
@@ -167,6 +202,7 @@ def _reusable(row: dict[str, Any], plan: Planned, job: Job) -> bool:
         and row.get("top_p") == r.top_p
         and row.get("seed") == r.seed
         and row.get("context_sha256") == plan.context_sha256
+        and row.get("image_size") == job.image_size
     )
 
 
@@ -188,10 +224,23 @@ def read_partial(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def reasoning_tokens(result: Result, thinking: str | None, backend: Backend) -> int | None:
+    """The reasoning length of one output: what the backend reports (an API's reasoning
+    tokens), else the thinking part counted with the model's own tokenizer; None when
+    neither exists (no thinking part, or an API that reports none)."""
+    extra = result.extra or {}
+    for key in ("thinking_tokens", "reasoning_tokens"):
+        if extra.get(key) is not None:
+            return int(extra[key])
+    if thinking is None:
+        return None
+    return backend.count_tokens(thinking)
+
+
 def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputRow:
     markers = job.model_spec.get("options", {}).get("thinking_markers")
     thinking, answer = split_thinking(result.text or "", markers)
-    thinking_tokens = result.extra.get("thinking_tokens") if result.extra else None
+    thinking_tokens = reasoning_tokens(result, thinking, backend)
     r = plan.request
     return OutputRow(
         key=r.key,
@@ -221,6 +270,7 @@ def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputR
         error=result.error,
         context_sha256=plan.context_sha256,
         model_spec_sha256=model_spec_sha256(job),
+        image_size=job.image_size,
     )
 
 
@@ -249,9 +299,10 @@ def run_inference(
         )
     samples = {s.sample_id: s for s in read_samples(samples_path)}
     contexts = read_contexts(context) if context is not None else None
-    plans = plan_requests(job, variants, samples, contexts)
-    by_key = {p.request.key: p for p in plans}
     out.parent.mkdir(parents=True, exist_ok=True)
+    resized = out.with_name(out.name + ".resized") if job.image_size is not None else None
+    plans = plan_requests(job, variants, samples, contexts, resized)
+    by_key = {p.request.key: p for p in plans}
     partial = out.with_name(out.name + ".partial")
     done: dict[str, dict[str, Any]] = {}
     dropped = 0
@@ -332,6 +383,10 @@ def run_inference(
         )
     else:
         partial.unlink(missing_ok=True)
+    if resized is not None:
+        import shutil
+
+        shutil.rmtree(resized, ignore_errors=True)
     return {
         "requests": len(plans),
         "reused": len(plans) - generated,

@@ -1094,17 +1094,21 @@ def read_inputs(
     return scored, variants
 
 
-def write_metrics(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write the tidy table as CSV atomically (NaN and not-applicable text -> empty cell)."""
-    lacking = [c for c in METRIC_COLUMNS if c not in df.columns]
+def write_metrics(df: pd.DataFrame, path: str | os.PathLike, extra: Sequence[str] = ()) -> None:
+    """Write the tidy table as CSV atomically (NaN and not-applicable text -> empty cell).
+    ``extra`` are a study's own columns after :data:`METRIC_COLUMNS` (the Idis study's
+    distractor kind, semantics, count and response rank)."""
+    columns = [*METRIC_COLUMNS, *extra]
+    lacking = [c for c in columns if c not in df.columns]
     if lacking:
         raise ValueError(f"not a metrics table: no column(s) {', '.join(lacking)}")
     with atomic_write(path, "w", encoding="utf-8", newline="") as fh:
-        df.loc[:, list(METRIC_COLUMNS)].to_csv(fh, index=False, na_rep="", lineterminator="\n")
+        df.loc[:, columns].to_csv(fh, index=False, na_rep="", lineterminator="\n")
 
 
 def read_metrics(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a table written by :func:`write_metrics` back (text ``""``, numbers NaN)."""
+    """Read a table written by :func:`write_metrics` back (text ``""``, numbers NaN;
+    a study's extra columns stay text)."""
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
     for c in FLOAT_COLUMNS:
         df[c] = pd.to_numeric(df[c].replace("", None), errors="coerce").astype(float)

@@ -78,6 +78,8 @@ SCORED_COLUMNS = (
     "reason",
     "finish_reason",
     "error",
+    "thinking_tokens",
+    "completion_tokens",
 )
 
 
@@ -161,6 +163,8 @@ def score_outputs(
                 "reason": result.reason,
                 "finish_reason": row.finish_reason,
                 "error": row.error,
+                "thinking_tokens": row.thinking_tokens,
+                "completion_tokens": row.completion_tokens,
             }
         )
     return out

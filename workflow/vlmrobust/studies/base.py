@@ -53,6 +53,8 @@ class Study(ABC):
     table_caption: ClassVar[str] = ""
     figure_caption: ClassVar[str] = ""
     page_caption: ClassVar[str] = ""
+    #: the study's own metrics columns after the shared ones (metrics.core.METRIC_COLUMNS)
+    extra_columns: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ what it reads
 
@@ -148,7 +150,7 @@ class Study(ABC):
 
     def write_metrics(self, inputs: Inputs, spec: Mapping[str, Any], out: Path, warnings: Path):
         metrics, found = self.compute(inputs, spec)
-        write_metrics(metrics, out)
+        write_metrics(metrics, out, self.extra_columns)
         atomic_write_text(warnings, "".join(f"{w}\n" for w in found))
         return metrics, found
 

@@ -94,6 +94,12 @@ class Backend(abc.ABC):
         the reason, never an exception that loses the others.
         """
 
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens of ``text`` with the model's own tokenizer (the reasoning length of a
+        thinking part), or None when the backend has no tokenizer (API models report
+        their reasoning tokens instead)."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the model or the connections."""
 

@@ -472,6 +472,10 @@ class HFBackend(Backend):
             messages, add_generation_prompt=True, tokenize=False, **self._template_kwargs
         )
 
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens of ``text`` with the checkpoint's tokenizer (no special tokens added)."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     @property
     def images_kwargs(self) -> dict[str, Any]:
         """The image-processor arguments of every processor call (``min_pixels`` and

@@ -1,0 +1,152 @@
+"""The Idis metrics against hand-computed values: accuracy, lengths, length-rank curves
+(ties by draw index), failed requests, pooled semantics."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from vlmrobust.core.io import write_jsonl
+from vlmrobust.metrics.idis import compute_idis_metrics, rank_curve, read_idis_variants
+
+BOOT = {"resamples": 200, "seed": 0, "level": 0.9}
+
+
+def _resp(variant, draw, correct, length):
+    return {"variant_id": variant, "draw": draw, "correct": correct, "length": length}
+
+
+def test_rank_curve_hand_computed_with_ties_by_draw():
+    g = pd.DataFrame(
+        [
+            _resp("q1", 0, 1, 10.0),
+            _resp("q1", 1, 0, 5.0),
+            _resp("q1", 2, 0, 10.0),  # ties with draw 0: draw 0 ranks first
+            _resp("q2", 0, 1, 7.0),
+            _resp("q2", 1, 1, 3.0),
+            _resp("q2", 2, 0, 9.0),
+            _resp("q3", 0, 1, 4.0),
+            _resp("q3", 1, 1, math.nan),  # unmeasured: q3 has 2 of 3 -> left out
+            _resp("q3", 2, 1, 6.0),
+        ]
+    )
+    points, skipped = rank_curve(g, 3, BOOT)
+    assert skipped == 1
+    assert [p["rank"] for p in points] == [1, 2, 3]
+    assert [p["accuracy"] for p in points] == [0.5, 1.0, 0.0]
+    assert [p["length"] for p in points] == [4.0, 8.5, 9.5]
+    assert [p["questions"] for p in points] == [2, 2, 2]
+
+
+def _scored(rows):
+    base = {"dataset": "d", "prompt": "p", "prompt_setting": "p", "error": "", "score": 0.0}
+    out = []
+    for model, cond, variant, sample, draw, correct, thinking, completion, *err in rows:
+        out.append(
+            {
+                **base,
+                "model": model,
+                "condition": cond,
+                "variant_id": variant,
+                "sample_id": sample,
+                "key": f"{variant}#{draw}",
+                "draw": draw,
+                "correct": correct,
+                "thinking_tokens": thinking,
+                "completion_tokens": completion,
+                "error": err[0] if err else "",
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def _manifest(tmp_path, cond, rows):
+    path = tmp_path / f"{cond}.jsonl"
+    write_jsonl(
+        path,
+        [
+            {"variant_id": v, "sample_id": s, "dataset": "d", "condition": cond, "params": p}
+            for v, s, p in rows
+        ],
+    )
+    return str(path)
+
+
+def test_idis_metrics_groups_lengths_failures_and_pooling(tmp_path):
+    scored = _scored(
+        [
+            ("m", "clean", "s1", "s1", 0, 1, "10", "20"),
+            ("m", "clean", "s1", "s1", 1, 1, "20", "30"),
+            ("m", "clean", "s2", "s2", 0, 0, "30", "40"),
+            ("m", "clean", "s2", "s2", 1, 1, "", "50"),  # no thinking: completion length
+            ("m", "vis", "s1__conflicting-n1", "s1", 0, 0, "12", "20"),
+            ("m", "vis", "s1__conflicting-n1", "s1", 1, 1, "8", "20"),
+            ("m", "vis", "s1__aligned-n1", "s1", 0, 1, "5", "20"),
+            ("m", "vis", "s1__aligned-n1", "s1", 1, 1, "6", "20", "HTTP 503"),
+        ]
+    )
+    manifests = [
+        _manifest(
+            tmp_path,
+            "vis",
+            [
+                ("s1__conflicting-n1", "s1", {"kind": "visual", "semantics": "conflicting", "n": 1}),
+                ("s1__aligned-n1", "s1", {"kind": "visual", "semantics": "aligned", "n": 1}),
+            ],
+        )
+    ]
+    variants = read_idis_variants(manifests)
+    spec = {
+        "dataset": "d",
+        "models": {"m": {"name": "M", "role": "reasoning"}},
+        "model_order": ["m"],
+        "clean_condition": "clean",
+        "draws": 2,
+        "bootstrap": BOOT,
+    }
+    metrics, warnings = compute_idis_metrics(scored, variants, spec)
+
+    def one(metric, **kw):
+        sel = metrics[metrics["metric"] == metric]
+        for k, v in kw.items():
+            sel = sel[sel[k] == v]
+        assert len(sel) == 1, (metric, kw, sel)
+        return sel.iloc[0]
+
+    clean = one("accuracy", condition="clean")
+    assert clean["value"] == 0.75 and clean["n"] == 4 and clean["kind"] == "none"
+    assert clean["distractors"] == "0"
+    length = one("mean_length", condition="clean")
+    assert length["value"] == (10 + 20 + 30 + 50) / 4
+    assert "completion tokens" in length["note"]
+    # clean curve: s1 ranks (10:1, 20:1), s2 ranks (30:0, 50:1)
+    assert one("rank_accuracy", condition="clean", rank="1")["value"] == 0.5
+    assert one("rank_accuracy", condition="clean", rank="2")["value"] == 1.0
+    assert one("rank_length", condition="clean", rank="1")["value"] == 20.0
+    assert one("rank_length", condition="clean", rank="2")["value"] == 35.0
+    conf = one("accuracy", semantics="conflicting")
+    assert conf["value"] == 0.5 and conf["distractors"] == "1"
+    # conflicting curve: lengths 8 (correct) < 12 (wrong)
+    assert one("rank_accuracy", semantics="conflicting", rank="1")["value"] == 1.0
+    assert one("rank_accuracy", semantics="conflicting", rank="2")["value"] == 0.0
+    # the failed aligned request is excluded and counted, not counted wrong
+    aligned = one("accuracy", semantics="aligned")
+    assert aligned["value"] == 1.0 and aligned["n"] == 1
+    assert "1 failed request(s) excluded" in aligned["note"]
+    assert any("failed request" in w for w in warnings)
+    # the aligned question has one of two draws: no curve point, counted
+    assert metrics[(metrics["metric"] == "rank_accuracy") & (metrics["semantics"] == "aligned")].empty
+    # pooled over semantics: 3 responses (1 failed left out)
+    pooled = one("accuracy", semantics="all")
+    assert pooled["value"] == pytest.approx(2 / 3) and pooled["n"] == 3
+    assert one("questions", semantics="all")["value"] == 2
+
+
+def test_idis_metrics_warn_on_variants_without_params(tmp_path):
+    scored = _scored([("m", "vis", "x", "s", 0, 1, "3", "5")])
+    spec = {"dataset": "d", "models": {}, "model_order": ["m"], "clean_condition": "clean"}
+    metrics, warnings = compute_idis_metrics(scored, read_idis_variants([]), spec)
+    assert metrics[metrics["metric"] == "accuracy"].empty
+    assert any("carries no Idis parameters" in w for w in warnings)

@@ -1,0 +1,371 @@
+"""The Idis metrics: accuracy, reasoning length and length-rank curves under distractors.
+
+Pure functions of files: the scored rows (one per response: every draw of every variant),
+the variant manifests (what each variant carries: ``params.kind``, ``semantics``, ``n``,
+``size``, ``resolution``, written by the Idis perturbations) and the study's spec. The
+definitions are in docs/studies/idis.md; in short:
+
+*Response*: one scored row (model, dataset, prompt setting, condition, variant, draw). A
+response whose request failed after every retry (``error`` set) is no answer: it is left
+out of every number and counted in the notes and the warnings.
+
+*Reasoning length* of a response: ``thinking_tokens`` (the thinking part counted with
+the model's own tokenizer, or the reasoning tokens an API reports). A response of a
+model that wrote no thinking part has none; its length is then its ``completion_tokens``
+(the whole answer), and every row that rests on such lengths says so in its note.
+
+*Group*: the responses of one (model, prompt setting, condition, kind, semantics,
+distractors, size, resolution); the clean condition is kind ``none`` with 0
+distractors. Besides each semantics, a visual or typographic kind is also pooled over
+its semantics (``semantics`` = ``all``): Figure 3 of the paper plots those.
+
+Metrics (columns of :data:`vlmrobust.metrics.core.METRIC_COLUMNS` plus
+:data:`EXTRA_COLUMNS`; ``benchmark`` = the dataset, ``prompt`` = the setting):
+
+``accuracy``      mean ``correct`` over the group's responses; ``n`` = responses;
+                  ``ci_low``/``ci_high``: percentile interval (``bootstrap.level``) of a
+                  bootstrap over QUESTIONS (variants: all draws of a question move
+                  together), ``bootstrap.resamples`` draws from
+                  ``numpy.random.default_rng(bootstrap.seed)``.
+``mean_length``   mean reasoning length over the group's responses; ``n`` = responses
+                  with a length; the same question bootstrap.
+``questions``     the number of questions (variants) of the group (value and ``n``).
+``rank_accuracy`` / ``rank_length``  the length-rank curve (the paper's §4): the
+                  responses of each question are ranked by reasoning length, shortest
+                  first (``rank`` 1..D, D = the draws per question; equal lengths are
+                  ordered by draw index, so the ranking is total and reproducible);
+                  ``rank_accuracy`` = the accuracy of the rank-r responses over the
+                  group's questions, ``rank_length`` = their mean length. Only questions
+                  with all D draws answered and measured count (``n`` = those
+                  questions; the others are counted in the note). Same bootstrap for
+                  ``rank_accuracy``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.io import read_jsonl
+from .core import METRIC_COLUMNS, join_notes, metric_row, model_info, spec_models
+
+__all__ = [
+    "EXTRA_COLUMNS",
+    "IDIS_PERTURBATIONS",
+    "POOLED",
+    "compute_idis_metrics",
+    "rank_curve",
+    "read_idis_variants",
+    "response_lengths",
+]
+
+#: perturbations whose variants the Idis study reads (their params carry kind/semantics/n)
+IDIS_PERTURBATIONS = (
+    "objects",
+    "typographic",
+    "diagram",
+    "handwritten",
+    "textual",
+    "size",
+    "resize",
+    "idis-release",
+)
+#: the Idis metrics' own columns (text): what a group is, and a curve point's rank
+EXTRA_COLUMNS = ("kind", "semantics", "distractors", "size", "resolution", "rank")
+#: the semantics value of a kind pooled over its semantics
+POOLED = "all"
+GROUP_COLUMNS = ("condition", "kind", "semantics", "distractors", "size", "resolution")
+_POOLED_KINDS = ("visual", "typographic")
+NOTE_COMPLETION = "length = completion tokens (no thinking part)"
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def read_idis_variants(paths: Iterable[str]) -> pd.DataFrame:
+    """One row per variant of the manifests: dataset, condition, variant_id, sample_id
+    and the group fields from its params (text; "" where a field does not apply)."""
+    rows = []
+    for path in paths:
+        for rec in read_jsonl(path):
+            params = rec.get("params") or {}
+            rows.append(
+                {
+                    "dataset": _text(rec.get("dataset")),
+                    "condition": _text(rec.get("condition")),
+                    "variant_id": _text(rec.get("variant_id")),
+                    "sample_id": _text(rec.get("sample_id")),
+                    "kind": _text(params.get("kind")),
+                    "semantics": _text(params.get("semantics")),
+                    "distractors": _text(params.get("n")),
+                    "size": _text(params.get("size")),
+                    "resolution": _text(params.get("resolution")),
+                }
+            )
+    cols = ["dataset", "condition", "variant_id", "sample_id", *GROUP_COLUMNS[1:]]
+    return pd.DataFrame(rows, columns=cols).drop_duplicates()
+
+
+def response_lengths(scored: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(length, from_completion) per scored row: ``thinking_tokens`` when present, else
+    ``completion_tokens`` (flagged); NaN when neither is known."""
+
+    def num(col: str) -> pd.Series:
+        if col not in scored.columns:
+            return pd.Series(np.nan, index=scored.index)
+        return pd.to_numeric(scored[col].replace("", None), errors="coerce").astype(float)
+
+    thinking, completion = num("thinking_tokens"), num("completion_tokens")
+    from_completion = thinking.isna() & completion.notna()
+    return thinking.fillna(completion), from_completion
+
+
+def _bootstrap(k: np.ndarray, m: np.ndarray, boot: Mapping[str, Any]) -> tuple[float, float]:
+    """Percentile interval of sum(k)/sum(m) over questions drawn with replacement."""
+    q = len(k)
+    resamples = int(boot.get("resamples", 1000))
+    if q < 2 or resamples < 1:
+        return math.nan, math.nan
+    rng = np.random.default_rng(int(boot.get("seed", 0)))
+    idx = rng.integers(0, q, size=(resamples, q))
+    num, den = k[idx].sum(axis=1), m[idx].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stats = num / den
+    stats = stats[np.isfinite(stats)]
+    if not len(stats):
+        return math.nan, math.nan
+    alpha = (1 - float(boot.get("level", 0.95))) / 2
+    lo, hi = np.quantile(stats, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def rank_curve(
+    group: pd.DataFrame, draws: int, boot: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], int]:
+    """The length-rank curve of one group: a point per rank (1..draws) with accuracy,
+    its question-bootstrap interval, mean length and the questions used; and the number
+    of questions left out (fewer than ``draws`` measured responses).
+
+    ``group`` has one row per response: variant_id, draw, correct, length. Ranks go
+    shortest first; equal lengths are ordered by draw index."""
+    usable = group.dropna(subset=["length"])
+    counts = usable.groupby("variant_id")["draw"].nunique()
+    full = counts[counts == draws].index
+    skipped = int(group["variant_id"].nunique() - len(full))
+    if draws < 1 or not len(full):
+        return [], skipped
+    g = usable[usable["variant_id"].isin(full)].sort_values(["variant_id", "length", "draw"])
+    g = g.assign(rank=g.groupby("variant_id").cumcount() + 1)
+    points = []
+    for r in range(1, draws + 1):
+        at = g[g["rank"] == r]
+        correct = at["correct"].to_numpy(dtype=float)
+        lo, hi = _bootstrap(correct, np.ones_like(correct), boot)
+        points.append(
+            {
+                "rank": r,
+                "accuracy": float(correct.mean()),
+                "ci_low": lo,
+                "ci_high": hi,
+                "length": float(at["length"].mean()),
+                "questions": len(at),
+            }
+        )
+    return points, skipped
+
+
+def _groups(df: pd.DataFrame) -> Iterable[tuple[dict[str, str], pd.DataFrame]]:
+    """Every group of responses (see the module docstring), pooled ones included."""
+    for key, g in df.groupby(list(GROUP_COLUMNS), sort=True):
+        yield dict(zip(GROUP_COLUMNS, key, strict=True)), g
+    pool = df[df["kind"].isin(_POOLED_KINDS)]
+    cols = [c for c in GROUP_COLUMNS if c != "semantics"]
+    for key, g in pool.groupby(cols, sort=True):
+        if g["semantics"].nunique() > 1:
+            yield {**dict(zip(cols, key, strict=True)), "semantics": POOLED}, g
+
+
+def compute_idis_metrics(
+    scored: pd.DataFrame, variants: pd.DataFrame, spec: Mapping[str, Any]
+) -> tuple[pd.DataFrame, list[str]]:
+    """The Idis metrics of one dataset (module docstring); returns (table, warnings).
+
+    ``spec``: dataset, models (registry fields by id), model_order, clean_condition,
+    draws (responses per question), bootstrap {resamples, seed, level}."""
+    warnings: list[str] = []
+    models, order = spec_models(spec)
+    dataset = str(spec["dataset"])
+    clean = str(spec["clean_condition"])
+    draws = int(spec.get("draws", 1))
+    boot = spec.get("bootstrap") or {}
+    cols = [*METRIC_COLUMNS, *EXTRA_COLUMNS]
+    if scored.empty:
+        warnings.append(f"dataset {dataset}: no scored outputs")
+        return pd.DataFrame(columns=cols), warnings
+
+    df = scored.copy()
+    df["length"], df["from_completion"] = response_lengths(df)
+    err = df["error"].fillna("").astype(str) != "" if "error" in df else None
+    failed: dict[tuple[str, str, str], int] = {}
+    if err is not None and err.any():
+        for (m, p, c), n in (
+            df[err].groupby(["model", "prompt_setting", "condition"]).size().items()
+        ):
+            failed[(str(m), str(p), str(c))] = int(n)
+            warnings.append(
+                f"model {m}, dataset {dataset}, prompt {p}, condition {c}: {n} failed "
+                "request(s) excluded from accuracy, lengths and curves"
+            )
+        df = df[~err]
+
+    v = variants[variants["dataset"] == dataset] if len(variants) else variants
+    df = df.merge(
+        v.drop(columns=["sample_id"], errors="ignore"),
+        on=["dataset", "condition", "variant_id"],
+        how="left",
+    )
+    for c in GROUP_COLUMNS[1:]:
+        df[c] = df[c].fillna("")
+    is_clean = df["condition"] == clean
+    df.loc[is_clean, "kind"] = "none"
+    df.loc[is_clean, "distractors"] = "0"
+    lost = df[(df["kind"] == "") & ~is_clean]
+    for c, n in lost.groupby("condition").size().items():
+        warnings.append(
+            f"dataset {dataset}, condition {c}: {n} response(s) whose variant carries no "
+            "Idis parameters (kind) in the manifest; left out"
+        )
+    df = df[(df["kind"] != "") | is_clean]
+
+    rows: list[dict[str, Any]] = []
+    for model in [m for m in order if m in set(df["model"])]:
+        info = model_info(models, model)
+        for prompt in sorted(set(df.loc[df["model"] == model, "prompt_setting"])):
+            mp = df[(df["model"] == model) & (df["prompt_setting"] == prompt)]
+            for key, g in _groups(mp):
+                base = {
+                    **info,
+                    "benchmark": dataset,
+                    "prompt": prompt,
+                    "condition": key["condition"],
+                    **{c: key[c] for c in EXTRA_COLUMNS if c in key},
+                    "rank": "",
+                }
+                n_failed = failed.get((model, prompt, key["condition"]), 0)
+                fnote = f"{n_failed} failed request(s) excluded" if n_failed else ""
+                lnote = NOTE_COMPLETION if g["from_completion"].any() else ""
+                per_q = g.groupby("variant_id").agg(k=("correct", "sum"), m=("correct", "size"))
+                lo, hi = _bootstrap(per_q["k"].to_numpy(float), per_q["m"].to_numpy(float), boot)
+                rows.append(
+                    metric_row(
+                        "accuracy",
+                        **base,
+                        value=float(g["correct"].mean()),
+                        ci_low=lo,
+                        ci_high=hi,
+                        n=len(g),
+                        note=fnote,
+                    )
+                )
+                rows.append(
+                    metric_row(
+                        "questions", **base, value=float(len(per_q)), n=len(per_q), note=fnote
+                    )
+                )
+                measured = g.dropna(subset=["length"])
+                if len(measured):
+                    per_l = measured.groupby("variant_id").agg(
+                        k=("length", "sum"), m=("length", "size")
+                    )
+                    lo, hi = _bootstrap(
+                        per_l["k"].to_numpy(float), per_l["m"].to_numpy(float), boot
+                    )
+                    unmeasured = len(g) - len(measured)
+                    rows.append(
+                        metric_row(
+                            "mean_length",
+                            **base,
+                            value=float(measured["length"].mean()),
+                            ci_low=lo,
+                            ci_high=hi,
+                            n=len(measured),
+                            note=join_notes(
+                                lnote,
+                                f"{unmeasured} response(s) without a length" if unmeasured else "",
+                                fnote,
+                            ),
+                        )
+                    )
+                points, skipped = rank_curve(g, draws, boot)
+                snote = (
+                    f"{skipped} question(s) without {draws} measured responses left out"
+                    if skipped
+                    else ""
+                )
+                for pt in points:
+                    at = {**base, "rank": str(pt["rank"])}
+                    note = join_notes(lnote, snote, fnote)
+                    rows.append(
+                        metric_row(
+                            "rank_accuracy",
+                            **at,
+                            value=pt["accuracy"],
+                            ci_low=pt["ci_low"],
+                            ci_high=pt["ci_high"],
+                            n=pt["questions"],
+                            note=note,
+                        )
+                    )
+                    rows.append(
+                        metric_row(
+                            "rank_length", **at, value=pt["length"], n=pt["questions"], note=note
+                        )
+                    )
+                if draws > 1 and not points:
+                    warnings.append(
+                        f"model {model}, dataset {dataset}, prompt {prompt}, condition "
+                        f"{key['condition']}: no question has {draws} measured responses; "
+                        "no length-rank curve"
+                    )
+    out = pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame(columns=cols)
+    return out, warnings
+
+
+def group_label(row: Mapping[str, Any] | pd.Series) -> str:
+    """A group as a short label: ``clean``, ``visual conflicting n=3``, ``size large``,
+    ``512 px`` ..."""
+    kind = str(row.get("kind", ""))
+    if kind == "none":
+        return "clean"
+    parts: list[str] = []
+    if row.get("semantics"):
+        parts.append(str(row["semantics"]))
+    elif kind:
+        parts.append(kind)
+    if row.get("distractors"):
+        parts.append(f"n={row['distractors']}")
+    if row.get("size"):
+        parts.append(f"size {row['size']}")
+    if row.get("resolution"):
+        parts.append(f"{row['resolution']} px")
+    return " ".join(parts) or str(row.get("condition", ""))
+
+
+def sort_key(values: Sequence[str]) -> tuple:
+    """Distractor counts and ranks sort as numbers, text as text."""
+    return tuple((0, float(v), "") if _is_num(v) else (1, 0.0, str(v)) for v in values)
+
+
+def _is_num(v: Any) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True

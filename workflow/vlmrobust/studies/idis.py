@@ -1,0 +1,116 @@
+"""The Idis study: how distractors change the test-time scaling of reasoning VLMs.
+
+Per dataset with an Idis condition (objects, typographic, diagram, handwritten,
+textual, size, resize, or the released benchmark) or an Idis base benchmark
+(ImageNet-9, MathVerse, Waterbirds): accuracy and reasoning length per group of
+responses (clean; each distractor kind x semantics x count; sizes; resolutions; each
+prompt setting, e.g. the mitigation prompt) and the length-rank curves of the paper's §4.
+
+Definitions: docs/studies/idis.md and :mod:`vlmrobust.metrics.idis`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from ..core.plan import RunPlan
+from ..metrics.core import read_inputs
+from ..metrics.idis import (
+    EXTRA_COLUMNS,
+    IDIS_PERTURBATIONS,
+    compute_idis_metrics,
+    read_idis_variants,
+)
+from ..report.figures.idis import idis_figure_names, idis_figures
+from ..report.tables.idis import idis_table_names, idis_tables
+from .base import Inputs, Study, model_fields
+
+#: base benchmarks of the study: their datasets belong to it even without a distractor
+#: condition (Waterbirds: the mitigation prompt only)
+IDIS_ADAPTERS = ("imagenet9", "mathverse", "waterbirds")
+
+
+class IdisStudy(Study):
+    name = "idis"
+    title = "Idis: distractors and test-time scaling"
+    extra_columns = EXTRA_COLUMNS
+    table_caption = (
+        "Idis: per model and prompt setting, accuracy (every draw of every question; "
+        "question-bootstrap interval) and mean reasoning length (tokens of the thinking "
+        "part, the model's own tokenizer) for the clean images and each distractor kind, "
+        "semantics and number of distractors."
+    )
+    figure_caption = (
+        "Idis length-accuracy curves (the paper's Figure 3 layout): the sampled "
+        "responses of each question ranked by reasoning length; per rank, the accuracy "
+        "against the mean length of that rank, one curve per number of distractors "
+        "(0 = clean), with a question-bootstrap band."
+    )
+
+    def conditions(self, plan: RunPlan) -> list[str]:
+        return [
+            c
+            for c, spec in plan.conditions.items()
+            if spec.get("perturbation") in IDIS_PERTURBATIONS
+        ]
+
+    def scopes(self, plan: RunPlan) -> list[str]:
+        if not plan.models:
+            return []
+        idis = set(self.conditions(plan))
+        return [
+            d
+            for d, spec in plan.datasets.items()
+            if idis & set(spec["conditions"]) or spec["adapter"] in IDIS_ADAPTERS
+        ]
+
+    def spec(self, plan: RunPlan, scope: str) -> dict[str, Any]:
+        models = plan.models_of(scope)
+        prompts = plan.prompts_of(scope)
+        return {
+            "models": model_fields(plan, models),
+            "model_order": models,
+            "dataset": scope,
+            "clean_condition": plan.clean,
+            "draws": plan.draws(scope)[0],
+            "main_prompt": prompts[0],
+            "bootstrap": plan.bootstrap,
+        }
+
+    def inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
+        conditions = plan.datasets[scope]["conditions"]
+        models, prompts = plan.models_of(scope), plan.prompts_of(scope)
+        idis = set(self.conditions(plan))
+        return {
+            "scored": [
+                plan.scored_path(m, scope, c, p)
+                for m in models
+                for c in conditions
+                for p in prompts
+                if plan.has_outputs(m, scope, c, p)
+            ],
+            "manifests": [plan.manifest_path(scope, c) for c in conditions if c in idis],
+        }
+
+    def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:
+        scored, _ = read_inputs(inputs["scored"], [])
+        variants = read_idis_variants(inputs.get("manifests") or [])
+        return compute_idis_metrics(scored, variants, spec)
+
+    def table_names(self, spec: Mapping[str, Any]) -> list[str]:
+        return idis_table_names(spec)
+
+    def figure_names(self, spec: Mapping[str, Any]) -> list[str]:
+        return idis_figure_names(spec)
+
+    def tables(self, metrics, inputs, spec):
+        return idis_tables(metrics, spec)
+
+    def figures(self, metrics, inputs, spec):
+        return idis_figures(metrics, spec)
+
+
+STUDY = IdisStudy()
