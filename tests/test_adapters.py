@@ -115,6 +115,10 @@ def test_registry_names_and_defaults():
         "visargs",
         "demo",
         "constructed",
+        "imagenet9",
+        "mathverse",
+        "logicvista",
+        "waterbirds",
     }
     assert ADAPTERS["visargs"].hub_id == "jiwan-chung/visargs"
     assert (ADAPTERS["mmmu"].hub_id, ADAPTERS["mmmu"].split) == ("lmms-lab/MMMU", "validation")

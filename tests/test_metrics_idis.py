@@ -150,3 +150,38 @@ def test_idis_metrics_warn_on_variants_without_params(tmp_path):
     metrics, warnings = compute_idis_metrics(scored, read_idis_variants([]), spec)
     assert metrics[metrics["metric"] == "accuracy"].empty
     assert any("carries no Idis parameters" in w for w in warnings)
+
+
+def test_math_judge_verdicts_decide_correctness_and_agreement_is_reported(tmp_path):
+    from vlmrobust.metrics.idis import read_math_judged
+
+    scored = _scored(
+        [
+            ("m", "clean", "s1", "s1", 0, 1, "3", "5"),
+            ("m", "clean", "s2", "s2", 0, 0, "3", "5"),
+            ("m", "clean", "s3", "s3", 0, 1, "3", "5"),
+            ("m", "clean", "s4", "s4", 0, 0, "3", "5"),
+        ]
+    )
+    path = tmp_path / "judged-mathverse" / "m" / "d" / "clean" / "p.jsonl"
+    path.parent.mkdir(parents=True)
+    write_jsonl(
+        path,
+        [
+            {"key": "s1#0", "verdict": 1},
+            {"key": "s2#0", "verdict": 1},  # the judge disagrees with the scorer
+            {"key": "s3#0", "verdict": 1},
+            {"key": "s4#0", "verdict": None, "error": "stage 2: HTTP 500"},
+        ],
+    )
+    spec = {"dataset": "d", "models": {}, "model_order": ["m"], "clean_condition": "clean"}
+    metrics, warnings = compute_idis_metrics(
+        scored, read_idis_variants([]), spec, read_math_judged([str(path)])
+    )
+    acc = metrics[metrics["metric"] == "accuracy"].iloc[0]
+    assert acc["value"] == 1.0 and acc["n"] == 3  # s4 left out, not counted wrong
+    agree = metrics[metrics["metric"] == "judge_agreement"].iloc[0]
+    assert agree["value"] == pytest.approx(2 / 3) and agree["n"] == 3
+    # scorer (1, 0, 1) vs judge (1, 1, 1): po = 2/3, pe = 2/3*1 + 1/3*0 = 2/3 -> kappa 0
+    assert metrics[metrics["metric"] == "judge_kappa"].iloc[0]["value"] == pytest.approx(0.0)
+    assert any("without a MathVerse judge verdict" in w for w in warnings)

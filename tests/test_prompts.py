@@ -326,6 +326,14 @@ def test_registry_names_and_versions():
         "distract-open",
         "crm-cot",
         "crm-answer",
+        "idis-perception",
+        "idis-perception-mitigate",
+        "idis-perception-budget-1024",
+        "idis-perception-budget-2048",
+        "idis-perception-budget-4096",
+        "idis-math",
+        "waterbirds",
+        "waterbirds-mitigate",
     }
     assert set(PROMPTS) == expected
     assert all(b.version for b in PROMPTS.values())
@@ -371,3 +379,91 @@ def test_crm_answer_is_built_on_the_chain():
         build_prompt(s, variant(s), "crm-answer")
     with pytest.raises(ValueError, match="prompt 'mcq' takes no context"):
         build_prompt(sample(), variant(sample()), "mcq", "x")
+
+
+# --------------------------------------------------------------------------- Idis
+
+IN9_QUESTION = (
+    "Which category best describes the main object in the image? Choose exactly one from: "
+    "Dog, Bird, Vehicle, Reptile, Carnivore, Insect, Instrument, Primate, Fish."
+)
+IDIS_LINE = (
+    "Think step by step, then give your final answer as <answer>X</answer>, where X is one "
+    "of the categories."
+)
+
+
+def _in9() -> Sample:
+    return sample(
+        sample_id="imagenet9-00_dog_n1",
+        dataset="imagenet9",
+        question=IN9_QUESTION,
+        answer="Dog",
+        answer_type="label",
+        choices=["Dog", "Bird", "Vehicle", "Reptile", "Carnivore", "Insect", "Instrument"]
+        + ["Primate", "Fish"],
+    )
+
+
+def test_idis_perception_prompts():
+    s = _in9()
+    p = build(s, "idis-perception")
+    assert (p.name, p.version) == ("idis-perception", "1")
+    assert p.content == [
+        {"type": "image", "path": "v0.png"},
+        {"type": "text", "text": f"{IN9_QUESTION}\n{IDIS_LINE}"},
+    ]
+    assert build(s, "idis-perception-mitigate").text == (
+        f"{IN9_QUESTION}\nFirst identify the main object. Base your reasoning only on that "
+        f"object's own visual attributes. {IDIS_LINE}"
+    )
+    for n in (1024, 2048, 4096):
+        assert build(s, f"idis-perception-budget-{n}").text == (
+            f"{IN9_QUESTION}\nThink for at most {n} tokens before answering. {IDIS_LINE}"
+        )
+    assert default_prompt("imagenet9", s) == "idis-perception"
+
+
+def test_idis_math_prompt_free_form_and_multiple_choice():
+    free = sample(
+        sample_id="mathverse-3421",
+        dataset="mathverse",
+        question="The radius is 3 cm. Find L.",
+        answer="14",
+        answer_type="number",
+    )
+    line = "Solve the problem step by step and put the final answer in \\boxed{}."
+    assert build(free, "idis-math").text == f"The radius is 3 cm. Find L.\n{line}"
+    q = "Find angle CED.\nChoices:\nA:40°\nB:60°"
+    mc = sample(sample_id="mathverse-1", question=q, answer="B", choices=["40°", "60°"])
+    assert build(mc, "idis-math").text == (
+        f"{q}\n{line} For a multiple-choice question, put only the option letter in \\boxed{{}}."
+    )
+    assert default_prompt("mathverse", free) == default_prompt("mathverse", mc) == "idis-math"
+    # a textual distractor's question is the one asked
+    assert build(free, "idis-math", question="Changed?").text == f"Changed?\n{line}"
+
+
+def test_waterbirds_prompts():
+    s = sample(
+        sample_id="waterbirds-7",
+        dataset="waterbirds",
+        question="Is the bird in the image a landbird or a waterbird?",
+        answer="Waterbird",
+        answer_type="label",
+        choices=["Landbird", "Waterbird"],
+    )
+    line = (
+        "Think step by step, then give your final answer as <answer>Landbird</answer> or "
+        "<answer>Waterbird</answer>."
+    )
+    assert build(s, "waterbirds").text == f"{s.question}\n{line}"
+    assert build(s, "waterbirds-mitigate").text == (
+        f"{s.question}\nFirst identify the bird. Base your reasoning only on the bird's own "
+        f"visual attributes, not on the background. {line}"
+    )
+    assert default_prompt("waterbirds", s) == "waterbirds"
+    # LogicVista has no prompt of its own: by answer type
+    assert default_prompt("logicvista", sample(dataset="logicvista")) == "mcq"
+    lst = sample(dataset="logicvista", answer="A, C", answer_type="list")
+    assert default_prompt("logicvista", lst) == "short"

@@ -52,11 +52,27 @@ def condition_spec(wildcards):
     return json.dumps(CONDITIONS[wildcards.condition], sort_keys=True)
 
 
+def condition_inputs(wildcards):
+    """What a condition's variants job reads besides the samples (RunPlan.condition_inputs)."""
+    return PLAN.condition_inputs(wildcards.condition)
+
+
+def math_judge_spec(wildcards):
+    """The MathVerse judge's configuration as JSON (config judge.mathverse)."""
+    return json.dumps(PLAN.math_judge_spec(), sort_keys=True)
+
+
 def all_targets():
     targets = PLAN.variant_manifests()
     if MODELS:
         targets += ["results/scored/summary.csv", "results/requests.txt"]
-    return targets + construct_targets() + judged_files() + study_targets()
+    return (
+        targets
+        + construct_targets()
+        + judged_files()
+        + PLAN.math_judged_files()
+        + study_targets()
+    )
 
 
 prompts_of = PLAN.prompts_of

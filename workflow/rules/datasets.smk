@@ -24,6 +24,22 @@ rule demo_data:
         " --seed {params.seed} --families {params.families} > {log} 2>&1"
 
 
+rule demo_idis:
+    output:
+        summary="results/raw/demo-idis/summary.json",
+    log:
+        "logs/demo_idis.log",
+    benchmark:
+        "logs/benchmarks/demo_idis.tsv"
+    conda:
+        "../../envs/data.yaml"
+    params:
+        seed=config["seed"],
+    shell:
+        "vlmrobust demo-idis --out results/raw/demo-idis --seed {params.seed}"
+        " --n-problems 8 > {log} 2>&1"
+
+
 rule samples:
     input:
         samples_input,

@@ -67,3 +67,21 @@ rule judge_hallucination:
     shell:
         "vlmrobust judge-hallucination --compared {input} --spec {params.spec:q}"
         " --cache-dir {params.cache_dir} --out {output} > {log} 2>&1"
+
+
+# Idis-math: the MathVerse two-stage judge on every output of a mathverse dataset.
+rule judge_mathverse:
+    input:
+        outputs="results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
+        samples="results/samples/{dataset}/samples.jsonl",
+    output:
+        "results/judged-mathverse/{model}/{dataset}/{condition}/{prompt}.jsonl",
+    log:
+        "logs/judge-mathverse/{model}/{dataset}/{condition}/{prompt}.log",
+    conda:
+        "../../envs/judge.yaml"
+    params:
+        spec=math_judge_spec,
+    shell:
+        "vlmrobust judge-mathverse --outputs {input.outputs} --samples {input.samples}"
+        " --spec {params.spec:q} --out {output} > {log} 2>&1"

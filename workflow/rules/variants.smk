@@ -4,6 +4,7 @@
 rule variants:
     input:
         samples="results/samples/{dataset}/samples.jsonl",
+        extra=condition_inputs,
     output:
         manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
     log:

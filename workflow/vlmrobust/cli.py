@@ -118,6 +118,30 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo_idis(args: argparse.Namespace) -> int:
+    """The Idis demo data; with --config the seed is the run's and ``demo.idis`` (when
+    the configuration has it) sets the sizes; explicit arguments win."""
+    from .demo.idis import IDIS_DEMO_OPTIONS, generate_idis_demo
+
+    known = IDIS_DEMO_OPTIONS
+    options: dict[str, Any] = {}
+    seed = args.seed
+    if args.config is not None:
+        config = validate_config(load_yaml(args.config))
+        section = (config.get("demo") or {}).get("idis") or {}
+        options.update({k: v for k, v in section.items() if k in known})
+        if seed is None:
+            seed = config["seed"]
+    for key in known:
+        if getattr(args, key, None) is not None:
+            options[key] = getattr(args, key)
+    t0 = time.perf_counter()
+    summary = generate_idis_demo(Path(args.out), seed=0 if seed is None else seed, **options)
+    log.info("Idis demo data written to %s in %.2f s", args.out, time.perf_counter() - t0)
+    log.info("%s", json.dumps(summary["counts"]))
+    return 0
+
+
 def cmd_demo_model(args: argparse.Namespace) -> int:
     from .demo.model import build_demo_model
     from .demo.train import TrainSpec
@@ -462,6 +486,32 @@ def cmd_judge_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_judge_mathverse(args: argparse.Namespace) -> int:
+    from .judges.mathverse import judge_mathverse
+
+    if args.config is not None:
+        plan = _job_names(args, "model", "dataset", "condition", "prompt")
+        m, d, c, p = args.model, args.dataset, args.condition, args.prompt
+        _fill(
+            args,
+            outputs=plan.output_path(m, d, c, p),
+            samples=plan.samples_path(d),
+            spec=json.dumps(plan.math_judge_spec()),
+            out=plan.math_judged_path(m, d, c, p),
+        )
+    _need(args, "outputs", "samples", "spec", "out")
+    summary = judge_mathverse(args.outputs, args.samples, _json_arg(args.spec, "--spec"), args.out)
+    log.info(
+        "%s: %d outputs judged (%s), %d correct, %d without a verdict",
+        args.out,
+        summary["rows"],
+        summary.get("judge"),
+        summary["correct"],
+        summary["failed"],
+    )
+    return 0
+
+
 def cmd_judge_agreement(args: argparse.Namespace) -> int:
     from .judges.reference import agreement_of_files
 
@@ -563,6 +613,44 @@ def cmd_review(args: argparse.Namespace) -> int:
         image_base=args.image_base,
         reviewer=args.reviewer,
         page=args.page,
+        report=args.report,
+    )
+
+
+def cmd_idis_review(args: argparse.Namespace) -> int:
+    """Human verification of an Idis condition's images (the Idis paper's A.3 criteria)."""
+    from .core.decisions import DecisionError
+    from .review.idis import idis_candidates
+    from .review.server import review
+
+    try:
+        candidates = idis_candidates(args.manifest, args.samples)
+    except (DecisionError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return review(
+        candidates,
+        args.decisions,
+        host=args.host,
+        port=args.port,
+        image_base=args.image_base,
+        reviewer=args.reviewer,
+        page=args.page,
+        report=args.report,
+        criteria_set=args.set,
+    )
+
+
+def cmd_concepts_review(args: argparse.Namespace) -> int:
+    """Confirm or correct the proposed concept families of MathVerse problems."""
+    from .review.concepts import concepts_review
+
+    return concepts_review(
+        args.labels,
+        args.samples,
+        host=args.host,
+        port=args.port,
+        image_base=args.image_base,
         report=args.report,
     )
 
@@ -700,6 +788,23 @@ COMMANDS: dict[str, Command] = {
             arg("--seed", type=int, default=0),
             arg("--image-size", type=int, default=384),
             arg("--families", nargs="+", default=None, help="default: all of them"),
+        ),
+    ),
+    "demo-idis": Command(
+        cmd_demo_idis,
+        "generate the Idis demo data in the base datasets' formats, and its distractor assets",
+        (
+            arg("--out", required=True, help="output folder (e.g. results/raw/demo-idis)"),
+            arg("--seed", type=int, help="default: the config's seed, else 0"),
+            *CONFIG,
+            arg("--n-per-class", type=int, help="ImageNet-9 images per class (default 1)"),
+            arg("--n-problems", type=int, help="MathVerse problems, 4 versions each (default 3)"),
+            arg("--n-tables", type=int, help="LogicVista table questions (default 4)"),
+            arg("--n-birds", type=int, help="Waterbirds images (default 8)"),
+            arg("--image-size", type=int, help="ImageNet-9 / Waterbirds side in px (default 224)"),
+            arg("--diagram-size", type=int, help="MathVerse canvas in px (default 384)"),
+            arg("--n-segment-variants", type=int, help="cut-outs per object (default 2)"),
+            arg("--n-expressions", type=int, help="images per handwriting style (default 20)"),
         ),
     ),
     "demo-model": Command(
@@ -871,6 +976,17 @@ COMMANDS: dict[str, Command] = {
             arg("--out", help="judged JSONL (one row per output)"),
         ),
     ),
+    "judge-mathverse": Command(
+        cmd_judge_mathverse,
+        "outputs -> MathVerse two-stage judge verdicts (extract, then judge)",
+        (
+            *SPEC,
+            *MCP,
+            arg("--outputs", help="outputs JSONL of a mathverse dataset"),
+            arg("--samples", help="samples JSONL (meta.question_for_eval)"),
+            arg("--out", help="judged JSONL (one row per output: extracted, verdict)"),
+        ),
+    ),
     "judge-agreement": Command(
         cmd_judge_agreement,
         "agreement (percent, Cohen's kappa) of two judges on the same rows",
@@ -929,6 +1045,39 @@ COMMANDS: dict[str, Command] = {
             arg("--reviewer", help="name written with each decision"),
             arg("--page", help="write a static, read-only page here instead of serving"),
             arg("--report", action="store_true", help="print the verification report"),
+        ),
+    ),
+    "idis-review": Command(
+        cmd_idis_review,
+        "human verification of an Idis condition's images (A.3 criteria) -> decisions file",
+        (
+            arg("--manifest", required=True, help="variant manifest of an Idis image condition"),
+            arg("--samples", required=True, help="samples JSONL the variants were built from"),
+            arg("--decisions", required=True, help="decisions CSV (created when first used)"),
+            arg(
+                "--set",
+                required=True,
+                choices=["idis-perception", "idis-math"],
+                help="criteria set the page shows and the decisions are checked against",
+            ),
+            arg("--host", default="127.0.0.1", help="bind address"),
+            arg("--port", type=int, default=0, help="port (0: any free port)"),
+            arg("--image-base", help="folder relative image paths start from (default: .)"),
+            arg("--reviewer", help="name written with each decision"),
+            arg("--page", help="write a static, read-only page here instead of serving"),
+            arg("--report", action="store_true", help="print the verification report"),
+        ),
+    ),
+    "concepts-review": Command(
+        cmd_concepts_review,
+        "confirm the proposed concept family of each MathVerse problem -> labels CSV",
+        (
+            arg("--labels", required=True, help="concept-family labels CSV (rewritten in place)"),
+            arg("--samples", required=True, help="MathVerse samples JSONL (the diagrams)"),
+            arg("--host", default="127.0.0.1", help="bind address"),
+            arg("--port", type=int, default=0, help="port (0: any free port)"),
+            arg("--image-base", help="folder relative image paths start from (default: .)"),
+            arg("--report", action="store_true", help="print the label counts"),
         ),
     ),
     **{

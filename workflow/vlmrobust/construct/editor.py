@@ -21,22 +21,44 @@ Three editors share one method, ``edit(image, instruction) -> PIL.Image``:
 - :class:`GeminiImageEditor` — ``models.generate_content`` of ``google-genai`` with an
   image response modality.
 
-The API editors return an image of the input's size (a result of another size is
-resized back with LANCZOS, so the pair stays comparable) and raise :class:`EditorError`
-when no image came back; the pipeline records the reason, never drops the row.
+The two API editors live in :mod:`vlmrobust.clients.image_edit` (the perturbation
+stage uses them too); the classes here only turn a writer's instruction into their
+prompt (:func:`editor_prompt`). They return an image of the input's size (a result of
+another size is resized back with LANCZOS, so the pair stays comparable) and raise
+:class:`EditorError` when no image came back; the pipeline records the reason, never
+drops the row.
 """
 
 from __future__ import annotations
 
-import base64
-import io
 import math
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
+
+from ..clients.image_edit import EditorError
+from ..clients.image_edit import GeminiImageEditor as _GeminiImageEditor
+from ..clients.image_edit import OpenAIImageEditor as _OpenAIImageEditor
+
+__all__ = [
+    "EDITORS",
+    "FREE_SPACE_ORDER",
+    "MAX_AREA_FRACTION",
+    "RENDER_KINDS",
+    "CompositeEditor",
+    "EditorError",
+    "GeminiImageEditor",
+    "OpenAIImageEditor",
+    "draw_layer",
+    "editor_prompt",
+    "fit_layer",
+    "make_editor",
+    "parse_color",
+    "placement",
+    "render_of",
+]
 
 #: The largest share of the image area the composited distractor's bounding box may
 #: cover (its layer is scaled down until it fits).
@@ -52,10 +74,6 @@ _COLORS = {
     "black": (0, 0, 0),
     "magenta": (210, 0, 160),
 }
-
-
-class EditorError(RuntimeError):
-    """An edit that produced no image; the message says why."""
 
 
 @lru_cache(maxsize=64)
@@ -289,158 +307,20 @@ def editor_prompt(instruction: Mapping[str, Any] | str) -> str:
     )
 
 
-def _png(image: Any) -> bytes:
-    from ..clients.apicall import png_bytes
+class OpenAIImageEditor(_OpenAIImageEditor):
+    """gpt-image edits (:class:`vlmrobust.clients.image_edit.OpenAIImageEditor`) of a
+    writer's edit instruction, sent as :func:`editor_prompt` of it."""
 
-    return png_bytes(image)
-
-
-def _decode_image(data: bytes, size: tuple[int, int]) -> Image.Image:
-    with Image.open(io.BytesIO(data)) as opened:
-        img = opened.convert("RGB")
-    if img.size != size:
-        img = img.resize(size, Image.Resampling.LANCZOS)
-    return img
+    def prompt(self, instruction: Mapping[str, Any] | str) -> str:
+        return editor_prompt(instruction)
 
 
-class _APIEditor:
-    name = "?"
-    default_model = "?"
+class GeminiImageEditor(_GeminiImageEditor):
+    """Gemini image edits (:class:`vlmrobust.clients.image_edit.GeminiImageEditor`) of a
+    writer's edit instruction, sent as :func:`editor_prompt` of it."""
 
-    def __init__(
-        self,
-        spec: Mapping[str, Any] | None = None,
-        *,
-        client: Any = None,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        from ..clients.apicall import RetryPolicy
-
-        self.spec = dict(spec or {})
-        self.model = str(self.spec.get("model") or self.default_model)
-        self.options: dict[str, Any] = dict(self.spec.get("options") or {})
-        self.policy = RetryPolicy.from_options(self.options)
-        self._client = client
-        self.sleep = sleep
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r})"
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = self._make_client()
-        return self._client
-
-    def _make_client(self) -> Any:  # pragma: no cover - needs the SDK and a key
-        raise NotImplementedError
-
-    def _run(self, fn: Callable[[], Any], classify: Any) -> Any:
-        from ..clients.apicall import CallFailed, call_with_retries
-
-        try:
-            return call_with_retries(
-                fn,
-                self.policy,
-                describe=f"{self.name} {self.model} image edit",
-                classify=classify,
-                sleep=self.sleep,
-            )
-        except CallFailed as exc:
-            raise EditorError(exc.reason) from None
-
-
-class OpenAIImageEditor(_APIEditor):
-    """gpt-image edits through ``client.images.edit`` (spec: ``model``, ``base_url``,
-    ``api_key_env``, ``options``: ``size`` (default ``auto``), ``quality`` and the retry
-    options of :class:`vlmrobust.clients.apicall.RetryPolicy`)."""
-
-    name = "openai-image"
-    default_model = "gpt-image-1"
-
-    def _make_client(self) -> Any:  # pragma: no cover - needs a key
-        import openai
-
-        from ..clients.apicall import api_key_from_env
-
-        return openai.OpenAI(
-            api_key=api_key_from_env(self.spec, who=f"image editor {self.model!r}"),
-            base_url=self.spec.get("base_url"),
-            timeout=self.policy.timeout_s,
-            max_retries=0,
-        )
-
-    def build_request(self, image: Image.Image, instruction: Mapping[str, Any] | str) -> dict:
-        request: dict[str, Any] = {
-            "model": self.model,
-            "image": ("image.png", _png(image), "image/png"),
-            "prompt": editor_prompt(instruction),
-            "n": 1,
-            "size": str(self.options.get("size", "auto")),
-        }
-        if self.options.get("quality"):
-            request["quality"] = str(self.options["quality"])
-        return request
-
-    def edit(self, image: Image.Image, instruction: Mapping[str, Any] | str) -> Image.Image:
-        from ..clients.vlm.openai_api import classify_openai
-
-        request = self.build_request(image, instruction)
-        response = self._run(lambda: self.client.images.edit(**request), classify_openai)
-        data = getattr(response, "data", None) or []
-        b64 = getattr(data[0], "b64_json", None) if data else None
-        if not b64:
-            raise EditorError(f"{self.name} {self.model}: the response has no b64_json image")
-        return _decode_image(base64.b64decode(b64), image.size)
-
-
-class GeminiImageEditor(_APIEditor):
-    """Image edits through google-genai ``models.generate_content`` with
-    ``response_modalities=["TEXT", "IMAGE"]`` (spec: ``model``, ``api_key_env``,
-    ``base_url``, retry ``options``)."""
-
-    name = "gemini-image"
-    default_model = "gemini-2.5-flash-image"
-
-    def _make_client(self) -> Any:  # pragma: no cover - needs a key
-        from google import genai
-        from google.genai import types
-
-        from ..clients.apicall import api_key_from_env
-
-        http = types.HttpOptions(
-            base_url=self.spec.get("base_url"), timeout=int(self.policy.timeout_s * 1000)
-        )
-        key = api_key_from_env(self.spec, who=f"image editor {self.model!r}", allow_none=False)
-        return genai.Client(vertexai=False, api_key=key, http_options=http)
-
-    def build_request(self, image: Image.Image, instruction: Mapping[str, Any] | str) -> dict:
-        from google.genai import types
-
-        return {
-            "model": self.model,
-            "contents": [
-                types.Part.from_text(text=editor_prompt(instruction)),
-                types.Part.from_bytes(data=_png(image), mime_type="image/png"),
-            ],
-            "config": types.GenerateContentConfig(response_modalities=["TEXT", "IMAGE"]),
-        }
-
-    def edit(self, image: Image.Image, instruction: Mapping[str, Any] | str) -> Image.Image:
-        from ..clients.vlm.gemini_api import classify_gemini
-
-        request = self.build_request(image, instruction)
-        response = self._run(lambda: self.client.models.generate_content(**request),
-                             classify_gemini)  # fmt: skip
-        for cand in getattr(response, "candidates", None) or []:
-            content = getattr(cand, "content", None)
-            for part in getattr(content, "parts", None) or []:
-                inline = getattr(part, "inline_data", None)
-                data = getattr(inline, "data", None) if inline is not None else None
-                if data:
-                    raw = base64.b64decode(data) if isinstance(data, str) else bytes(data)
-                    return _decode_image(raw, image.size)
-        raise EditorError(f"{self.name} {self.model}: the response has no image part")
+    def prompt(self, instruction: Mapping[str, Any] | str) -> str:
+        return editor_prompt(instruction)
 
 
 #: ``construct.<name>.editor.backend`` -> the editor class

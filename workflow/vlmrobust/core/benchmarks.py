@@ -223,6 +223,75 @@ _RECORDS = (
             "when the candidate has them"
         ),
     ),
+    # the base datasets of the Idis study (vlmrobust.data.idis)
+    Benchmark(
+        name="imagenet9",
+        description="ImageNet-9 (Backgrounds Challenge original val): 9-way object classification",
+        answer_types=("label",),
+        scorer="imagenet9",
+        default_prompt="idis-perception",
+        meta=(
+            "label",
+            "imagenet9_class",
+            "class_index",
+            "stem",
+            "target_masks",
+            "target_mask_source",
+        ),
+        meta_note="target_mask_problem when a mask's size differs from the image's",
+        split="val",
+    ),
+    Benchmark(
+        name="mathverse",
+        description="MathVerse testmini (Text Dominant/Lite, Vision Intensive/Dominant): "
+        "visual math problems",
+        answer_types=("letter", "number", "text"),
+        scorer="mathverse",
+        default_prompt="idis-math",
+        meta=(
+            "sample_index",
+            "problem_index",
+            "problem_version",
+            "question_type",
+            "subject",
+            "subfield",
+            "source",
+            "question_for_eval",
+            "query_wo",
+            "query_cot",
+            "concept_family",
+        ),
+        meta_note="question_for_eval_from_question when the row had no question_for_eval",
+        hub_id="AI4Math/MathVerse",
+        hub_config="testmini",
+        split="testmini",
+    ),
+    Benchmark(
+        name="logicvista",
+        description="LogicVista: logical reasoning on images (the Idis table-image pool); "
+        "read from the GitHub release",
+        answer_types=("letter", "list", "number"),
+        scorer="logicvista",
+        meta=(
+            "skill",
+            "broad_capability",
+            "specific_capability",
+            "reasoning",
+            "imagename",
+            "imagesource",
+            "sourcelink",
+        ),
+        meta_note="numbered_option_answer when the answer is an option number",
+    ),
+    Benchmark(
+        name="waterbirds",
+        description="Waterbirds: landbird or waterbird on a land or water background",
+        answer_types=("label",),
+        scorer="waterbirds",
+        default_prompt="waterbirds",
+        meta=("y", "place", "place_name", "group", "img_filename", "place_filename"),
+        split="test",
+    ),
 )
 
 #: Every benchmark, by name (the adapter name of the run config).

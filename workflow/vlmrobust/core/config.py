@@ -535,6 +535,19 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
 DEMO_ROOT = "results/raw/demo"
 
 
+#: where the demo's Idis slice is written (ImageNet-9, MathVerse, LogicVista and
+#: Waterbirds layouts, distractor cut-outs, handwritten expressions)
+DEMO_IDIS_ROOT = "results/raw/demo-idis"
+
+
+def under_demo_idis(path: str | None) -> bool:
+    """Whether ``path`` lies in the folder the ``demo_idis`` job writes."""
+    if not path:
+        return False
+    p = Path(path).as_posix()
+    return p == DEMO_IDIS_ROOT or p.startswith(DEMO_IDIS_ROOT + "/")
+
+
 def demo_folder_family(path: str | None) -> str | None:
     """The demo family whose generated folder ``path`` is (``results/raw/demo/chart`` ->
     ``chart``), or None for any other path."""

@@ -25,6 +25,30 @@ decided sample:
   ``time``: ISO 8601 (empty allowed in hand-written rows; the review server writes UTC,
   e.g. ``2026-05-01T12:00:00Z``).
 
+Criteria sets
+-------------
+The same file format serves several verification protocols; a decisions file belongs to
+one *criteria set* (:data:`CRITERIA_SETS`), which the reader, writer and
+:func:`apply_decisions` are told (``criteria_set=``, default ``"distraction"``):
+
+- ``distraction`` (the default): the four criteria above (Distract-Bench §3);
+- ``idis-perception``: the Idis paper's human-verification criteria (its appendix A.3)
+  for the perception images, phrased as failures (a sample fails a criterion when the
+  statement is true): ``target-lost`` (the target object disappears or is not
+  preserved), ``wrong-concept`` (the distractor differs from the intended concept),
+  ``other-class`` (an object of another class is generated), ``occludes`` (the
+  distractor occludes the target object), ``class-text`` (class-indicative text
+  appears in the image and could serve as a hint);
+- ``idis-math``: our own criteria for the math diagrams, mirroring the perception
+  ones (the paper states none for math): ``target-changed`` (the target diagram is
+  altered, cropped or covered), ``wrong-family`` (the distractor figure is not of the
+  intended concept family), ``answer-hint`` (the distractor gives away or changes the
+  answer).
+
+Every criterion of the two Idis sets is required: a sample failing any is rejected, and
+an accept names none. The sets share no criterion id, so a file read with the wrong set
+fails on its first criterion, naming it and the set.
+
 Reading validates every row; a problem is a :class:`DecisionError` naming the file,
 the line and the offending value: an unknown sample id, a decision other than
 accept/reject, an unknown criterion, an accept that fails a required criterion, a
@@ -62,6 +86,30 @@ CRITERIA: dict[str, str] = {
 # Failing one of these removes a sample; dead_end is optional in the paper.
 REQUIRED_CRITERIA: tuple[str, ...] = ("obvious", "factual", "irrelevant")
 OPTIONAL_CRITERIA: tuple[str, ...] = ("dead_end",)
+
+# The Idis paper's human-verification criteria for its perception images (appendix
+# A.3), each phrased as the failure: a sample fails a criterion when the text is true.
+IDIS_PERCEPTION_CRITERIA: dict[str, str] = {
+    "target-lost": "The target object disappears or is not preserved",
+    "wrong-concept": "The distractor differs from the intended concept",
+    "other-class": "An object from another class is generated",
+    "occludes": "The distractor occludes the target object",
+    "class-text": "Class-indicative text appears in the image and could serve as a hint",
+}
+# Our own criteria for the Idis math diagrams (the paper states none), mirroring the
+# perception ones: the target kept, the intended distractor, no hint.
+IDIS_MATH_CRITERIA: dict[str, str] = {
+    "target-changed": "The target diagram is altered, cropped or covered",
+    "wrong-family": "The distractor figure is not of the intended concept family",
+    "answer-hint": "The distractor gives away or changes the answer",
+}
+DEFAULT_CRITERIA_SET = "distraction"
+#: criteria set name -> (criteria {id: text}, required ids, optional ids)
+CRITERIA_SETS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]] = {
+    "distraction": (CRITERIA, REQUIRED_CRITERIA, OPTIONAL_CRITERIA),
+    "idis-perception": (IDIS_PERCEPTION_CRITERIA, tuple(IDIS_PERCEPTION_CRITERIA), ()),
+    "idis-math": (IDIS_MATH_CRITERIA, tuple(IDIS_MATH_CRITERIA), ()),
+}
 DECISIONS: tuple[str, ...] = ("accept", "reject")
 COLUMNS: tuple[str, ...] = ("sample_id", "decision", "criteria_failed", "note", "reviewer", "time")
 CRITERIA_SEP = ";"
@@ -76,6 +124,19 @@ _CANDIDATE_TEXT = ("distractor_description", "trap_reasoning_path", "trap_answer
 
 class DecisionError(ValueError):
     """A decision (or candidate) that does not validate; the message names where."""
+
+
+def get_criteria_set(
+    name: str = DEFAULT_CRITERIA_SET,
+) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
+    """``(criteria, required ids, optional ids)`` of the criteria set ``name``; an unknown
+    name is a :class:`DecisionError` listing the known ones."""
+    try:
+        return CRITERIA_SETS[name]
+    except (KeyError, TypeError):
+        raise DecisionError(
+            f"unknown criteria set {name!r} (known: {', '.join(CRITERIA_SETS)})"
+        ) from None
 
 
 # --------------------------------------------------------------------------- candidates
@@ -225,8 +286,11 @@ def make_decision(
     *,
     known_ids: Iterable[str] | None = None,
     where: str = "decision",
+    criteria_set: str = DEFAULT_CRITERIA_SET,
 ) -> Decision:
-    """Validate one decision; errors start with ``where`` and name the offending value."""
+    """Validate one decision against the criteria of ``criteria_set``; errors start with
+    ``where`` and name the offending value."""
+    crit, required, _ = get_criteria_set(criteria_set)
     if not isinstance(sample_id, str) or not sample_id.strip():
         raise DecisionError(f"{where}: empty sample id")
     sample_id = sample_id.strip()
@@ -245,15 +309,15 @@ def make_decision(
     for c in items:
         if c == "":
             continue
-        if not isinstance(c, str) or c not in CRITERIA:
+        if not isinstance(c, str) or c not in crit:
             raise DecisionError(
                 f"{where}: invalid criterion {c!r} for {sample_id!r} "
-                f"(expected some of {', '.join(CRITERIA)})"
+                f"(criteria set {criteria_set}: expected some of {', '.join(crit)})"
             )
         failed.add(c)
-    ordered = tuple(c for c in CRITERIA if c in failed)
+    ordered = tuple(c for c in crit if c in failed)
     if value == "accept":
-        bad = [c for c in ordered if c in REQUIRED_CRITERIA]
+        bad = [c for c in ordered if c in required]
         if bad:
             raise DecisionError(
                 f"{where}: {sample_id!r} is accepted but fails required criteria "
@@ -285,18 +349,21 @@ def read_decisions(
     known_ids: Iterable[str] | None = None,
     *,
     missing_ok: bool = False,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
 ) -> dict[str, Decision]:
     """Read and validate a decisions CSV; ``{sample_id: Decision}`` in file order.
 
     ``known_ids`` (the candidates' ids) makes an unknown id an error; None skips that
     check. A missing file is an error unless ``missing_ok`` (then: no decisions yet).
+    Criteria are those of ``criteria_set`` (:data:`CRITERIA_SETS`).
     """
+    get_criteria_set(criteria_set)
     path = Path(path)
     if missing_ok and not path.exists():
         return {}
     known = set(known_ids) if known_ids is not None else None
     with open(path, encoding="utf-8-sig", newline="") as fh:
-        return _parse_decisions(fh, str(path), known)
+        return _parse_decisions(fh, str(path), known, criteria_set)
 
 
 def _csv_rows(fh: Iterable[str], name: str) -> Iterator[tuple[int, list[str]]]:
@@ -322,7 +389,12 @@ def _csv_rows(fh: Iterable[str], name: str) -> Iterator[tuple[int, list[str]]]:
         yield start, row
 
 
-def _parse_decisions(fh: Iterable[str], name: str, known: set[str] | None) -> dict[str, Decision]:
+def _parse_decisions(
+    fh: Iterable[str],
+    name: str,
+    known: set[str] | None,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
+) -> dict[str, Decision]:
     out: dict[str, Decision] = {}
     lines: dict[str, int] = {}
     header: list[str] | None = None
@@ -352,6 +424,7 @@ def _parse_decisions(fh: Iterable[str], name: str, known: set[str] | None) -> di
             rec["time"],
             known_ids=known,
             where=where,
+            criteria_set=criteria_set,
         )
         if dec.sample_id in lines:
             raise DecisionError(
@@ -413,6 +486,7 @@ def write_decision(
     time: str | None = None,
     *,
     known_ids: Iterable[str] | None = None,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
 ) -> dict[str, Decision]:
     """Add or replace the decision on one sample; rewrites the file atomically.
 
@@ -420,11 +494,12 @@ def write_decision(
     place, a new one is appended. ``time`` defaults to now (UTC). Returns the decisions
     now in the file. Callers that write concurrently must serialize calls (the review
     server holds a lock). A note over :data:`MAX_NOTE` or a reviewer over
-    :data:`MAX_REVIEWER` characters is an error, and nothing is written.
+    :data:`MAX_REVIEWER` characters is an error, and nothing is written. The file and
+    the new decision are validated against ``criteria_set``.
     """
     check_lengths(note, reviewer)
     known = set(known_ids) if known_ids is not None else None
-    current = read_decisions(path, known, missing_ok=True)
+    current = read_decisions(path, known, missing_ok=True, criteria_set=criteria_set)
     new = make_decision(
         sample_id,
         decision,
@@ -433,15 +508,18 @@ def write_decision(
         reviewer,
         now_iso() if time is None else time,
         known_ids=known,
+        criteria_set=criteria_set,
     )
     current[new.sample_id] = new
     write_decisions(path, current)
     return current
 
 
-def remove_decision(path: str | Path, sample_id: str) -> dict[str, Decision]:
+def remove_decision(
+    path: str | Path, sample_id: str, *, criteria_set: str = DEFAULT_CRITERIA_SET
+) -> dict[str, Decision]:
     """Drop the decision on one sample (it becomes undecided); rewrites atomically."""
-    current = read_decisions(path, missing_ok=True)
+    current = read_decisions(path, missing_ok=True, criteria_set=criteria_set)
     if current.pop(sample_id, None) is not None:
         write_decisions(path, current)
     return current
@@ -453,6 +531,8 @@ def remove_decision(path: str | Path, sample_id: str) -> dict[str, Decision]:
 def apply_decisions(
     candidates: Iterable[Candidate | Mapping[str, Any] | str],
     decisions: Mapping[str, Decision],
+    *,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
 ) -> tuple[list[str], dict[str, Any]]:
     """The accepted sample ids (in candidate order) and a report of the verification.
 
@@ -461,8 +541,11 @@ def apply_decisions(
     fail several, so these may sum to more than ``rejected``),
     ``accepted_failing_optional`` (optional criterion -> accepted samples noted as
     failing it) and ``undecided_ids``. Undecided samples are not accepted. A decision on
-    a sample that is not among the candidates is an error.
+    a sample that is not among the candidates is an error. The criteria counted are
+    those of ``criteria_set``; a decision failing a criterion outside it is an error
+    naming the criterion and the set.
     """
+    crit, _, optional_ids = get_criteria_set(criteria_set)
     ids: list[str] = []
     for c in candidates:
         if isinstance(c, str):
@@ -480,11 +563,18 @@ def apply_decisions(
         raise DecisionError(f"decisions on unknown sample ids: {', '.join(map(repr, stray))}")
     accepted: list[str] = []
     undecided: list[str] = []
-    by_criterion = dict.fromkeys(CRITERIA, 0)
-    optional = dict.fromkeys(OPTIONAL_CRITERIA, 0)
+    by_criterion = dict.fromkeys(crit, 0)
+    optional = dict.fromkeys(optional_ids, 0)
     rejected = 0
     for sid in ids:
         d = decisions.get(sid)
+        if d is not None:
+            outside = [c for c in d.criteria_failed if c not in crit]
+            if outside:
+                raise DecisionError(
+                    f"decision on {sid!r}: invalid criterion {outside[0]!r} (criteria set "
+                    f"{criteria_set}: expected some of {', '.join(crit)})"
+                )
         if d is None:
             undecided.append(sid)
         elif d.decision == "accept":

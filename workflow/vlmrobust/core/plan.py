@@ -25,13 +25,17 @@ NOT_SAMPLE_KEYS = frozenset(
         "display",
         "prompts",
         "max_new_tokens",
+        "temperature",
+        "top_p",
+        "n",
+        "image_size",
         "shards",
         "scorer",
         "unparsed_choice",
     }
 )
 #: files of a local dataset folder the samples are read from: the rows ...
-ROW_SUFFIXES = (".jsonl", ".json", ".parquet")
+ROW_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 #: ... and the images they name (an edited image must rebuild the samples)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 #: the keys of the config's ``masking`` block the CRM comparison stage reads
@@ -213,13 +217,21 @@ class RunPlan:
         ``question_writer`` is an LLM, the questions file of the ``questions`` step.
         A local folder lists its row files and its image files (:data:`ROW_SUFFIXES`,
         :data:`IMAGE_SUFFIXES`, any case), so fixing an image reruns the samples job."""
-        from .config import DEMO_ROOT, ConfigError, demo_folder_family
+        from .config import (
+            DEMO_IDIS_ROOT,
+            DEMO_ROOT,
+            ConfigError,
+            demo_folder_family,
+            under_demo_idis,
+        )
 
         spec = self.datasets[dataset]
         writer = (spec.get("question_writer") or {}).get("backend", "template")
         extra = []
         if questions and spec["adapter"] == "visargs" and writer != "template":
             extra = [f"results/questions/{dataset}/questions.jsonl"]
+        if under_demo_idis(spec["path"]):  # written by the demo_idis job
+            return [f"{DEMO_IDIS_ROOT}/summary.json", *extra]
         family = demo_folder_family(spec["path"])
         if family is not None:  # written by the demo_data job
             return [f"{DEMO_ROOT}/{family}/rows.jsonl", *extra]
@@ -237,6 +249,31 @@ class RunPlan:
             )
             return files + extra
         return extra
+
+    def condition_inputs(self, condition: str) -> list[str]:
+        """Files a condition's variants job reads besides the samples: a samples file it
+        draws a pool from (Idis-math's irrelevant tables: ``irrelevant_samples``), a
+        verification decisions file, and the demo's Idis assets (cut-outs, handwritten
+        expressions) when a path points into the folder the ``demo_idis`` job writes."""
+        from .config import DEMO_IDIS_ROOT, under_demo_idis
+
+        found: list[str] = []
+
+        def walk(value: Any) -> None:
+            if isinstance(value, dict):
+                for v in value.values():
+                    walk(v)
+            elif isinstance(value, list):
+                for v in value:
+                    walk(v)
+            elif isinstance(value, str):
+                if under_demo_idis(value):
+                    found.append(f"{DEMO_IDIS_ROOT}/summary.json")
+                elif value.endswith(("samples.jsonl", ".csv")) and "/" in value:
+                    found.append(value)
+
+        walk(self.conditions[condition])
+        return list(dict.fromkeys(found))
 
     def unparsed_choice(self, dataset: str) -> str:
         """What an unparsed multiple-choice answer of a dataset becomes when scored
@@ -401,6 +438,29 @@ class RunPlan:
     def shard_files(self, model: str, dataset: str, condition: str, prompt: str) -> list[str]:
         n = self.datasets[dataset]["shards"]
         return [self.shard_path(model, dataset, condition, prompt, i, n) for i in range(n)]
+
+    @staticmethod
+    def math_judged_path(model: str, dataset: str, condition: str, prompt: str) -> str:
+        return f"results/judged-mathverse/{model}/{dataset}/{condition}/{prompt}.jsonl"
+
+    def math_judged_files(self) -> list[str]:
+        """MathVerse judge verdicts of every output of a ``mathverse`` dataset."""
+        return [
+            self.math_judged_path(model, dataset, condition, prompt)
+            for dataset, spec in self.datasets.items()
+            if spec["adapter"] == "mathverse"
+            for condition in spec["conditions"]
+            for model in self.models_of(dataset)
+            for prompt in self.prompts_of(dataset)
+            if self.has_outputs(model, dataset, condition, prompt)
+        ]
+
+    def math_judge_spec(self) -> dict[str, Any]:
+        """The MathVerse judge (config ``judge.mathverse``), its cache under the run's."""
+        spec = dict(self.config["judge"]["mathverse"])
+        if spec.get("backend", "offline") != "offline" and spec.get("cache_dir") is None:
+            spec["cache_dir"] = self.llm_cache_dir
+        return spec
 
     def judged_files(self) -> list[str]:
         """Distractor-reference labels of every output under a distraction condition."""

@@ -58,6 +58,33 @@ Builders (``PROMPTS``)
                            as a short phrase". The CRM paper does not print its
                            templates; these are ours.
 
+    ``idis-perception``    the Idis perception prompt (ImageNet-9): the question (which
+                           lists the nine categories), then "Think step by step, then
+                           give your final answer as <answer>X</answer>, where X is one
+                           of the categories."
+    ``idis-perception-mitigate``  the same with "First identify the main object. Base
+                           your reasoning only on that object's own visual attributes."
+                           before the instruction.
+    ``idis-perception-budget-1024`` / ``-2048`` / ``-4096``  the same with "Think for at
+                           most N tokens before answering." before the instruction.
+    ``idis-math``          the Idis math prompt (MathVerse): the question, then "Solve
+                           the problem step by step and put the final answer in
+                           \\boxed{}." and, for a multiple-choice question (a letter
+                           answer), "For a multiple-choice question, put only the
+                           option letter in \\boxed{}."
+    ``waterbirds``         the question, then "Think step by step, then give your final
+                           answer as <answer>Landbird</answer> or
+                           <answer>Waterbird</answer>."
+    ``waterbirds-mitigate`` the same with "First identify the bird. Base your reasoning
+                           only on the bird's own visual attributes, not on the
+                           background." before the instruction.
+
+    The Idis paper gives the perception prompt; its Waterbirds and thinking-budget
+    prompt texts are not printed in its text, so those wordings (and the math
+    prompt's multiple-choice sentence) are ours. The prompts never mention image
+    size: the Idis protocol resizes images at inference (the dataset's
+    ``image_size``), not here.
+
 MathVista hints (``mathvista-*`` and ``distract-open``) follow MathVista's
 ``create_one_query``: question type ``multi_choice`` asks for the option letter;
 ``free_form`` asks for an integer, a float with ``precision`` decimals (one, two,
@@ -70,7 +97,8 @@ Default prompt per adapter (:func:`default_prompt`): the ``default_prompt`` of t
 adapter's benchmark record (:mod:`vlmrobust.core.benchmarks`): ``mathvista`` →
 ``mathvista-solution`` (the setting of the released Distract-Bench runs; ``cot`` and
 ``format`` are selected per condition/run config); ``distract-bench`` →
-``distract-open``; ``mathvision`` → ``mathvision``; every other adapter (its record's
+``distract-open``; ``mathvision`` → ``mathvision``; ``imagenet9`` → ``idis-perception``;
+``mathverse`` → ``idis-math``; ``waterbirds`` → ``waterbirds``; every other adapter (its record's
 ``default_prompt`` is ``None``) by the sample's answer type: letter → ``mcq``, yes/no
 → ``yesno``, label → ``label``, number/text/list → ``short``.
 """
@@ -404,6 +432,58 @@ def _crm_answer(sample: Sample, question: str, context: str) -> tuple[str, str |
     return f"{question}\n\nYour reasoning:\n{chain}\n\n{CRM_ANSWER_INSTRUCTION}", None
 
 
+# --------------------------------------------------------------------------- Idis
+
+IDIS_PERCEPTION_INSTRUCTION = (
+    "Think step by step, then give your final answer as <answer>X</answer>, where X is one "
+    "of the categories."
+)
+IDIS_PERCEPTION_MITIGATION = (
+    "First identify the main object. Base your reasoning only on that object's own visual "
+    "attributes."
+)
+#: the thinking budgets (tokens) of the ``idis-perception-budget-N`` prompts
+IDIS_BUDGETS = (1024, 2048, 4096)
+IDIS_MATH_INSTRUCTION = "Solve the problem step by step and put the final answer in \\boxed{}."
+IDIS_MATH_MC_NOTE = "For a multiple-choice question, put only the option letter in \\boxed{}."
+WATERBIRDS_INSTRUCTION = (
+    "Think step by step, then give your final answer as <answer>Landbird</answer> or "
+    "<answer>Waterbird</answer>."
+)
+WATERBIRDS_MITIGATION = (
+    "First identify the bird. Base your reasoning only on the bird's own visual attributes, "
+    "not on the background."
+)
+
+
+def _prefixed(instruction: str, prefix: str | None = None) -> TextFn:
+    """The question, then ``instruction`` with ``prefix`` (when given) before it."""
+    line = f"{prefix} {instruction}" if prefix else instruction
+
+    def build(sample: Sample, question: str) -> tuple[str, str | None]:
+        return _append(question, line), None
+
+    return build
+
+
+def _idis_math(sample: Sample, question: str) -> tuple[str, str | None]:
+    line = IDIS_MATH_INSTRUCTION
+    if sample.answer_type == "letter":
+        line = f"{line} {IDIS_MATH_MC_NOTE}"
+    return _append(question, line), None
+
+
+def _idis_budget(tokens: int) -> PromptBuilder:
+    return PromptBuilder(
+        f"idis-perception-budget-{tokens}",
+        "1",
+        f"Idis perception prompt asking to think for at most {tokens} tokens",
+        _prefixed(
+            IDIS_PERCEPTION_INSTRUCTION, f"Think for at most {tokens} tokens before answering."
+        ),
+    )
+
+
 # --------------------------------------------------------------------------- registry
 
 PROMPTS: dict[str, PromptBuilder] = {
@@ -434,6 +514,34 @@ PROMPTS: dict[str, PromptBuilder] = {
             "CRM stage 2: the final answer only, after the model's own crm-cot chain",
             _crm_answer,
             needs="crm-cot",
+        ),
+        PromptBuilder(
+            "idis-perception",
+            "1",
+            "Idis perception: step by step, the category in <answer></answer>",
+            _prefixed(IDIS_PERCEPTION_INSTRUCTION),
+        ),
+        PromptBuilder(
+            "idis-perception-mitigate",
+            "1",
+            "Idis perception with the instruction to reason on the main object only",
+            _prefixed(IDIS_PERCEPTION_INSTRUCTION, IDIS_PERCEPTION_MITIGATION),
+        ),
+        *(_idis_budget(n) for n in IDIS_BUDGETS),
+        PromptBuilder(
+            "idis-math", "1", "Idis math: step by step, the final answer in \\boxed{}", _idis_math
+        ),
+        PromptBuilder(
+            "waterbirds",
+            "1",
+            "Waterbirds: step by step, Landbird or Waterbird in <answer></answer>",
+            _prefixed(WATERBIRDS_INSTRUCTION),
+        ),
+        PromptBuilder(
+            "waterbirds-mitigate",
+            "1",
+            "Waterbirds with the instruction to reason on the bird, not the background",
+            _prefixed(WATERBIRDS_INSTRUCTION, WATERBIRDS_MITIGATION),
         ),
     )
 }

@@ -6,6 +6,8 @@ defaults and answer types come from each benchmark's record in
 :mod:`vlmrobust.core.benchmarks` (docs/adding-a-benchmark.md); what each adapter keeps in
 ``meta`` is listed in its docstring. Every sample's ``meta["source_id"]`` is the
 dataset's own id (added by :func:`vlmrobust.data.build_samples`).
+The base datasets of the Idis study (ImageNet-9, MathVerse, LogicVista, Waterbirds)
+have their adapters in :mod:`vlmrobust.data.idis`.
 
 Distract-Bench local layout (``source: local``, ``path: <folder>``), either
 
@@ -55,6 +57,7 @@ from .base import (
     parse_list,
     to_int,
 )
+from .idis import ImageNet9, LogicVista, MathVerse, Waterbirds
 from .visargs import VisArgs
 
 
@@ -800,5 +803,9 @@ ADAPTERS: dict[str, Adapter] = {
         VisArgs(),
         Demo(),
         Constructed(),
+        ImageNet9(),
+        MathVerse(),
+        LogicVista(),
+        Waterbirds(),
     )
 }

@@ -118,7 +118,9 @@ def plan_requests(
 
     ``contexts`` (key -> text) feed a second-stage prompt (``PromptBuilder.needs``):
     the first-stage output of the same (variant, draw). With ``job.image_size`` the
-    images are resized copies written under ``resized_dir`` (:func:`resized_content`)."""
+    images are resized copies written under ``resized_dir`` (:func:`resized_content`),
+    except a variant of the resolution ablation (``params.resolution``), which keeps the
+    size it was made at."""
     from ..core.io import sha256_bytes
     from ..core.prompts import PROMPTS, build_prompt, default_prompt
 
@@ -153,7 +155,12 @@ def plan_requests(
                 context_sha = sha256_bytes(context.encode("utf-8"))
             built = build_prompt(sample, variant, name, context)
             content = built.content
-            if job.image_size is not None and resized_dir is not None:
+            # a resolution variant (the visual-token ablation) is its own size
+            if (
+                job.image_size is not None
+                and resized_dir is not None
+                and variant.params.get("resolution") is None
+            ):
                 content = resized_content(content, job.image_size, resized_dir)
             planned_version = (job.prompt_versions or {}).get(built.name)
             if planned_version is not None and planned_version != built.version:

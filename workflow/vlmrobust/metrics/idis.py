@@ -57,7 +57,9 @@ __all__ = [
     "EXTRA_COLUMNS",
     "IDIS_PERTURBATIONS",
     "POOLED",
+    "apply_math_judge",
     "compute_idis_metrics",
+    "read_math_judged",
     "rank_curve",
     "read_idis_variants",
     "response_lengths",
@@ -192,13 +194,97 @@ def _groups(df: pd.DataFrame) -> Iterable[tuple[dict[str, str], pd.DataFrame]]:
             yield {**dict(zip(cols, key, strict=True)), "semantics": POOLED}, g
 
 
+def read_math_judged(paths: Iterable[str]) -> pd.DataFrame:
+    """MathVerse judge verdicts (``results/judged-mathverse/<model>/<dataset>/<condition>/
+    <prompt>.jsonl``): key, verdict (1, 0 or NaN), error, with model, condition and
+    prompt_setting from the path."""
+    from pathlib import Path
+
+    rows = []
+    for path in paths:
+        parts = Path(path).parts
+        model, condition, prompt = parts[-4], parts[-2], Path(path).stem
+        for rec in read_jsonl(path):
+            v = rec.get("verdict")
+            rows.append(
+                {
+                    "model": model,
+                    "condition": condition,
+                    "prompt_setting": prompt,
+                    "key": str(rec.get("key")),
+                    "verdict": math.nan if v is None else float(v),
+                    "judge_error": _text(rec.get("error")),
+                }
+            )
+    cols = ["model", "condition", "prompt_setting", "key", "verdict", "judge_error"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _kappa(a: np.ndarray, b: np.ndarray) -> float:
+    """Cohen's kappa of two 0/1 raters (NaN when chance agreement is 1)."""
+    po = float((a == b).mean())
+    pa, pb = float(a.mean()), float(b.mean())
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    return math.nan if pe >= 1 else (po - pe) / (1 - pe)
+
+
+def apply_math_judge(
+    df: pd.DataFrame,
+    judged: pd.DataFrame,
+    info: Mapping[str, Mapping[str, str]],
+    dataset: str,
+    warnings: list[str],
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Correctness from the MathVerse judge's verdicts: each response's ``correct`` is
+    the judge's verdict; a response without a verdict (the judge failed) is left out and
+    counted. Also the agreement of the judge with the rule-based scorer per model
+    (``judge_agreement``: share of responses where both say the same; ``judge_kappa``:
+    Cohen's kappa), over the responses both judged."""
+    keys = ["model", "condition", "prompt_setting", "key"]
+    m = df.merge(judged, on=keys, how="left")
+    rows: list[dict[str, Any]] = []
+    for model, g in m.groupby("model", sort=False):
+        both = g.dropna(subset=["verdict"])
+        a, b = both["correct"].to_numpy(float), both["verdict"].to_numpy(float)
+        base = {**info.get(str(model), {}), "benchmark": dataset}
+        if len(both):
+            rows.append(
+                metric_row(
+                    "judge_agreement",
+                    model=str(model),
+                    **base,
+                    value=float((a == b).mean()),
+                    n=len(both),
+                    note="the MathVerse judge vs the rule-based scorer",
+                )
+            )
+            rows.append(
+                metric_row("judge_kappa", model=str(model), **base, value=_kappa(a, b), n=len(both))
+            )
+    missing = m["verdict"].isna()
+    if missing.any():
+        for (mo, c), n in m[missing].groupby(["model", "condition"]).size().items():
+            warnings.append(
+                f"model {mo}, dataset {dataset}, condition {c}: {n} response(s) without a "
+                "MathVerse judge verdict (the judge failed or no verdict file row); left out"
+            )
+    m = m[~missing].copy()
+    m["correct"] = m["verdict"].astype(int)
+    return m.drop(columns=["verdict", "judge_error"]), rows
+
+
 def compute_idis_metrics(
-    scored: pd.DataFrame, variants: pd.DataFrame, spec: Mapping[str, Any]
+    scored: pd.DataFrame,
+    variants: pd.DataFrame,
+    spec: Mapping[str, Any],
+    judged: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The Idis metrics of one dataset (module docstring); returns (table, warnings).
 
     ``spec``: dataset, models (registry fields by id), model_order, clean_condition,
-    draws (responses per question), bootstrap {resamples, seed, level}."""
+    draws (responses per question), bootstrap {resamples, seed, level}. ``judged``: the
+    MathVerse judge's verdicts (:func:`read_math_judged`), which then decide correctness
+    (:func:`apply_math_judge`)."""
     warnings: list[str] = []
     models, order = spec_models(spec)
     dataset = str(spec["dataset"])
@@ -224,6 +310,10 @@ def compute_idis_metrics(
                 "request(s) excluded from accuracy, lengths and curves"
             )
         df = df[~err]
+    judge_rows: list[dict[str, Any]] = []
+    if judged is not None:
+        info = {m: model_info(models, m) for m in set(df["model"])}
+        df, judge_rows = apply_math_judge(df, judged, info, dataset, warnings)
 
     v = variants[variants["dataset"] == dataset] if len(variants) else variants
     df = df.merge(
@@ -244,7 +334,7 @@ def compute_idis_metrics(
         )
     df = df[(df["kind"] != "") | is_clean]
 
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = list(judge_rows)
     for model in [m for m in order if m in set(df["model"])]:
         info = model_info(models, model)
         for prompt in sorted(set(df.loc[df["model"] == model, "prompt_setting"])):

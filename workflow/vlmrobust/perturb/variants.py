@@ -32,6 +32,29 @@ Perturbations live in the registry :data:`PERTURBATIONS` (re-exported by
   areas) is recorded in the variant's params under ``placed`` (one entry per image).
   ``apply=None`` means the variant keeps the sample's own image files.
 
+``report.json`` counts the samples, the variants and the :class:`Excluded` ones (by
+reason, with their ids). A perturbation may add to it: the keys of a dict the prepared
+spec holds under ``report_extra`` (``setup`` puts it there, e.g. ``idis-release``'s
+count of released files that pair with no sample) are merged into ``report.json``
+(a key the stage writes itself is an error).
+
+**Human verification** (the Idis paper's appendix A.3): a condition may carry a
+``verification`` key, ``{decisions: <csv>, set: idis-perception | idis-math, require:
+not-rejected | accepted}`` (``require`` defaults to ``not-rejected``). The decisions
+file (:mod:`vlmrobust.core.decisions`, keyed by variant id, written by ``vlmrobust
+idis-review``) is read with that criteria set; after planning, a variant a person
+rejected is an :class:`Excluded` with reason ``rejected: <failed criterion ids>`` (joined
+by ``;``) and, with ``require: accepted``, a variant nobody decided one with reason
+``not-verified``. ``report.json`` then holds a ``verification`` block: the file, set and
+rule, the variants ``checked`` and how many were ``accepted``, ``rejected``,
+``undecided`` and ``dropped``, ``rejected_by_criterion`` (every criterion of the set; a
+variant can fail several) and ``decisions_without_variant`` (ids decided in the file
+that this run planned no variant for, e.g. another condition's). The key is taken out
+of the spec before the perturbation's ``prepare`` sees it (:func:`prepare_verification`),
+so any perturbation accepts it (``null``, the schema's default: no verification); it is
+meant for the Idis image perturbations. A
+decisions file belongs to one condition: variant ids do not name the condition.
+
 A later perturbation (edit, composite, mask, ...) plugs in with :func:`register`, called
 at import time of a module that ``vlmrobust/perturb/__init__.py`` imports: with
 ``threads > 1`` the worker processes (spawned, not forked) look the perturbation up by
@@ -47,7 +70,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -55,6 +78,7 @@ from typing import Any
 from PIL import Image, ImageColor, ImageOps
 from tqdm import tqdm
 
+from ..core.decisions import CRITERIA_SEP, Decision, get_criteria_set, read_decisions
 from ..core.io import atomic_write_bytes, sha256_bytes, sha256_file
 from ..core.records import Sample, Variant, read_samples, write_variants
 from ..core.seeding import derive_seed, rng_for
@@ -65,8 +89,10 @@ __all__ = [
     "Excluded",
     "Perturbation",
     "VariantPlan",
+    "Verification",
     "build_variants",
     "corruption_variant_id",
+    "prepare_verification",
     "register",
 ]
 
@@ -300,6 +326,105 @@ def _apply_corruption(image: Image.Image, params: dict[str, Any], seed: int) -> 
 register(Perturbation("corruption", _prepare_corruption, _plan_corruption, _apply_corruption))
 
 
+# ---------------------------------------------------------------- verification
+
+#: criteria sets a condition's verification may name
+VERIFICATION_SETS = ("idis-perception", "idis-math")
+#: ``not-rejected``: drop the rejected variants; ``accepted``: keep only the accepted
+VERIFICATION_REQUIRE = ("not-rejected", "accepted")
+_VERIFICATION_KEYS = ("decisions", "set", "require")
+
+
+@dataclass
+class Verification:
+    """A condition's ``verification``: the decisions read, and what :meth:`check` saw."""
+
+    decisions_path: str
+    criteria_set: str
+    require: str
+    decisions: dict[str, Decision]
+    checked: list[str] = field(default_factory=list)
+    planned_excluded: set[str] = field(default_factory=set)
+
+    def check(self, plan: VariantPlan | Excluded) -> VariantPlan | Excluded:
+        """The plan, or an :class:`Excluded` when the decisions drop it."""
+        if isinstance(plan, Excluded):  # excluded by the perturbation itself
+            self.planned_excluded.add(plan.variant_id)
+            return plan
+        vid = plan.variant_id
+        self.checked.append(vid)
+        d = self.decisions.get(vid)
+        if d is None:
+            if self.require == "accepted":
+                return Excluded(vid, "not-verified", f"no decision in {self.decisions_path}")
+            return plan
+        if d.decision == "reject":
+            who = " ".join(x for x in (d.reviewer, d.time) if x)
+            detail = "; ".join(x for x in (d.note, who) if x)
+            return Excluded(vid, f"rejected: {CRITERIA_SEP.join(d.criteria_failed)}", detail)
+        return plan
+
+    def report(self) -> dict[str, Any]:
+        """The ``verification`` block of ``report.json``."""
+        criteria, _, _ = get_criteria_set(self.criteria_set)
+        by_criterion = dict.fromkeys(criteria, 0)
+        accepted = rejected = undecided = 0
+        for vid in self.checked:
+            d = self.decisions.get(vid)
+            if d is None:
+                undecided += 1
+            elif d.decision == "accept":
+                accepted += 1
+            else:
+                rejected += 1
+                for c in d.criteria_failed:
+                    by_criterion[c] += 1
+        seen = set(self.checked) | self.planned_excluded
+        stray = [vid for vid in self.decisions if vid not in seen]
+        return {
+            "decisions": self.decisions_path,
+            "set": self.criteria_set,
+            "require": self.require,
+            "checked": len(self.checked),
+            "accepted": accepted,
+            "rejected": rejected,
+            "undecided": undecided,
+            "dropped": rejected + (undecided if self.require == "accepted" else 0),
+            "rejected_by_criterion": by_criterion,
+            "decisions_without_variant": len(stray),
+            "decisions_without_variant_ids": stray,
+        }
+
+
+def prepare_verification(condition: str, value: Any) -> Verification:
+    """Check a condition's ``verification`` value and read its decisions file; errors
+    name ``conditions.<condition>.verification[.<key>]`` (a bad row of the file: the
+    file and line)."""
+    where = _key(condition, "verification")
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected a mapping with keys decisions, set, require")
+    unknown = sorted(set(value) - set(_VERIFICATION_KEYS))
+    if unknown:
+        raise ValueError(
+            f"{where}.{unknown[0]}: unknown key; allowed keys: {', '.join(_VERIFICATION_KEYS)}"
+        )
+    path = value.get("decisions")
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"{where}.decisions: expected the path of a decisions CSV, got {path!r}")
+    name = value.get("set")
+    if name not in VERIFICATION_SETS:
+        raise ValueError(f"{where}.set: {name!r} is not one of {', '.join(VERIFICATION_SETS)}")
+    require = value.get("require", "not-rejected")
+    if require not in VERIFICATION_REQUIRE:
+        raise ValueError(
+            f"{where}.require: {require!r} is not one of {', '.join(VERIFICATION_REQUIRE)}"
+        )
+    if not Path(path).is_file():
+        raise ValueError(f"{where}.decisions: {path!r} is not an existing file")
+    decisions = read_decisions(path, criteria_set=name)
+    return Verification(path, name, require, decisions)
+
+
 # ---------------------------------------------------------------- the stage
 
 
@@ -438,7 +563,20 @@ def build_variants(
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     pert = PERTURBATIONS[name]
-    spec = pert.prepare(condition, dict(spec))
+    spec = dict(spec)
+    verification = None
+    value = spec.pop("verification", None)  # the stage's key, not the perturbation's
+    if value is not None:
+        verification = prepare_verification(condition, value)
+    expected = spec.pop("expected_variants", None)  # the stage's key too
+    if expected is not None and (
+        isinstance(expected, bool) or not isinstance(expected, int) or expected < 0
+    ):
+        raise ValueError(
+            f"{_key(condition, 'expected_variants')}: expected a count (integer >= 0), "
+            f"got {expected!r}"
+        )
+    spec = pert.prepare(condition, spec)
     samples = read_samples(samples_path)
     if pert.setup is not None:
         spec = pert.setup(samples, condition, spec)
@@ -456,6 +594,8 @@ def build_variants(
         if not sample.images and not without_images:
             raise ValueError(f"sample {sample.sample_id!r} in {samples_path} has no images")
         for plan in pert.plan(sample, condition, spec, seed):
+            if verification is not None:
+                plan = verification.check(plan)
             if isinstance(plan, Excluded):
                 excluded.append(plan)
                 continue
@@ -530,30 +670,67 @@ def build_variants(
                 )
             variants[vi].masks = [m for m in mlist if m is not None]
     n = write_variants(out, variants)
-    _write_report(out.parent / "report.json", condition, name, len(samples), n, excluded)
+    extra = spec.get("report_extra")
+    if verification is not None:
+        if "verification" in (extra or {}):
+            raise ValueError(
+                f"perturbation {name!r}: report_extra key 'verification' is one the stage writes"
+            )
+        extra = {**(extra or {}), "verification": verification.report()}
+    if expected is not None:
+        extra = {**(extra or {}), "expected_variants": expected}
+        if n != expected:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "condition %s: %d variants, the paper reports %d (%+d); report.json says "
+                "which were excluded and why",
+                condition,
+                n,
+                expected,
+                n - expected,
+            )
+            extra["expected_mismatch"] = n - expected
+    _write_report(
+        out.parent / "report.json",
+        condition,
+        name,
+        len(samples),
+        n,
+        excluded,
+        extra=extra,
+    )
     return n
 
 
 def _write_report(
-    path: Path, condition: str, name: str, n_samples: int, n: int, excluded: list[Excluded]
+    path: Path,
+    condition: str,
+    name: str,
+    n_samples: int,
+    n: int,
+    excluded: list[Excluded],
+    extra: dict[str, Any] | None = None,
 ) -> None:
     from collections import Counter
 
     from ..core.io import write_json
 
     by_reason = Counter(e.reason for e in excluded)
-    write_json(
-        path,
-        {
-            "condition": condition,
-            "perturbation": name,
-            "samples": n_samples,
-            "variants": n,
-            "excluded": len(excluded),
-            "excluded_by_reason": dict(sorted(by_reason.items())),
-            "excluded_variants": [
-                {"variant_id": e.variant_id, "reason": e.reason, "detail": e.detail}
-                for e in excluded
-            ],
-        },
-    )
+    report = {
+        "condition": condition,
+        "perturbation": name,
+        "samples": n_samples,
+        "variants": n,
+        "excluded": len(excluded),
+        "excluded_by_reason": dict(sorted(by_reason.items())),
+        "excluded_variants": [
+            {"variant_id": e.variant_id, "reason": e.reason, "detail": e.detail} for e in excluded
+        ],
+    }
+    clash = sorted(set(extra or {}) & set(report))
+    if clash:
+        raise ValueError(
+            f"perturbation {name!r}: report_extra key {clash[0]!r} is one the stage writes"
+        )
+    write_json(path, {**report, **(extra or {})})

@@ -14,18 +14,32 @@ downstream, undecided ones do not.
 - :mod:`.page`: the self-contained HTML review page;
 - :mod:`.server`: a local ``http.server`` that serves the page and the images and saves
   each click to the decisions file (``vlmrobust review``).
+
+The same page and file serve the Idis study's verification of its constructed images
+(the Idis paper's appendix A.3): a decisions file belongs to a *criteria set*
+(:data:`CRITERIA_SETS`: ``distraction``, the default, ``idis-perception`` and
+``idis-math``), and :mod:`.idis` turns the variant manifest of an Idis image
+perturbation into candidates (``vlmrobust idis-review``). :mod:`.concepts` serves a page
+on which a person confirms or corrects the proposed concept family of each MathVerse
+problem (``vlmrobust concepts-review``; the labels file:
+:mod:`vlmrobust.core.concept_labels`).
 """
 
 from ..core.decisions import (
     COLUMNS,
     CRITERIA,
+    CRITERIA_SETS,
     DECISIONS,
+    DEFAULT_CRITERIA_SET,
+    IDIS_MATH_CRITERIA,
+    IDIS_PERCEPTION_CRITERIA,
     OPTIONAL_CRITERIA,
     REQUIRED_CRITERIA,
     Candidate,
     Decision,
     DecisionError,
     apply_decisions,
+    get_criteria_set,
     make_decision,
     read_candidates,
     read_decisions,
@@ -33,12 +47,17 @@ from ..core.decisions import (
     write_decision,
     write_decisions,
 )
+from .idis import idis_candidates
 from .page import build_review_page, render_review_page
 
 __all__ = [
     "COLUMNS",
     "CRITERIA",
+    "CRITERIA_SETS",
     "DECISIONS",
+    "DEFAULT_CRITERIA_SET",
+    "IDIS_MATH_CRITERIA",
+    "IDIS_PERCEPTION_CRITERIA",
     "OPTIONAL_CRITERIA",
     "REQUIRED_CRITERIA",
     "Candidate",
@@ -46,6 +65,8 @@ __all__ = [
     "DecisionError",
     "apply_decisions",
     "build_review_page",
+    "get_criteria_set",
+    "idis_candidates",
     "make_decision",
     "read_candidates",
     "read_decisions",

@@ -16,9 +16,15 @@ decision. The page is rendered twice over:
   (a ``<meta name="review-token">`` of the page) in the ``X-Review-Token`` header, and
   update the card and the counts from the server's answer.
 
-Keyboard (outside the note field): ``j``/``k`` next/previous sample, ``1``-``4`` toggle a
-criterion, ``a`` accept, ``r`` reject, ``u`` undecide, ``n`` edit the note, ``Esc``
-leave the note.
+The criteria shown are those of a *criteria set* (``criteria_set=``, default
+``distraction``; :data:`~vlmrobust.core.decisions.CRITERIA_SETS`): the Idis review
+(``vlmrobust idis-review``) shows the Idis paper's appendix A.3 criteria for perception
+images, or our math counterparts, with the page's title and help to match
+(:data:`SET_TEXTS`).
+
+Keyboard (outside the note field): ``j``/``k`` next/previous sample, ``1``-``9`` toggle a
+criterion (as many as the set has), ``a`` accept, ``r`` reject, ``u`` undecide, ``n``
+edit the note, ``Esc`` leave the note.
 """
 
 from __future__ import annotations
@@ -34,12 +40,12 @@ from typing import Any
 from urllib.parse import quote
 
 from ..core.decisions import (
-    CRITERIA,
+    DEFAULT_CRITERIA_SET,
     MAX_NOTE,
-    OPTIONAL_CRITERIA,
     Candidate,
     Decision,
     apply_decisions,
+    get_criteria_set,
 )
 from ..core.decisions import as_candidates as _as_candidates
 from ..core.io import atomic_write_text
@@ -47,6 +53,52 @@ from ..core.io import atomic_write_text
 ImageSrc = Callable[[Candidate, str], str]  # (candidate, "original"|"edited") -> URL
 
 TITLE = "Distract-Bench: human verification"
+
+#: per criteria set: (title, help summary, text before the criteria list, text after it,
+#: the command that serves a live page)
+SET_TEXTS: dict[str, tuple[str, str, str, str, str]] = {
+    "distraction": (
+        TITLE,
+        "Criteria (Distract-Bench §3) and keys",
+        "A distractor must:",
+        "Samples that fail any of the first three are rejected; tick the criteria a sample "
+        "fails. Undecided samples do not enter the benchmark.",
+        "vlmrobust review",
+    ),
+    "idis-perception": (
+        "Idis-perception: human verification",
+        "Criteria (the Idis paper, appendix A.3) and keys",
+        "A sample fails a criterion when the statement is true:",
+        "A sample failing any criterion is rejected: tick the ones it fails, then reject. "
+        "Accept a sample that fails none. Undecided samples are kept or dropped as the "
+        "condition's verification.require says.",
+        "vlmrobust idis-review",
+    ),
+    "idis-math": (
+        "Idis-math: human verification",
+        "Criteria (ours for the math diagrams, after the Idis paper's A.3 perception "
+        "criteria) and keys",
+        "A sample fails a criterion when the statement is true:",
+        "A sample failing any criterion is rejected: tick the ones it fails, then reject. "
+        "Accept a sample that fails none. Undecided samples are kept or dropped as the "
+        "condition's verification.require says.",
+        "vlmrobust idis-review",
+    ),
+}
+
+
+def _set_texts(criteria_set: str) -> tuple[str, str, str, str, str]:
+    get_criteria_set(criteria_set)  # an unknown set: an error naming the known ones
+    return SET_TEXTS.get(
+        criteria_set,
+        (
+            f"{criteria_set}: human verification",
+            "Criteria and keys",
+            "Criteria:",
+            "",
+            "vlmrobust review",
+        ),
+    )
 
 
 def resolve_image(path: str, image_base: str | Path | None = None) -> Path:
@@ -90,7 +142,14 @@ def _text_block(label: str, value: Any, cls: str) -> str:
     return f'<div class="field {cls}"><b>{_e(label)}</b><div class="text">{_e(value)}</div></div>'
 
 
-def _card(index: int, cand: Candidate, decision: Decision | None, image_src: ImageSrc) -> str:
+def _card(
+    index: int,
+    cand: Candidate,
+    decision: Decision | None,
+    image_src: ImageSrc,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
+) -> str:
+    criteria, _, optional_ids = get_criteria_set(criteria_set)
     sid = _e(cand.sample_id)
     figures = []
     for which, label, path in (
@@ -110,9 +169,9 @@ def _card(index: int, cand: Candidate, decision: Decision | None, image_src: Ima
         choices = f'<ol type="A" class="choices">{items}</ol>'
     failed = set(decision.criteria_failed) if decision else set()
     boxes = []
-    for n, (cid, text) in enumerate(CRITERIA.items(), 1):
+    for n, (cid, text) in enumerate(criteria.items(), 1):
         checked = " checked" if cid in failed else ""
-        optional = ' <span class="optional">(optional)</span>' if cid in OPTIONAL_CRITERIA else ""
+        optional = ' <span class="optional">(optional)</span>' if cid in optional_ids else ""
         boxes.append(
             f'<label title="key {n}"><input type="checkbox" name="criterion" value="{cid}"'
             f"{checked}> <kbd>{n}</kbd> <code>{cid}</code> {_e(text)}{optional}</label>"
@@ -236,7 +295,7 @@ _JS = r"""
     err.textContent = "";
     if (!live) {
       err.textContent = "Read-only copy: decisions are saved only through the review server " +
-        "(vlmrobust review --candidates ... --decisions ...).";
+        "(" + (document.body.dataset.command || "vlmrobust review") + " ... --decisions ...).";
       return false;
     }
     const criteria = Array.from(card.querySelectorAll("input[name=criterion]:checked")).map(b => b.value);
@@ -288,7 +347,7 @@ _JS = r"""
     const card = cards[current];
     if (ev.key === "j") focusCard(current + 1, true);
     else if (ev.key === "k") focusCard(current - 1, true);
-    else if (/^[1-4]$/.test(ev.key)) {
+    else if (/^[1-9]$/.test(ev.key)) {
       const box = card.querySelectorAll("input[name=criterion]")[Number(ev.key) - 1];
       if (box) box.checked = !box.checked;
     } else if (ev.key === "n") { ev.preventDefault(); card.querySelector("textarea.note").focus(); }
@@ -309,18 +368,24 @@ def render_review_page(
     *,
     image_src: ImageSrc,
     live: bool = False,
-    title: str = TITLE,
+    title: str | None = None,
     token: str | None = None,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
 ) -> str:
     """The page as a string; ``image_src`` gives each image's URL, ``live`` enables saving
-    and ``token`` (the server's session token, live pages only) goes with each save."""
+    and ``token`` (the server's session token, live pages only) goes with each save.
+    The criteria, title (unless given) and help are those of ``criteria_set``."""
+    default_title, summary, before, after, command = _set_texts(criteria_set)
+    title = default_title if title is None else title
+    crit, _, _ = get_criteria_set(criteria_set)
     cands = _as_candidates(candidates)
     decisions = dict(decisions or {})
-    _, report = apply_decisions(cands, decisions)
+    _, report = apply_decisions(cands, decisions, criteria_set=criteria_set)
     cards = "".join(
-        _card(i, c, decisions.get(c.sample_id), image_src) for i, c in enumerate(cands, 1)
+        _card(i, c, decisions.get(c.sample_id), image_src, criteria_set)
+        for i, c in enumerate(cands, 1)
     )
-    criteria = "".join(f"<li><code>{cid}</code> {_e(text)}</li>" for cid, text in CRITERIA.items())
+    criteria = "".join(f"<li><code>{cid}</code> {_e(text)}</li>" for cid, text in crit.items())
     counts = "".join(
         f'<span>{key} <b id="count-{key}">{report[key]}</b></span>'
         for key in ("generated", "accepted", "rejected", "undecided")
@@ -329,7 +394,7 @@ def render_review_page(
         ""
         if live
         else '<p class="banner">Read-only copy: decisions are saved only through the review '
-        "server (<code>vlmrobust review</code>).</p>"
+        f"server (<code>{_e(command)}</code>).</p>"
     )
     token_meta = f'<meta name="review-token" content="{_e(token)}">\n' if live and token else ""
     return f"""<!DOCTYPE html>
@@ -340,17 +405,16 @@ def render_review_page(
 {token_meta}<title>{_e(title)}</title>
 <style>{_CSS}</style>
 </head>
-<body data-live="{1 if live else 0}">
+<body data-live="{1 if live else 0}" data-command="{_e(command)}">
 <header>
   <h1>{_e(title)}</h1>
   <div class="counts">{counts}
     <label><input type="checkbox" id="hide-decided"> hide decided</label></div>
   {banner}
-  <details class="help"><summary>Criteria (Distract-Bench §3) and keys</summary>
-    <div>A distractor must: <ol>{criteria}</ol>
-    Samples that fail any of the first three are rejected; tick the criteria a sample
-    fails. Undecided samples do not enter the benchmark.</div>
-    <p>Keys: <kbd>j</kbd>/<kbd>k</kbd> next/previous, <kbd>1</kbd>-<kbd>4</kbd> toggle a
+  <details class="help"><summary>{_e(summary)}</summary>
+    <div>{_e(before)} <ol>{criteria}</ol>
+    {_e(after)}</div>
+    <p>Keys: <kbd>j</kbd>/<kbd>k</kbd> next/previous, <kbd>1</kbd>-<kbd>{len(crit)}</kbd> toggle a
     criterion, <kbd>a</kbd> accept, <kbd>r</kbd> reject, <kbd>u</kbd> undecide,
     <kbd>n</kbd> note, <kbd>Esc</kbd> leave the note.</p>
   </details>
@@ -370,6 +434,8 @@ def build_review_page(
     *,
     image_base: str | Path | None = None,
     embed_images: bool = False,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
+    title: str | None = None,
 ) -> Path:
     """Write the static (read-only) review page; returns its path.
 
@@ -387,5 +453,8 @@ def build_review_page(
             return _data_uri(path)
         return quote(Path(os.path.relpath(path, folder)).as_posix())
 
-    atomic_write_text(out_html, render_review_page(candidates, decisions, image_src=image_src))
+    page = render_review_page(
+        candidates, decisions, image_src=image_src, criteria_set=criteria_set, title=title
+    )
+    atomic_write_text(out_html, page)
     return out_html

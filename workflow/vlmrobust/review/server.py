@@ -1,7 +1,10 @@
 """A local web server for human verification (standard library only).
 
 ``vlmrobust review --candidates C.jsonl --decisions D.csv [--port N]``
-prints the URL of the review page. Routes:
+prints the URL of the review page; ``vlmrobust idis-review --manifest M --samples S
+--decisions D.csv --set idis-perception|idis-math`` serves the same page for the images
+of an Idis perturbation (candidates made by :func:`vlmrobust.review.idis.idis_candidates`,
+the criteria of that set, :data:`~vlmrobust.core.decisions.CRITERIA_SETS`). Routes:
 
 - ``GET /``: the review page (:mod:`vlmrobust.review.page`), rendered from the
   candidates and the decisions file as they are now.
@@ -30,6 +33,11 @@ port), and an ``Origin`` header, when there is one, must be the server's own; el
 It binds 127.0.0.1 by default; on a cluster node, reach it through an SSH tunnel that
 keeps the port number (``ssh -L PORT:127.0.0.1:PORT node``, then open
 ``http://localhost:PORT/``): the ``Host`` check refuses another port.
+
+:class:`LocalServer` holds what every review server shares (the token, the ``Host`` and
+``Origin`` checks, the image folders, the request handling); a server says what its
+page, state, images and one POST endpoint are (:class:`ReviewServer` here, the
+concept-family page of :mod:`vlmrobust.review.concepts`).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import secrets
 import socket
 import sys
 import threading
+from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -52,9 +61,12 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from ..core.decisions import (
+    DEFAULT_CRITERIA_SET,
     Candidate,
     DecisionError,
     apply_decisions,
+    as_candidates,
+    get_criteria_set,
     read_candidates,
     read_decisions,
     remove_decision,
@@ -81,34 +93,48 @@ def _default_reviewer() -> str:
         return ""
 
 
-class ReviewServer(ThreadingHTTPServer):
-    """The review server; ``url`` is where the page is, ``serve_forever()`` runs it."""
+class LocalServer(ThreadingHTTPServer):
+    """What every review server shares: the session token, the ``Host``/``Origin``
+    checks and the image folders. A subclass sets :attr:`post_path` and
+    :attr:`image_kinds` and implements :meth:`page`, :meth:`state_json`,
+    :meth:`image_of` and :meth:`post`; ``url`` is where the page is, ``serve_forever()``
+    runs it."""
 
     daemon_threads = True
+    #: the one POST endpoint (a JSON body, the token in the X-Review-Token header)
+    post_path = "/decision"
+    #: the names ``GET /image/<key>/<kind>`` accepts
+    image_kinds: tuple[str, ...] = IMAGE_KINDS
 
-    def __init__(
-        self,
-        candidates_path: str | Path,
-        decisions_path: str | Path,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        *,
-        image_base: str | Path | None = None,
-        reviewer: str | None = None,
-    ) -> None:
-        self.candidates: list[Candidate] = read_candidates(candidates_path)
-        self.by_id = {c.sample_id: c for c in self.candidates}
-        self.known_ids = frozenset(self.by_id)
-        self.decisions_path = Path(decisions_path)
+    def __init__(self, host: str, port: int, image_base: str | Path | None) -> None:
         self.image_base = Path(image_base) if image_base is not None else Path.cwd()
-        self.reviewer = _default_reviewer() if reviewer is None else reviewer
         self.lock = threading.Lock()
         # The session's write token (printed with the URL, embedded in the page).
         self.token = secrets.token_urlsafe(32)
-        # Fail now, not on the first click, if the decisions file does not validate.
-        read_decisions(self.decisions_path, self.known_ids, missing_ok=True)
         super().__init__((host, port), ReviewHandler)
         self.allowed_hosts = self._allowed_hosts(host)
+
+    # -- what a subclass says
+
+    def page(self) -> str:
+        """The HTML page for ``GET /``."""
+        raise NotImplementedError
+
+    def state_json(self) -> dict[str, Any]:
+        """The JSON answer of ``GET /state``."""
+        raise NotImplementedError
+
+    def image_of(self, key: str, kind: str) -> str | None:
+        """The image path of item ``key`` (``kind`` in :attr:`image_kinds`), or None when
+        there is no such item."""
+        raise NotImplementedError
+
+    def post(self, body: Any) -> dict[str, Any]:
+        """Validate and save one POST body; the JSON answer (a :class:`DecisionError`
+        is a 400 with its message)."""
+        raise NotImplementedError
+
+    # -- shared
 
     def _allowed_hosts(self, host: str) -> frozenset[str]:
         """The ``Host`` values (lower case, with the port) that name this server."""
@@ -139,9 +165,8 @@ class ReviewServer(ThreadingHTTPServer):
         return bool(token) and hmac.compare_digest(token.encode(), self.token.encode())
 
     def image_file(self, image: str) -> Path | None:
-        """A candidate's image path as a file, if it lies under ``results/`` or
-        ``resources/`` of the image base (checked on the path's text: no ``..``); else
-        None."""
+        """An image path as a file, if it lies under ``results/`` or ``resources/`` of
+        the image base (checked on the path's text: no ``..``); else None."""
         path = Path(image)
         if ".." in path.parts:
             return None
@@ -158,11 +183,73 @@ class ReviewServer(ThreadingHTTPServer):
             host = socket.gethostname()
         return f"http://{host}:{port}/"
 
+
+class ReviewServer(LocalServer):
+    """The review server of candidates and a decisions file under one criteria set.
+
+    ``candidates_path`` is a candidates JSONL, or the candidates themselves (the Idis
+    review builds them from a variant manifest); ``criteria_set`` names the criteria the
+    page shows and the decisions are validated against."""
+
+    def __init__(
+        self,
+        candidates_path: str | Path | Iterable[Candidate],
+        decisions_path: str | Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        image_base: str | Path | None = None,
+        reviewer: str | None = None,
+        criteria_set: str = DEFAULT_CRITERIA_SET,
+        title: str | None = None,
+    ) -> None:
+        get_criteria_set(criteria_set)
+        self.criteria_set = criteria_set
+        self.title = title
+        if isinstance(candidates_path, str | os.PathLike):
+            self.candidates: list[Candidate] = read_candidates(candidates_path)
+        else:
+            self.candidates = as_candidates(candidates_path)
+        self.by_id = {c.sample_id: c for c in self.candidates}
+        self.known_ids = frozenset(self.by_id)
+        self.decisions_path = Path(decisions_path)
+        self.reviewer = _default_reviewer() if reviewer is None else reviewer
+        # Fail now, not on the first click, if the decisions file does not validate.
+        read_decisions(
+            self.decisions_path, self.known_ids, missing_ok=True, criteria_set=criteria_set
+        )
+        super().__init__(host, port, image_base)
+
     def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The decisions now in the file and the verification report."""
-        decisions = read_decisions(self.decisions_path, self.known_ids, missing_ok=True)
-        _, report = apply_decisions(self.candidates, decisions)
+        decisions = read_decisions(
+            self.decisions_path, self.known_ids, missing_ok=True, criteria_set=self.criteria_set
+        )
+        _, report = apply_decisions(self.candidates, decisions, criteria_set=self.criteria_set)
         return decisions, report
+
+    def page(self) -> str:
+        decisions, _ = self.state()
+        return render_review_page(
+            self.candidates,
+            decisions,
+            image_src=lambda c, which: f"image/{quote(c.sample_id, safe='')}/{which}",
+            live=True,
+            token=self.token,
+            criteria_set=self.criteria_set,
+            title=self.title,
+        )
+
+    def state_json(self) -> dict[str, Any]:
+        decisions, report = self.state()
+        return {"decisions": {k: d.to_dict() for k, d in decisions.items()}, "counts": report}
+
+    def image_of(self, key: str, kind: str) -> str | None:
+        cand = self.by_id.get(key)
+        return None if cand is None else getattr(cand, f"{kind}_image")
+
+    def post(self, body: Any) -> dict[str, Any]:
+        return self.decide(body)
 
     def decide(self, body: Any) -> dict[str, Any]:
         """Validate and save one decision from a POST body; the JSON answer."""
@@ -181,7 +268,9 @@ class ReviewServer(ThreadingHTTPServer):
             raise DecisionError("note and reviewer must be text")
         with self.lock:
             if decision == "undecided":
-                decisions = remove_decision(self.decisions_path, sample_id)
+                decisions = remove_decision(
+                    self.decisions_path, sample_id, criteria_set=self.criteria_set
+                )
             else:
                 decisions = write_decision(
                     self.decisions_path,
@@ -191,15 +280,16 @@ class ReviewServer(ThreadingHTTPServer):
                     note,
                     reviewer,
                     known_ids=self.known_ids,
+                    criteria_set=self.criteria_set,
                 )
-        _, report = apply_decisions(self.candidates, decisions)
+        _, report = apply_decisions(self.candidates, decisions, criteria_set=self.criteria_set)
         saved = decisions.get(sample_id)
         log.info("%s: %s", sample_id, saved.decision if saved else "undecided")
         return {"ok": True, "decision": saved.to_dict() if saved else None, "counts": report}
 
 
 class ReviewHandler(BaseHTTPRequestHandler):
-    server: ReviewServer
+    server: LocalServer
     server_version = "vlmrobust-review"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib name)
@@ -239,19 +329,10 @@ class ReviewHandler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         try:
             if path in ("/", "/index.html"):
-                decisions, _ = self.server.state()
-                page = render_review_page(
-                    self.server.candidates,
-                    decisions,
-                    image_src=lambda c, which: f"image/{quote(c.sample_id, safe='')}/{which}",
-                    live=True,
-                    token=self.server.token,
-                )
+                page = self.server.page()
                 self._send(HTTPStatus.OK, page.encode(), "text/html; charset=utf-8")
             elif path == "/state":
-                decisions, report = self.server.state()
-                body = {"decisions": {k: d.to_dict() for k, d in decisions.items()}}
-                self._json(HTTPStatus.OK, {**body, "counts": report})
+                self._json(HTTPStatus.OK, self.server.state_json())
             elif path.startswith("/image/"):
                 self._image(path)
             else:
@@ -266,14 +347,14 @@ class ReviewHandler(BaseHTTPRequestHandler):
 
     def _image(self, path: str) -> None:
         parts = path[len("/image/") :].split("/")
-        if len(parts) != 2 or parts[1] not in IMAGE_KINDS:
+        if len(parts) != 2 or parts[1] not in self.server.image_kinds:
             self._error(HTTPStatus.NOT_FOUND, f"no such image: {path}")
             return
-        cand = self.server.by_id.get(unquote(parts[0]))
-        if cand is None:
-            self._error(HTTPStatus.NOT_FOUND, f"no such sample: {unquote(parts[0])!r}")
+        key = unquote(parts[0])
+        image = self.server.image_of(key, parts[1])
+        if image is None:
+            self._error(HTTPStatus.NOT_FOUND, f"no such sample: {key!r}")
             return
-        image = getattr(cand, f"{parts[1]}_image")
         file = self.server.image_file(image)
         if file is None:
             log.warning("%s: %s image outside results/ and resources/: %s", *parts, image)
@@ -285,7 +366,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
         try:
             data = file.read_bytes()
         except OSError:
-            log.warning("%s: %s image not found: %s", cand.sample_id, parts[1], file)
+            log.warning("%s: %s image not found: %s", key, parts[1], file)
             self._error(HTTPStatus.NOT_FOUND, f"image not found: {file}")
             return
         mime = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
@@ -294,7 +375,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 (stdlib name)
         if self._refused():
             return
-        if urlsplit(self.path).path != "/decision":
+        if urlsplit(self.path).path != self.server.post_path:
             self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: {self.path}")
             return
         if not self.server.token_ok(self.headers.get(TOKEN_HEADER)):
@@ -334,7 +415,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.BAD_REQUEST, f"body is not valid JSON: {exc}")
             return
         try:
-            answer = self.server.decide(body)
+            answer = self.server.post(body)
         except DecisionError as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
             return
@@ -346,42 +427,65 @@ class ReviewHandler(BaseHTTPRequestHandler):
 
 
 def make_server(
-    candidates_path: str | Path,
+    candidates_path: str | Path | Iterable[Candidate],
     decisions_path: str | Path,
     host: str = "127.0.0.1",
     port: int = 0,
     *,
     image_base: str | Path | None = None,
     reviewer: str | None = None,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
+    title: str | None = None,
 ) -> ReviewServer:
     """A bound, not yet running server (port 0: any free port; see ``.url``)."""
     return ReviewServer(
-        candidates_path, decisions_path, host, port, image_base=image_base, reviewer=reviewer
+        candidates_path,
+        decisions_path,
+        host,
+        port,
+        image_base=image_base,
+        reviewer=reviewer,
+        criteria_set=criteria_set,
+        title=title,
     )
 
 
-def serve(
-    candidates_path: str | Path,
-    decisions_path: str | Path,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    image_base: str | Path | None = None,
-    reviewer: str | None = None,
-) -> None:
-    """Run the review server until interrupted; prints its URL first."""
-    server = make_server(
-        candidates_path, decisions_path, host, port, image_base=image_base, reviewer=reviewer
-    )
+def run_server(server: LocalServer, what: str = "decision") -> None:
+    """Print a bound server's URL and token, then serve until interrupted."""
     with server:
         print(f"Review page: {server.url}  (Ctrl-C to stop)", flush=True)
         print(
-            f"Session token: {server.token}  (the page sends it with each decision; "
+            f"Session token: {server.token}  (the page sends it with each {what}; "
             f"other clients send it as the {TOKEN_HEADER} header)",
             flush=True,
         )
         with contextlib.suppress(KeyboardInterrupt):
             server.serve_forever()
+
+
+def serve(
+    candidates_path: str | Path | Iterable[Candidate],
+    decisions_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    image_base: str | Path | None = None,
+    reviewer: str | None = None,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
+    title: str | None = None,
+) -> None:
+    """Run the review server until interrupted; prints its URL first."""
+    server = make_server(
+        candidates_path,
+        decisions_path,
+        host,
+        port,
+        image_base=image_base,
+        reviewer=reviewer,
+        criteria_set=criteria_set,
+        title=title,
+    )
+    run_server(server)
     _, report = server.state()
     print(_summary(report), flush=True)
 
@@ -395,7 +499,7 @@ def _summary(report: dict[str, Any]) -> str:
 
 
 def review(
-    candidates: str | Path,
+    candidates: str | Path | Iterable[Candidate],
     decisions: str | Path,
     *,
     host: str = "127.0.0.1",
@@ -404,22 +508,48 @@ def review(
     reviewer: str | None = None,
     page: str | None = None,
     report: bool = False,
+    criteria_set: str = DEFAULT_CRITERIA_SET,
+    title: str | None = None,
 ) -> int:
     """``vlmrobust review``: serve the review page (until interrupted), or with ``page``
     write a static read-only page, or with ``report`` print the verification report as
-    JSON. Returns the exit status (2 with the message on a bad decisions file)."""
+    JSON. Returns the exit status (2 with the message on a bad decisions file).
+
+    ``candidates`` is a candidates JSONL or the candidates themselves (``vlmrobust
+    idis-review`` passes those of a variant manifest, with its ``criteria_set``)."""
     try:
-        rows = read_candidates(candidates)
-        found = read_decisions(decisions, [c.sample_id for c in rows], missing_ok=True)
+        if isinstance(candidates, str | os.PathLike):
+            rows = read_candidates(candidates)
+        else:
+            rows = as_candidates(candidates)
+        found = read_decisions(
+            decisions, [c.sample_id for c in rows], missing_ok=True, criteria_set=criteria_set
+        )
         if report or page:
             if page:
-                out = build_review_page(rows, found, page, image_base=image_base)
+                out = build_review_page(
+                    rows,
+                    found,
+                    page,
+                    image_base=image_base,
+                    criteria_set=criteria_set,
+                    title=title,
+                )
                 print(f"wrote {out}")
             if report:
-                _, counts = apply_decisions(rows, found)
+                _, counts = apply_decisions(rows, found, criteria_set=criteria_set)
                 print(json.dumps(counts, indent=2))
             return 0
-        serve(candidates, decisions, host, port, image_base=image_base, reviewer=reviewer)
+        serve(
+            rows,
+            decisions,
+            host,
+            port,
+            image_base=image_base,
+            reviewer=reviewer,
+            criteria_set=criteria_set,
+            title=title,
+        )
     except (DecisionError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

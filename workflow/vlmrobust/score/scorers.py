@@ -66,6 +66,41 @@ Scoring choices, per scorer:
     by the row's source style: a letter answer -> the letter; a MathVista-style row
     -> the ``mathvista`` rules (option text for multi_choice); otherwise the value, as
     ``mathvision``.
+``imagenet9`` (Idis perception) and ``waterbirds``
+    a class name read from one span: the last ``<answer>...</answer>`` or
+    ``\\boxed{}`` when there is one (``answer-tag`` / ``boxed``; decisive: no other
+    span is read then), else the last non-empty line (``last-line``), else, when the
+    last line names no class, the whole answer text (``only-mention``). The span must
+    name exactly one class, case-insensitively, as a whole word: a class label or
+    another accepted name, optionally plural (``s`` / ``es``); none or several ->
+    unparsed (``method "none"``, the reason says which). Accepted names
+    (:data:`IMAGENET9_NAMES`, :data:`WATERBIRDS_NAMES`): the nine labels and the two
+    ImageNet-9 folder class names "wheeled vehicle" and "musical instrument" (a folder
+    name with its index, ``02_wheeled vehicle``, reads the same); no other synonym
+    (car, truck, guitar, ... are NOT read as a class); "landbird" / "land bird" /
+    "land-bird" and "waterbird" / "water bird" / "water-bird".
+``mathverse`` (the rule-based offline judge, to compare with the two-stage LLM judge)
+    multiple choice (a letter answer): the option letter, read as ``mmstar`` reads it
+    (markers such as the last ``\\boxed{}`` first; an option's text names its letter);
+    valid letters: one per parsed option, else those the question lists (at least
+    A-D and up to the answer's). Free form: the span is the last ``\\boxed{}``
+    (nested braces handled), else the last ``<answer>`` / "the answer is ..." cue;
+    without one, the last number of the text (a numeric answer) or the last line.
+    Numbers (plain, with units/°/%, ``\\frac``, ``\\sqrt``, ``\\pi``, ``^``, implicit
+    products such as ``2\\sqrt{3}``; the part after the last ``=``) are compared by
+    value: equal within half a unit of the last decimal either side states, i.e. to
+    the precision of the less precise one (``3.46`` matches ``2\\sqrt{3}``, ``3.47``
+    does not; ``14.0`` matches ``14``, ``14.3`` does not; ``14.32`` matches a gold
+    ``14.3``), else within 1e-6 relative. Anything else: equal after a light LaTeX
+    normalization (spaces, ``\\left``, ``\\text``, case), or equal right-hand sides
+    when only one side is an equation (``y=2x+1`` vs ``2x+1``).
+``logicvista``
+    the set of option letters must equal the answer's (``"A, C"`` = ``"C and A"``): the
+    last final-answer marker that names letters, else the whole text or its last line
+    when they are only letters, else (a single-letter answer) the ``mmstar`` rules.
+    Valid letters: A up to the last one the question names (``A-F``, ``A, B, C, D,
+    and E``, ``(E)``) or the answer holds, at least A-D. An option-number answer
+    (``3``) is read as a number.
 ``generic`` (demo data and anything else)
     by answer_type: letter -> letter; number -> numbers equal after rounding to the
     sample's precision (or within 1e-6 relative); text -> equal to the answer or one
@@ -93,6 +128,7 @@ from .extract import (
     extract_short,
     extract_yesno,
     final_markers,
+    find_boxed,
     find_numbers,
     fmt_number,
     letters_for,
@@ -104,7 +140,9 @@ from .extract import (
 )
 
 __all__ = [
+    "IMAGENET9_NAMES",
     "SCORERS",
+    "WATERBIRDS_NAMES",
     "UNPARSED_CHOICE",
     "Fallback",
     "Score",
@@ -112,6 +150,7 @@ __all__ = [
     "anls",
     "get_scorer",
     "levenshtein",
+    "math_value",
     "most_similar_option",
     "relaxed_correct",
     "vqa_accuracy",
@@ -735,6 +774,374 @@ class GenericScorer(Scorer):
         return _verdict(ext.value, correct, ext)
 
 
+# --------------------------------------------------------------------------- Idis: class names
+
+#: ImageNet-9 label -> the names that read as it (module docstring): the label and the
+#: class name of its ImageNet-9 folder; each may also be plural (``s`` / ``es``)
+IMAGENET9_NAMES: dict[str, tuple[str, ...]] = {
+    "Dog": ("dog",),
+    "Bird": ("bird",),
+    "Vehicle": ("vehicle", "wheeled vehicle"),
+    "Reptile": ("reptile",),
+    "Carnivore": ("carnivore",),
+    "Insect": ("insect",),
+    "Instrument": ("instrument", "musical instrument"),
+    "Primate": ("primate",),
+    "Fish": ("fish",),
+}
+#: Waterbirds label -> the names that read as it (optionally plural)
+WATERBIRDS_NAMES: dict[str, tuple[str, ...]] = {
+    "Landbird": ("landbird", "land bird", "land-bird"),
+    "Waterbird": ("waterbird", "water bird", "water-bird"),
+}
+
+
+def _name_patterns(names: dict[str, tuple[str, ...]]) -> dict[str, re.Pattern[str]]:
+    out = {}
+    for label, words in names.items():
+        alternatives = "|".join(
+            re.escape(w.lower()).replace(r"\ ", r"\s+").replace(r"\-", r"[\s-]?")
+            for w in sorted(words, key=len, reverse=True)
+        )
+        out[label] = re.compile(rf"(?<![a-z0-9])(?:{alternatives})(?:s|es)?(?![a-z0-9])")
+    return out
+
+
+_IMAGENET9_PATTERNS = _name_patterns(IMAGENET9_NAMES)
+_WATERBIRDS_PATTERNS = _name_patterns(WATERBIRDS_NAMES)
+_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+
+
+def _named(span: str, patterns: dict[str, re.Pattern[str]]) -> list[str]:
+    low = clean_latex(span).lower()
+    return [label for label, rx in patterns.items() if rx.search(low)]
+
+
+def _judge_named(sample: Sample, text: str, patterns: dict[str, re.Pattern[str]]) -> Score:
+    """One class named in the decisive span (the ``imagenet9`` / ``waterbirds`` rules)."""
+    gold = next((lab for lab in patterns if lab.lower() == sample.answer.strip().lower()), None)
+    if gold is None:
+        raise ValueError(
+            f"the answer {sample.answer!r} of {sample.sample_id} is not one of "
+            f"{', '.join(patterns)}"
+        )
+    marks = [(m.start(), m.group(1), "answer-tag") for m in _TAG.finditer(text)]
+    marks += [(pos, content, "boxed") for pos, content in find_boxed(text)]
+    if marks:
+        _, span, rule = max(marks, key=lambda m: m[0])
+        where = "the last <answer>" if rule == "answer-tag" else "the last \\boxed{}"
+        candidates = [(span, rule, where)]
+    else:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        candidates = [(lines[-1] if lines else "", "last-line", "the last line")]
+        if not _named(candidates[0][0], patterns):
+            candidates.append((text, "only-mention", "the answer"))
+    for span, rule, where in candidates:
+        hits = _named(span, patterns)
+        if len(hits) == 1:
+            return _verdict(hits[0], hits[0] == gold, Extraction(hits[0], rule))
+        if hits:
+            return _failed(f"{where} names several classes ({', '.join(hits)})")
+    return _failed(f"{candidates[-1][2]} names none of {', '.join(patterns)}")
+
+
+class ImageNet9Scorer(Scorer):
+    name = "imagenet9"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        return _judge_named(sample, text, _IMAGENET9_PATTERNS)
+
+
+class WaterbirdsScorer(Scorer):
+    name = "waterbirds"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        return _judge_named(sample, text, _WATERBIRDS_PATTERNS)
+
+
+# --------------------------------------------------------------------------- Idis: MathVerse
+
+_EXPR_NAMES = {"pi": math.pi, "sqrt": math.sqrt}
+
+
+def _braced(text: str, start: int) -> tuple[str, int] | None:
+    """The content of the ``{...}`` group opening at ``start`` and the index after it."""
+    if start >= len(text) or text[start] != "{":
+        return None
+    depth, i = 0, start
+    while i < len(text):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : i], i + 1
+        i += 1
+    return None
+
+
+def _latex_to_python(text: str) -> str | None:
+    """A LaTeX-light arithmetic expression as Python source (``\\frac``, ``\\sqrt``,
+    ``\\pi``, ``^``, implicit products), or None when it holds anything else."""
+    s = text
+    for _ in range(50):
+        m = re.search(r"\\frac\s*(?=\{)|\\sqrt\s*(?:\[([^\]]*)\])?\s*(?=\{)", s)
+        if not m:
+            break
+        first = _braced(s, m.end())
+        if first is None:
+            return None
+        if s[m.start() :].startswith("\\frac"):
+            second = _braced(s, first[1])
+            if second is None:
+                return None
+            repl, end = f"(({first[0]})/({second[0]}))", second[1]
+        elif m.group(1):
+            repl, end = f"(({first[0]})**(1/({m.group(1)})))", first[1]
+        else:
+            repl, end = f"sqrt({first[0]})", first[1]
+        s = s[: m.start()] + repl + s[end:]
+    s = re.sub(r"\\sqrt\s*(\d+(?:\.\d+)?)", r"sqrt(\1)", s)
+    s = re.sub(r"√\s*(\d+(?:\.\d+)?)", r"sqrt(\1)", s)
+    s = re.sub(r"√\s*\(", "sqrt(", s)
+    s = s.replace("\\pi", " pi ").replace("π", " pi ")
+    for token, repl in (("\\cdot", "*"), ("\\times", "*"), ("×", "*"), ("·", "*"), ("÷", "/")):
+        s = s.replace(token, repl)
+    s = s.replace("{", "(").replace("}", ")").replace("^", "**").replace("°", "")
+    s = re.sub(r"\s+", " ", s).strip()
+    if not s or re.search(r"[^0-9.+\-*/() a-z]", s):
+        return None
+    if set(re.findall(r"[a-z]+", s)) - set(_EXPR_NAMES):
+        return None
+    s = re.sub(r"(?<=[\d.)])\s*(?=[(a-z])", "*", s)
+    s = re.sub(r"(?<=pi)\s*(?=[\d(a-z])", "*", s)
+    s = re.sub(r"\)\s*(?=\d)", ")*", s)
+    return s
+
+
+def _eval_node(node: ast.AST) -> float:
+    if isinstance(node, ast.Expression):
+        return _eval_node(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return float(node.value)
+    if isinstance(node, ast.Name) and node.id == "pi":
+        return math.pi
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _eval_node(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "sqrt":
+        if len(node.args) != 1 or node.keywords:
+            raise ValueError("sqrt takes one argument")
+        return math.sqrt(_eval_node(node.args[0]))
+    if isinstance(node, ast.BinOp):
+        left, right = _eval_node(node.left), _eval_node(node.right)
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        if isinstance(node.op, ast.Div):
+            return left / right
+        if isinstance(node.op, ast.Pow):
+            if abs(right) > 64 or abs(left) > 1e6:
+                raise ValueError("power too large")
+            return float(left**right)
+    raise ValueError(f"not arithmetic: {type(node).__name__}")
+
+
+def math_value(text: str | None) -> float | None:
+    """The value of an answer that is one number or a LaTeX-light arithmetic expression
+    (``14 cm``, ``60°``, ``\\frac{1}{2}``, ``2\\sqrt{3}``, ``4\\pi``, ``3^2``; the part
+    after the last ``=``), else None (a symbolic answer such as ``y=2x+1``)."""
+    if text is None:
+        return None
+    s = clean_latex(str(text)).strip().rstrip(".").strip()
+    if "=" in s:
+        s = s.rsplit("=", 1)[1].strip()
+    if not s:
+        return None
+    value = to_number(s)
+    if value is not None:
+        return value
+    source = _latex_to_python(s)
+    if source is None:
+        return None
+    try:
+        result = _eval_node(ast.parse(source, mode="eval"))
+    except (SyntaxError, ValueError, TypeError, ArithmeticError, RecursionError):
+        return None
+    if isinstance(result, complex) or math.isnan(result) or math.isinf(result):
+        return None
+    return float(result)
+
+
+def _stated_decimals(text: str) -> int:
+    """Decimals of an answer written as a plain decimal number (``3.46`` -> 2), else 0."""
+    s = clean_latex(text).strip().rstrip(".")
+    if "=" in s:
+        s = s.rsplit("=", 1)[1].strip()
+    m = re.fullmatch(r"(?:approximately|approx\.?|about|≈|~)?\s*[-+]?\d*\.(\d+)\s*\D*", s, re.I)
+    return len(m.group(1)) if m else 0
+
+
+def math_close(pred: float, gold: float, pred_text: str = "", gold_text: str = "") -> bool:
+    """Equal within half a unit of the last decimal either side states, else within
+    1e-6 relative (the ``mathverse`` rule)."""
+    tol = 1e-6 * max(1.0, abs(gold))
+    for t in (pred_text, gold_text):
+        k = _stated_decimals(t)
+        if k:
+            tol = max(tol, 0.5 * 10.0**-k)
+    return abs(pred - gold) <= tol + 1e-9
+
+
+def _math_key(text: str) -> str:
+    return _latex_key(text).replace("\\", "")
+
+
+def _math_text_equal(pred: str, gold: str) -> bool:
+    if _math_key(pred) == _math_key(gold) or same_text(pred, gold):
+        return True
+    if ("=" in pred) != ("=" in gold):
+        return _math_key(pred.rsplit("=", 1)[-1]) == _math_key(gold.rsplit("=", 1)[-1])
+    return False
+
+
+def _mathverse_letters(sample: Sample) -> str:
+    letters = letters_for(len(sample.choices)) if sample.choices else _valid_letters(sample)
+    gold = sample.answer.strip().upper()
+    if len(gold) == 1 and "A" <= gold <= "Z" and gold not in letters:
+        letters = letters_for(ord(gold) - ord("A") + 1)
+    return letters
+
+
+def _mathverse_span(text: str) -> tuple[str, str] | None:
+    """The answer span: the last ``\\boxed{}``, else the last answer tag / cue."""
+    boxed = find_boxed(text)
+    if boxed:
+        return boxed[-1][1], "boxed"
+    for marker in final_markers(text):
+        if marker.segment.strip():
+            return marker.segment, marker.method
+    return None
+
+
+class MathVerseScorer(Scorer):
+    name = "mathverse"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        if sample.answer_type == "letter":
+            letters = _mathverse_letters(sample)
+            ext = extract_letter(text, sample.choices, letters)
+            if not ext.ok:
+                return _failed(ext.reason or "no option letter found")
+            return _verdict(ext.value, ext.value == sample.answer.strip().upper(), ext)
+        gold = sample.answer
+        gold_value = math_value(gold)
+        found = _mathverse_span(text)
+        if found is None:
+            if gold_value is not None:
+                numbers = find_numbers(text)
+                if not numbers:
+                    return _failed("no \\boxed{} answer, answer cue or number found")
+                pred = fmt_number(numbers[-1])
+                ok = math_close(numbers[-1], gold_value, pred, gold)
+                return _verdict(pred, ok, Extraction(pred, "last-number"))
+            ext = extract_short(text)
+            if not ext.ok:
+                return _failed(ext.reason or "no answer found")
+            found = (ext.value, ext.method)
+        span, rule = found
+        pred = clean_latex(span).strip().rstrip(".").strip()
+        if not pred:
+            return _failed(f"the {rule} answer is empty")
+        if gold_value is not None:
+            value = math_value(pred)
+            if value is not None:
+                ok = math_close(value, gold_value, pred, gold)
+                return _verdict(pred, ok, Extraction(pred, rule))
+        return _verdict(pred, _math_text_equal(pred, gold), Extraction(pred, rule))
+
+
+# --------------------------------------------------------------------------- Idis: LogicVista
+
+_LV_RANGE = re.compile(r"\b([A-Z])\s*(?:-|–|to)\s*([A-Z])\b")
+_LV_PAREN = re.compile(r"\(([A-Z])\)")
+_LV_LIST = re.compile(r"\b[A-Z](?:\s*,\s*[A-Z]\b)+(?:,?\s*(?:and|or)\s*[A-Z]\b)?")
+_LV_LETTER = re.compile(r"(?<![A-Za-z0-9])\(?([A-Z])\)?(?![A-Za-z0-9])")
+
+
+def _gold_letters(answer: str) -> list[str] | None:
+    parts = [p for p in re.split(r"\s*(?:,|;|&|\band\b|\s)\s*", answer.strip()) if p]
+    if not parts or not all(len(p) == 1 and p.isalpha() for p in parts):
+        return None
+    return sorted({p.upper() for p in parts})
+
+
+def _logicvista_letters(sample: Sample, gold: list[str]) -> str:
+    question = sample.question
+    named = [m.group(2) for m in _LV_RANGE.finditer(question)]
+    named += _LV_PAREN.findall(question)
+    for m in _LV_LIST.finditer(question):
+        named += re.findall(r"\b[A-Z]\b", m.group(0))
+    last = max(["D", *named, *gold])
+    return letters_for(ord(last) - ord("A") + 1)
+
+
+def _letters_in(segment: str, letters: str) -> list[str] | None:
+    """The valid option letters a short span names (``A, C`` / ``(B) and (D)``), or None
+    when it names none."""
+    s = clean_latex(segment)
+    s = re.sub(r"\b(?:options?|choices?|answers?)\b\s*[:：]?", " ", s, flags=re.I)
+    found = {m.group(1) for m in _LV_LETTER.finditer(s) if m.group(1) in letters}
+    return sorted(found) or None
+
+
+def _only_letters(text: str, letters: str) -> list[str] | None:
+    s = clean_latex(text).strip().strip(".")
+    rest = _LV_LETTER.sub("", s)
+    if re.sub(r"(?:\band\b|[,;&\s*])", "", rest, flags=re.I):
+        return None
+    return _letters_in(s, letters)
+
+
+class LogicVistaScorer(Scorer):
+    name = "logicvista"
+
+    def judge(self, sample: Sample, text: str) -> Score:
+        if sample.answer_type == "number":
+            return _judge_number(sample, text, None)
+        gold = _gold_letters(sample.answer)
+        if gold is None:
+            raise ValueError(
+                f"the answer {sample.answer!r} of {sample.sample_id} is not option letters"
+            )
+        letters = _logicvista_letters(sample, gold)
+        pred: list[str] | None = None
+        rule = ""
+        for marker in final_markers(text):
+            pred = _letters_in(marker.segment, letters)
+            if pred:
+                rule = marker.method
+                break
+        if pred is None:
+            lines = [ln for ln in text.splitlines() if ln.strip()]
+            for candidate, name in ((text, "exact"), (lines[-1] if lines else "", "last-line")):
+                pred = _only_letters(candidate, letters)
+                if pred:
+                    rule = name
+                    break
+        if pred is None and len(gold) == 1:
+            ext = extract_letter(text, [], letters)
+            if ext.ok:
+                pred, rule = [ext.value], ext.method
+        if not pred:
+            return _failed(f"no option letters ({letters[0]}-{letters[-1]}) found")
+        value = ", ".join(pred)
+        return _verdict(value, pred == gold, Extraction(value, rule))
+
+
 #: keyed by benchmark name (vlmrobust.core.benchmarks) or generic scorer name
 SCORERS: dict[str, Scorer] = {
     "mmmu": MMMUScorer(),
@@ -746,6 +1153,10 @@ SCORERS: dict[str, Scorer] = {
     "mmstar": LetterScorer(),
     "textvqa": TextVQAScorer(),
     "distract-bench": DistractBenchScorer(),
+    "imagenet9": ImageNet9Scorer(),
+    "mathverse": MathVerseScorer(),
+    "logicvista": LogicVistaScorer(),
+    "waterbirds": WaterbirdsScorer(),
     "generic": GenericScorer(),
 }
 

@@ -23,6 +23,7 @@ from ..metrics.idis import (
     IDIS_PERTURBATIONS,
     compute_idis_metrics,
     read_idis_variants,
+    read_math_judged,
 )
 from ..report.figures.idis import idis_figure_names, idis_figures
 from ..report.tables.idis import idis_table_names, idis_tables
@@ -64,7 +65,8 @@ class IdisStudy(Study):
         return [
             d
             for d, spec in plan.datasets.items()
-            if idis & set(spec["conditions"]) or spec["adapter"] in IDIS_ADAPTERS
+            if (idis & set(spec["conditions"]) or spec["adapter"] in IDIS_ADAPTERS)
+            and plan.models_of(d)
         ]
 
     def spec(self, plan: RunPlan, scope: str) -> dict[str, Any]:
@@ -93,12 +95,22 @@ class IdisStudy(Study):
                 if plan.has_outputs(m, scope, c, p)
             ],
             "manifests": [plan.manifest_path(scope, c) for c in conditions if c in idis],
+            "math_judged": [
+                plan.math_judged_path(m, scope, c, p)
+                for m in models
+                for c in conditions
+                for p in prompts
+                if plan.datasets[scope]["adapter"] == "mathverse"
+                and plan.has_outputs(m, scope, c, p)
+            ],
         }
 
     def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:
         scored, _ = read_inputs(inputs["scored"], [])
         variants = read_idis_variants(inputs.get("manifests") or [])
-        return compute_idis_metrics(scored, variants, spec)
+        judged_paths = inputs.get("math_judged") or []
+        judged = read_math_judged(judged_paths) if judged_paths else None
+        return compute_idis_metrics(scored, variants, spec, judged)
 
     def table_names(self, spec: Mapping[str, Any]) -> list[str]:
         return idis_table_names(spec)

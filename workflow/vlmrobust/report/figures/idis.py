@@ -1,6 +1,6 @@
 """Figures of the Idis study (definitions: :mod:`vlmrobust.metrics.idis`).
 
-``length-accuracy``: the paper's Figure 3 layout — one panel per model, one
+``length_accuracy``: the paper's Figure 3 layout — one panel per model, one
 length-rank curve per number of distractors (0 = the clean images; the visual kind
 pooled over its semantics, else the first kind the run has): x = mean reasoning length
 of the rank-r responses, y = their accuracy, with the question-bootstrap band.
@@ -20,7 +20,7 @@ __all__ = ["idis_figure_names", "idis_figures", "length_accuracy_figure"]
 
 
 def idis_figure_names(spec: Mapping[str, Any]) -> list[str]:
-    return ["length-accuracy"]
+    return ["length_accuracy"]
 
 
 def _curve_kind(m: pd.DataFrame) -> tuple[str, str] | None:
@@ -82,4 +82,4 @@ def length_accuracy_figure(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Fi
 
 
 def idis_figures(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> dict[str, Figure]:
-    return {"length-accuracy": length_accuracy_figure(metrics, spec)}
+    return {"length_accuracy": length_accuracy_figure(metrics, spec)}
