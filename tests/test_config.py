@@ -120,7 +120,14 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
         n: d["max_new_tokens"] or paper["decoding"]["max_new_tokens"]
         for n, d in paper["datasets"].items()
     }
-    assert tokens == {**{n: 4096 for n in sizes}, "mathvista": 16384, "mathvision": 16384}
+    assert tokens == {
+        **{n: 4096 for n in sizes},
+        "mathvista": 16384,
+        "mathvision": 16384,
+        "imagenet9": 2048,
+        "waterbirds": 2048,
+        "mathverse": 8192,
+    }
     assert demo["masking"]["cot_max_new_tokens"] == 64
     assert paper["datasets"]["mathvista"]["prompts"] == [
         "mathvista-cot",

@@ -614,6 +614,8 @@ def test_schema_fills_defaults_prepare_accepts(perception, tmp_path):
         "question_field": "question",
         "count_field": "n",
         "on_missing": "skip",
+        "expected_variants": None,
+        "verification": None,
     }
     out = tmp_path / "s" / "manifest.jsonl"
     assert build_variants(samples, "idis-vis", filled, 0, out) == 6

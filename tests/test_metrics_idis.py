@@ -92,7 +92,11 @@ def test_idis_metrics_groups_lengths_failures_and_pooling(tmp_path):
             tmp_path,
             "vis",
             [
-                ("s1__conflicting-n1", "s1", {"kind": "visual", "semantics": "conflicting", "n": 1}),
+                (
+                    "s1__conflicting-n1",
+                    "s1",
+                    {"kind": "visual", "semantics": "conflicting", "n": 1},
+                ),
                 ("s1__aligned-n1", "s1", {"kind": "visual", "semantics": "aligned", "n": 1}),
             ],
         )
@@ -137,7 +141,9 @@ def test_idis_metrics_groups_lengths_failures_and_pooling(tmp_path):
     assert "1 failed request(s) excluded" in aligned["note"]
     assert any("failed request" in w for w in warnings)
     # the aligned question has one of two draws: no curve point, counted
-    assert metrics[(metrics["metric"] == "rank_accuracy") & (metrics["semantics"] == "aligned")].empty
+    assert metrics[
+        (metrics["metric"] == "rank_accuracy") & (metrics["semantics"] == "aligned")
+    ].empty
     # pooled over semantics: 3 responses (1 failed left out)
     pooled = one("accuracy", semantics="all")
     assert pooled["value"] == pytest.approx(2 / 3) and pooled["n"] == 3

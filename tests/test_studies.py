@@ -28,15 +28,31 @@ def plan() -> RunPlan:
 
 
 def test_every_study_module_is_found():
-    assert list(STUDIES) == ["corruption", "distraction", "masking"]
+    assert list(STUDIES) == ["corruption", "distraction", "idis", "masking"]
     assert all(isinstance(s, Study) for s in STUDIES.values())
-    with pytest.raises(ValueError, match="unknown study 'idis' \\(known: corruption, "):
-        get_study("idis")
+    with pytest.raises(ValueError, match="unknown study 'crm' \\(known: corruption, "):
+        get_study("crm")
 
 
 def test_demo_folders_and_files(plan):
     folders = study_folders(plan)
-    assert list(folders) == ["corruption", "distraction/demo-distract", "masking/demo-visargs"]
+    assert list(folders) == [
+        "corruption",
+        "distraction/demo-distract",
+        "idis/demo-idis-perception",
+        "idis/demo-idis-math",
+        "idis/demo-idis-waterbirds",
+        "masking/demo-visargs",
+    ]
+    idis = STUDIES["idis"]
+    assert idis.figure_files(plan, "demo-idis-math") == [
+        "figures/idis/demo-idis-math/length_accuracy.png",
+        "figures/idis/demo-idis-math/length_accuracy.pdf",
+    ]
+    # the MathVerse judge's verdicts are the study's correctness on a mathverse dataset
+    math_inputs = idis.inputs(plan, "demo-idis-math")
+    assert len(math_inputs["math_judged"]) == 2 * 5 and len(math_inputs["manifests"]) == 4
+    assert idis.spec(plan, "demo-idis-perception")["draws"] == 5
     corruption = STUDIES["corruption"]
     assert corruption.scopes(plan) == [""]
     assert corruption.table_files(plan, "")[:3] == [

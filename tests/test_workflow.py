@@ -16,6 +16,8 @@ from .conftest import BIN, QUICK_TRAIN, copy_repo, run
 DEMO = f"demo={{n_per_family: 3, train: {json.dumps(QUICK_TRAIN)}}}"
 SMALL = ["--config", DEMO]
 FAMILIES = ["diagram", "chart", "yesno", "text", "objects", "geometry", "premises"]
+IDIS_PERCEPTION = ["clean", "idis-objects", "idis-typographic", "idis-size", "idis-res"]
+IDIS_MATH = ["clean", "idis-diagram", "idis-handwritten", "idis-mathwriting", "idis-textual"]
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True):
@@ -32,12 +34,15 @@ def demo_run(tmp_path_factory) -> Path:
 def test_default_run_writes_every_manifest(demo_run):
     manifests = sorted(demo_run.glob("results/variants/*/*/manifest.jsonl"))
     # seven demo families x (clean, corrupt) + the constructed demo-distract x 3 + the
-    # demo's VisArgs-like images x (clean, mask-specific, mask-random)
-    assert len(manifests) == 7 * 2 + 3 + 3
+    # demo's VisArgs-like images x (clean, mask-specific, mask-random) + the Idis slice:
+    # perception x 5, math x 5, the figure and table pools and Waterbirds x clean
+    assert len(manifests) == 7 * 2 + 3 + 3 + 5 + 5 + 3
     for manifest in manifests:
         dataset = manifest.parent.parent.name
         samples = read_jsonl(demo_run / f"results/samples/{dataset}/samples.jsonl")
         rows = read_jsonl(manifest)
+        if dataset.startswith("demo-idis") and manifest.parent.name != "clean":
+            continue  # several variants per sample (test_idis_conditions)
         assert [r["sample_id"] for r in rows] == [s["sample_id"] for s in samples]
         for row in rows:
             assert row["condition"] == manifest.parent.name
@@ -68,7 +73,10 @@ def test_every_answer_is_scored(demo_run):
         (f"demo-{f}", c) for f in FAMILIES for c in ("clean", "corrupt")
     } | {("demo-distract", c) for c in ("clean", "distracted", "corrupt")} | {
         ("demo-visargs", c) for c in ("clean", "mask-specific", "mask-random")
-    }
+    } | {("demo-idis-perception", c) for c in IDIS_PERCEPTION} | {
+        ("demo-idis-math", c) for c in IDIS_MATH
+    } | {("demo-idis-waterbirds", "clean")}
+    summary = [r for r in summary if not r["dataset"].startswith("demo-idis")]
     per_model = {}
     for r in summary:
         per_model[(r["model"], r["dataset"], r["condition"])] = per_model.get(
@@ -107,16 +115,11 @@ def test_rerun_has_nothing_to_do(demo_run):
 
 
 def test_changed_condition_reruns_only_its_jobs(demo_run):
-    proc = snakemake(
-        demo_run,
-        "-n",
-        "--config",
-        DEMO,
-        "conditions={clean: {perturbation: none}, corrupt: {perturbation: corruption,"
-        " severities: [5]}, distracted: {perturbation: distraction}, mask-specific:"
-        " {perturbation: mask, region: specific, fill: black}, mask-random: {perturbation:"
-        " mask, region: random, fill: black, min_distance: 0.05}}",
-    )
+    from vlmrobust.core.config import load_yaml
+
+    conditions = load_yaml(demo_run / "config/config.yaml")["conditions"]
+    conditions["corrupt"]["severities"] = [5]
+    proc = snakemake(demo_run, "-n", "--config", DEMO, f"conditions={json.dumps(conditions)}")
     out = proc.stdout + proc.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     # Only the corrupt variants and what reads them: 8 datasets (the seven demo families
@@ -147,18 +150,30 @@ def test_bad_config_stops_before_any_job(demo_run, tmp_path):
     assert "key 'seed': -1 is less than the minimum of 0" in proc.stdout + proc.stderr
 
 
-def test_paper_dag_has_one_job_per_dataset_and_condition(repo):
-    proc = snakemake(repo, "-n", "--configfile", "config/paper.yaml")
+def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
+    import time
+
+    workdir = copy_repo(tmp_path / "repo")
+    # the local datasets' folders (ImageNet-9, LogicVista, Waterbirds): empty stand-ins
+    for folder in ("bg_challenge", "LogicVista/data", "waterbird_complete95_forest2water2"):
+        (workdir / "data" / folder).mkdir(parents=True)
+    t0 = time.perf_counter()
+    proc = snakemake(workdir, "-n", "--configfile", "config/paper.yaml")
+    print(f"paper DAG: {time.perf_counter() - t0:.1f} s")
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, flags=re.M))
-    assert jobs["samples"] == "10"
-    # 9 x (clean, corrupt) + Distract-Bench's distracted + VisArgs x (clean, 2 masks)
-    assert jobs["variants"] == "22"
+    print(f"paper DAG: {jobs.get('total')} jobs")
+    assert jobs["samples"] == "14"
+    # 9 x (clean, corrupt) + Distract-Bench's distracted + VisArgs x (clean, 2 masks) +
+    # Idis: ImageNet-9 x 3, MathVerse x 4, LogicVista and Waterbirds x clean
+    assert jobs["variants"] == "31"
     # 8 open models x (7 benchmarks x 2 conditions + MathVista x 3 prompts x 2) = 160,
     # plus Distract-Bench x 3 conditions for the 8 (24) and GPT-4o/GPT-5 (6, API), plus
     # CRM: VisArgs x 3 conditions x 2 stages for Qwen2.5-VL and Llama (12) and for
-    # Gemini and GPT-4o (12, API).
-    assert jobs["infer"] == "196" and jobs["infer_api"] == "18"
-    assert jobs["score"] == "214"
+    # Gemini and GPT-4o (12, API), plus Idis for its 4 models: ImageNet-9 x 3
+    # conditions x 5 prompts (60), MathVerse x 4 (16), Waterbirds x 2 prompts (8).
+    assert jobs["infer"] == "280" and jobs["infer_api"] == "18"
+    assert jobs["score"] == "298"
+    assert jobs["judge_mathverse"] == "16"
     assert jobs["compare_masking"] == "8"  # 4 models x 2 mask conditions
     assert jobs["judge_hallucination"] == "8"  # each compared file judged once
     assert "demo_data" not in jobs
@@ -178,21 +193,25 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     # 7 demo families x 2 conditions + demo-distract x 3 + demo-visargs x 3 conditions x
     # 2 stages; its distracted outputs judged, its masked chains compared and
     # judged for hallucination.
+    # ... and the Idis slice: perception x 5 conditions x 2 prompts, math x 5 (each
+    # judged by the MathVerse judge), Waterbirds x 2 prompts: 17 more outputs.
     per_model = {
         "demo_model": "1",
-        "infer": "23",
-        "gather_outputs": "23",
-        "score": "23",
+        "infer": "40",
+        "gather_outputs": "40",
+        "score": "40",
         "judge_reference": "1",
+        "judge_mathverse": "5",
         "compare_masking": "2",
         "judge_hallucination": "2",
     }
-    # Every study reruns: 3 metrics, 5 + 3 + 4 tables, 2 + 2 + 2 figures, 2 pages.
+    # Every study reruns: 3 + 3 Idis metrics, 5 + 3 + 4 + 3 tables, 2 + 2 + 2 + 3
+    # figures, 2 pages.
     aggregation = {
         "score_summary": "1",
-        "metrics": "3",
-        "table": "12",
-        "figure": "6",
+        "metrics": "6",
+        "table": "15",
+        "figure": "9",
         "page": "2",
         "check_requests": "1",
         "all": "1",
@@ -200,7 +219,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     assert jobs == {**per_model, **aggregation}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
-    assert len(models) == 1 + 23 * 3 + 1 + 2 + 2 and set(models) == {"demo-extra"}
+    assert len(models) == 1 + 40 * 3 + 1 + 5 + 2 + 2 and set(models) == {"demo-extra"}
 
 
 def test_report_shows_every_table_and_figure(demo_run):

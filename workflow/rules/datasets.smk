@@ -37,7 +37,7 @@ rule demo_idis:
         seed=config["seed"],
     shell:
         "vlmrobust demo-idis --out results/raw/demo-idis --seed {params.seed}"
-        " --n-problems 8 > {log} 2>&1"
+        " --n-problems 20 > {log} 2>&1"
 
 
 rule samples:
