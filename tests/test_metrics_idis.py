@@ -119,6 +119,7 @@ def test_idis_metrics_groups_lengths_failures_and_pooling(tmp_path):
         assert len(sel) == 1, (metric, kw, sel)
         return sel.iloc[0]
 
+    assert set(metrics["model"]) == {"m"} and set(metrics["role"]) == {"reasoning"}
     clean = one("accuracy", condition="clean")
     assert clean["value"] == 0.75 and clean["n"] == 4 and clean["kind"] == "none"
     assert clean["distractors"] == "0"

@@ -341,6 +341,7 @@ def compute_idis_metrics(
             mp = df[(df["model"] == model) & (df["prompt_setting"] == prompt)]
             for key, g in _groups(mp):
                 base = {
+                    "model": model,
                     **info,
                     "benchmark": dataset,
                     "prompt": prompt,
