@@ -512,6 +512,17 @@ def cmd_judge_mathverse(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_concepts(args: argparse.Namespace) -> int:
+    from .construct.concepts import write_labels
+    from .core.records import read_samples
+
+    spec = _json_arg(args.spec, "--spec") if args.spec else {"backend": "offline"}
+    existing = args.out if Path(args.out).exists() else None
+    counts = write_labels(read_samples(args.samples), spec, args.out, existing)
+    log.info("%s: %s", args.out, counts)
+    return 0
+
+
 def cmd_judge_agreement(args: argparse.Namespace) -> int:
     from .judges.reference import agreement_of_files
 
@@ -1066,6 +1077,15 @@ COMMANDS: dict[str, Command] = {
             arg("--reviewer", help="name written with each decision"),
             arg("--page", help="write a static, read-only page here instead of serving"),
             arg("--report", action="store_true", help="print the verification report"),
+        ),
+    ),
+    "concepts": Command(
+        cmd_concepts,
+        "MathVerse samples -> proposed concept-family labels (a person confirms them)",
+        (
+            arg("--samples", required=True, help="samples JSONL of a mathverse dataset"),
+            arg("--spec", help="labeler spec JSON (default offline rules; or an LLM spec)"),
+            arg("--out", required=True, help="labels CSV (confirmed rows are kept)"),
         ),
     ),
     "concepts-review": Command(
