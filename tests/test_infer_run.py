@@ -265,3 +265,56 @@ def test_resume_never_mixes_checkpoints(dataset):
         dataset, OtherCheckpoint(), model_spec={"options": {}, "local_path": "elsewhere"}
     )
     assert stats["reused"] == 5 and stats["dropped"] == 0
+
+
+class SizeRecorder(EchoBackend):
+    """Records the size of every image it is shown; counts thinking tokens as words."""
+
+    def __init__(self, reasoning: int | None = None):
+        super().__init__()
+        self.sizes: list[tuple[int, int]] = []
+        self.reasoning = reasoning
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def generate(self, requests):
+        for r in requests:
+            for path in r.image_paths:
+                with Image.open(path) as im:
+                    self.sizes.append(im.size)
+            extra = {} if self.reasoning is None else {"reasoning_tokens": self.reasoning}
+            text = "<think>two words</think>7" if r.key.endswith("#0") else "7"
+            yield Result(r.key, text, "stop", 10, 5, 0.01, extra=extra)
+
+
+def test_image_size_shows_resized_copies_and_is_recorded(dataset):
+    backend = SizeRecorder()
+    _, rows = run(dataset, backend, image_size=64, n=2, temperature=0.5)
+    assert backend.sizes == [(64, 64)] * 10  # 5 variants x 2 draws, all resized
+    # the rows keep the hashes of the variant's own files and say what the model saw
+    assert rows[0]["image_sha256"] == [sha256_file(dataset / "img0.png")]
+    assert {r["image_size"] for r in rows} == {64}
+    assert not (dataset / "out.jsonl.resized").exists()  # the copies are cleaned up
+    # another size is another request: nothing is reused
+    stats, _ = run(dataset, SizeRecorder(), image_size=32, n=2, temperature=0.5)
+    assert stats["reused"] == 0 and stats["generated"] == 10
+
+
+def test_a_resolution_variant_keeps_its_own_size(dataset):
+    rows = [r for r in read_jsonl(dataset / "manifest.jsonl")]
+    for r in rows:
+        r["params"] = {"kind": "resolution", "resolution": 40}
+    write_jsonl(dataset / "manifest.jsonl", rows)
+    backend = SizeRecorder()
+    run(dataset, backend, image_size=64)
+    assert backend.sizes == [(40, 30)] * 5
+
+
+def test_reasoning_length_from_the_api_else_the_models_tokenizer(dataset):
+    # the tokenizer counts the thinking part; a row without one has no length
+    _, rows = run(dataset, SizeRecorder(), n=2, temperature=0.5)
+    assert [r["thinking_tokens"] for r in rows[:2]] == [2, None]
+    # reported reasoning tokens (an API) win over counting
+    _, rows = run(dataset, SizeRecorder(reasoning=123), n=2, temperature=0.4)
+    assert {r["thinking_tokens"] for r in rows} == {123}

@@ -192,3 +192,45 @@ def test_math_judge_verdicts_decide_correctness_and_agreement_is_reported(tmp_pa
     # scorer (1, 0, 1) vs judge (1, 1, 1): po = 2/3, pe = 2/3*1 + 1/3*0 = 2/3 -> kappa 0
     assert metrics[metrics["metric"] == "judge_kappa"].iloc[0]["value"] == pytest.approx(0.0)
     assert any("without a MathVerse judge verdict" in w for w in warnings)
+
+
+def test_summary_table_and_figure_from_the_metrics(tmp_path):
+    from vlmrobust.report.figures.idis import idis_figures
+    from vlmrobust.report.tables.idis import summary_table
+
+    scored = _scored(
+        [
+            ("m", "clean", "s1", "s1", 0, 1, "10", "20"),
+            ("m", "clean", "s1", "s1", 1, 0, "20", "30"),
+            ("m", "vis", "s1__conflicting-n2", "s1", 0, 0, "12", "20"),
+            ("m", "vis", "s1__conflicting-n2", "s1", 1, 0, "8", "20"),
+        ]
+    )
+    manifests = [
+        _manifest(
+            tmp_path,
+            "vis",
+            [("s1__conflicting-n2", "s1", {"kind": "visual", "semantics": "conflicting", "n": 2})],
+        )
+    ]
+    spec = {
+        "dataset": "d",
+        "models": {"m": {"name": "Model M"}},
+        "model_order": ["m"],
+        "clean_condition": "clean",
+        "draws": 2,
+        "bootstrap": BOOT,
+    }
+    metrics, _ = compute_idis_metrics(scored, read_idis_variants(manifests), spec)
+    table = summary_table(metrics, spec)
+    assert table.row_groups == (("Model M", 2),)
+    rows = table.data.to_dict("records")
+    assert [r["Group"] for r in rows] == ["clean", "conflicting n=2"]  # clean first
+    assert rows[0]["Accuracy (%)"].startswith("50.0") and rows[0]["Responses"] == "2"
+    assert rows[1]["Accuracy (%)"].startswith("0.0") and rows[1]["Mean length (tokens)"] == "10.0"
+    fig = idis_figures(metrics, spec)["length_accuracy"]
+    ax = fig.axes[0]
+    # one curve per number of distractors: clean (0) and 2; x = mean length per rank
+    assert [line.get_label() for line in ax.get_lines()] == ["n=0", "n=2"]
+    assert list(ax.get_lines()[0].get_xdata()) == [10.0, 20.0]
+    assert list(ax.get_lines()[0].get_ydata()) == [100.0, 0.0]

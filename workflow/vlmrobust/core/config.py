@@ -510,9 +510,7 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
         if n > 1 and t <= 0:
             raise ConfigError(
                 f"config: datasets.{name}: {n} draws per question (n) at temperature 0 "
-                "would all be the same; set datasets.{name}.temperature above 0".replace(
-                    "{name}", name
-                )
+                f"would all be the same; set datasets.{name}.temperature above 0"
             )
     if registry is None:
         registry = validate_registry(load_yaml(config["model_registry"]), config["model_registry"])

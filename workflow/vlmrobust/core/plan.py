@@ -38,6 +38,8 @@ NOT_SAMPLE_KEYS = frozenset(
 ROW_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 #: ... and the images they name (an edited image must rebuild the samples)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
+#: keys of a condition naming a samples file its perturbation draws figures from
+POOL_KEYS = ("irrelevant_samples", "figure_samples")
 #: the keys of the config's ``masking`` block the CRM comparison stage reads
 COMPARE_SPEC_KEYS = ("step_threshold", "answer_threshold", "attribution_threshold", "model_dir")
 
@@ -251,29 +253,19 @@ class RunPlan:
         return extra
 
     def condition_inputs(self, condition: str) -> list[str]:
-        """Files a condition's variants job reads besides the samples: a samples file it
-        draws a pool from (Idis-math's irrelevant tables: ``irrelevant_samples``), a
-        verification decisions file, and the demo's Idis assets (cut-outs, handwritten
-        expressions) when a path points into the folder the ``demo_idis`` job writes."""
+        """Files a condition's variants job reads besides the samples: the samples files
+        it draws figures from (:data:`POOL_KEYS`), its verification decisions, and the
+        demo's Idis assets (cut-outs, handwritten expressions) when a folder it names
+        lies where the ``demo_idis`` job writes."""
         from .config import DEMO_IDIS_ROOT, under_demo_idis
 
-        found: list[str] = []
-
-        def walk(value: Any) -> None:
-            if isinstance(value, dict):
-                for v in value.values():
-                    walk(v)
-            elif isinstance(value, list):
-                for v in value:
-                    walk(v)
-            elif isinstance(value, str):
-                if under_demo_idis(value):
-                    found.append(f"{DEMO_IDIS_ROOT}/summary.json")
-                elif value.endswith(("samples.jsonl", ".csv")) and "/" in value:
-                    found.append(value)
-
-        walk(self.conditions[condition])
-        return list(dict.fromkeys(found))
+        spec = self.conditions[condition]
+        found = [spec[k] for k in POOL_KEYS if spec.get(k)]
+        if spec.get("verification"):
+            found.append(spec["verification"]["decisions"])
+        if any(under_demo_idis(v) for v in spec.values() if isinstance(v, str)):
+            found.append(f"{DEMO_IDIS_ROOT}/summary.json")
+        return found
 
     def unparsed_choice(self, dataset: str) -> str:
         """What an unparsed multiple-choice answer of a dataset becomes when scored
@@ -317,8 +309,8 @@ class RunPlan:
             return masking["cot_temperature"], masking["cot_max_new_tokens"] or tokens
         if prompt == masking["answer_prompt"]:
             return masking["answer_temperature"], masking["answer_max_new_tokens"] or tokens
-        temperature = ds["temperature"] if ds["temperature"] is not None else None
-        return (decoding["temperature"] if temperature is None else temperature), tokens
+        own = ds["temperature"]
+        return (decoding["temperature"] if own is None else own), tokens
 
     def draws(self, dataset: str) -> tuple[int, float]:
         """(draws per question, top-p) of a dataset: its own or the run's ``decoding``."""
@@ -443,12 +435,13 @@ class RunPlan:
     def math_judged_path(model: str, dataset: str, condition: str, prompt: str) -> str:
         return f"results/judged-mathverse/{model}/{dataset}/{condition}/{prompt}.jsonl"
 
-    def math_judged_files(self) -> list[str]:
-        """MathVerse judge verdicts of every output of a ``mathverse`` dataset."""
+    def math_judged_files(self, only: str | None = None) -> list[str]:
+        """MathVerse judge verdicts of every output of a ``mathverse`` dataset (of the
+        dataset ``only`` when given)."""
         return [
             self.math_judged_path(model, dataset, condition, prompt)
             for dataset, spec in self.datasets.items()
-            if spec["adapter"] == "mathverse"
+            if spec["adapter"] == "mathverse" and only in (None, dataset)
             for condition in spec["conditions"]
             for model in self.models_of(dataset)
             for prompt in self.prompts_of(dataset)

@@ -79,32 +79,24 @@ def read_contexts(path: Path) -> dict[str, str]:
     return {row["key"]: chain_text(row) for row in read_jsonl(path)}
 
 
-def resized_content(content: list[dict[str, str]], size: int, folder: Path) -> list[dict[str, str]]:
-    """``content`` with every image replaced by a ``size`` x ``size`` copy (bicubic,
-    EXIF orientation applied, RGB) written once under ``folder`` (named by the source
-    file's hash), so every backend, local or API, sees the same resized pixels."""
+def resized_images(variant: Variant, size: int, folder: Path) -> dict[str, str]:
+    """Each image of ``variant`` -> a ``size`` x ``size`` copy (bicubic, EXIF orientation
+    applied, RGB) written once under ``folder`` and named by the image's hash in the
+    manifest, so every backend, local or API, sees the same resized pixels."""
     from PIL import Image, ImageOps
 
-    from ..core.io import atomic_write_bytes, sha256_file
+    from ..core.io import atomic_save_image
 
-    out = []
-    for part in content:
-        if part.get("type") != "image":
-            out.append(part)
-            continue
-        target = folder / f"{sha256_file(part['path'])[:32]}_{size}.png"
+    copies = {}
+    for path, digest in zip(variant.images, variant.sha256, strict=True):
+        target = folder / f"{digest[:32]}_{size}.png"
         if not target.exists():
-            with Image.open(part["path"]) as im:
+            with Image.open(path) as im:
                 im.load()
                 img = ImageOps.exif_transpose(im).convert("RGB")
-            buf = img.resize((size, size), Image.Resampling.BICUBIC)
-            import io
-
-            data = io.BytesIO()
-            buf.save(data, format="PNG")
-            atomic_write_bytes(target, data.getvalue())
-        out.append({**part, "path": str(target)})
-    return out
+            atomic_save_image(img.resize((size, size), Image.Resampling.BICUBIC), target)
+        copies[path] = str(target)
+    return copies
 
 
 def plan_requests(
@@ -118,7 +110,7 @@ def plan_requests(
 
     ``contexts`` (key -> text) feed a second-stage prompt (``PromptBuilder.needs``):
     the first-stage output of the same (variant, draw). With ``job.image_size`` the
-    images are resized copies written under ``resized_dir`` (:func:`resized_content`),
+    images are resized copies written under ``resized_dir`` (:func:`resized_images`),
     except a variant of the resolution ablation (``params.resolution``), which keeps the
     size it was made at."""
     from ..core.io import sha256_bytes
@@ -142,6 +134,14 @@ def plan_requests(
                 f"prompt {name!r} is built on the {PROMPTS[name].needs!r} outputs: pass them "
                 "with --context"
             )
+        # a resolution variant (the visual-token ablation) keeps its own size
+        copies = (
+            resized_images(variant, job.image_size, resized_dir)
+            if job.image_size is not None
+            and resized_dir is not None
+            and variant.params.get("resolution") is None
+            else {}
+        )
         for draw in range(job.n):
             context = context_sha = None
             if staged:
@@ -155,13 +155,11 @@ def plan_requests(
                 context_sha = sha256_bytes(context.encode("utf-8"))
             built = build_prompt(sample, variant, name, context)
             content = built.content
-            # a resolution variant (the visual-token ablation) is its own size
-            if (
-                job.image_size is not None
-                and resized_dir is not None
-                and variant.params.get("resolution") is None
-            ):
-                content = resized_content(content, job.image_size, resized_dir)
+            if copies:
+                content = [
+                    {**part, "path": copies[part["path"]]} if part["type"] == "image" else part
+                    for part in content
+                ]
             planned_version = (job.prompt_versions or {}).get(built.name)
             if planned_version is not None and planned_version != built.version:
                 raise ValueError(

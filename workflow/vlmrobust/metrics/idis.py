@@ -51,7 +51,15 @@ import numpy as np
 import pandas as pd
 
 from ..core.io import read_jsonl
-from .core import METRIC_COLUMNS, join_notes, metric_row, model_info, spec_models
+from .core import (
+    METRIC_COLUMNS,
+    drop_failed_requests,
+    failed_note,
+    join_notes,
+    metric_row,
+    model_info,
+    spec_models,
+)
 
 __all__ = [
     "EXTRA_COLUMNS",
@@ -273,6 +281,54 @@ def apply_math_judge(
     return m.drop(columns=["verdict", "judge_error"]), rows
 
 
+def _mean_row(
+    metric: str, g: pd.DataFrame, column: str, base: Mapping[str, Any], boot, note: str
+) -> dict[str, Any]:
+    """The mean of ``column`` over the responses ``g`` with its question bootstrap."""
+    per_q = g.groupby("variant_id")[column].agg(["sum", "size"])
+    lo, hi = _bootstrap(per_q["sum"].to_numpy(float), per_q["size"].to_numpy(float), boot)
+    return metric_row(
+        metric, **base, value=float(g[column].mean()), ci_low=lo, ci_high=hi, n=len(g), note=note
+    )
+
+
+def _group_rows(
+    g: pd.DataFrame, base: Mapping[str, Any], draws: int, boot, fnote: str
+) -> list[dict[str, Any]]:
+    """Every metric row of one group of responses (module docstring)."""
+    lnote = NOTE_COMPLETION if g["from_completion"].any() else ""
+    questions = g["variant_id"].nunique()
+    rows = [
+        _mean_row("accuracy", g, "correct", base, boot, fnote),
+        metric_row("questions", **base, value=float(questions), n=questions, note=fnote),
+    ]
+    measured = g.dropna(subset=["length"])
+    if len(measured):
+        unmeasured = len(g) - len(measured)
+        missing = f"{unmeasured} response(s) without a length" if unmeasured else ""
+        rows.append(
+            _mean_row(
+                "mean_length", measured, "length", base, boot, join_notes(lnote, missing, fnote)
+            )
+        )
+    points, skipped = rank_curve(g, draws, boot)
+    snote = f"{skipped} question(s) without {draws} measured responses left out" if skipped else ""
+    note = join_notes(lnote, snote, fnote)
+    for pt in points:
+        at = {**base, "rank": str(pt["rank"]), "n": pt["questions"], "note": note}
+        rows.append(
+            metric_row(
+                "rank_accuracy",
+                **at,
+                value=pt["accuracy"],
+                ci_low=pt["ci_low"],
+                ci_high=pt["ci_high"],
+            )
+        )
+        rows.append(metric_row("rank_length", **at, value=pt["length"]))
+    return rows
+
+
 def compute_idis_metrics(
     scored: pd.DataFrame,
     variants: pd.DataFrame,
@@ -298,18 +354,10 @@ def compute_idis_metrics(
 
     df = scored.copy()
     df["length"], df["from_completion"] = response_lengths(df)
-    err = df["error"].fillna("").astype(str) != "" if "error" in df else None
+    # one benchmark per (dataset, prompt setting), as in the shared metrics core
+    df["benchmark"] = df["prompt_setting"].map(lambda p: f"{dataset}:{p}")
     failed: dict[tuple[str, str, str], int] = {}
-    if err is not None and err.any():
-        for (m, p, c), n in (
-            df[err].groupby(["model", "prompt_setting", "condition"]).size().items()
-        ):
-            failed[(str(m), str(p), str(c))] = int(n)
-            warnings.append(
-                f"model {m}, dataset {dataset}, prompt {p}, condition {c}: {n} failed "
-                "request(s) excluded from accuracy, lengths and curves"
-            )
-        df = df[~err]
+    df = drop_failed_requests(df, failed, warnings)
     judge_rows: list[dict[str, Any]] = []
     if judged is not None:
         info = {m: model_info(models, m) for m in set(df["model"])}
@@ -345,81 +393,14 @@ def compute_idis_metrics(
                     **info,
                     "benchmark": dataset,
                     "prompt": prompt,
-                    "condition": key["condition"],
-                    **{c: key[c] for c in EXTRA_COLUMNS if c in key},
+                    **{c: key[c] for c in GROUP_COLUMNS},
                     "rank": "",
                 }
-                n_failed = failed.get((model, prompt, key["condition"]), 0)
-                fnote = f"{n_failed} failed request(s) excluded" if n_failed else ""
-                lnote = NOTE_COMPLETION if g["from_completion"].any() else ""
-                per_q = g.groupby("variant_id").agg(k=("correct", "sum"), m=("correct", "size"))
-                lo, hi = _bootstrap(per_q["k"].to_numpy(float), per_q["m"].to_numpy(float), boot)
-                rows.append(
-                    metric_row(
-                        "accuracy",
-                        **base,
-                        value=float(g["correct"].mean()),
-                        ci_low=lo,
-                        ci_high=hi,
-                        n=len(g),
-                        note=fnote,
-                    )
-                )
-                rows.append(
-                    metric_row(
-                        "questions", **base, value=float(len(per_q)), n=len(per_q), note=fnote
-                    )
-                )
-                measured = g.dropna(subset=["length"])
-                if len(measured):
-                    per_l = measured.groupby("variant_id").agg(
-                        k=("length", "sum"), m=("length", "size")
-                    )
-                    lo, hi = _bootstrap(
-                        per_l["k"].to_numpy(float), per_l["m"].to_numpy(float), boot
-                    )
-                    unmeasured = len(g) - len(measured)
-                    rows.append(
-                        metric_row(
-                            "mean_length",
-                            **base,
-                            value=float(measured["length"].mean()),
-                            ci_low=lo,
-                            ci_high=hi,
-                            n=len(measured),
-                            note=join_notes(
-                                lnote,
-                                f"{unmeasured} response(s) without a length" if unmeasured else "",
-                                fnote,
-                            ),
-                        )
-                    )
-                points, skipped = rank_curve(g, draws, boot)
-                snote = (
-                    f"{skipped} question(s) without {draws} measured responses left out"
-                    if skipped
-                    else ""
-                )
-                for pt in points:
-                    at = {**base, "rank": str(pt["rank"])}
-                    note = join_notes(lnote, snote, fnote)
-                    rows.append(
-                        metric_row(
-                            "rank_accuracy",
-                            **at,
-                            value=pt["accuracy"],
-                            ci_low=pt["ci_low"],
-                            ci_high=pt["ci_high"],
-                            n=pt["questions"],
-                            note=note,
-                        )
-                    )
-                    rows.append(
-                        metric_row(
-                            "rank_length", **at, value=pt["length"], n=pt["questions"], note=note
-                        )
-                    )
-                if draws > 1 and not points:
+                n_failed = failed.get((model, f"{dataset}:{prompt}", key["condition"]), 0)
+                fnote = failed_note(n_failed) if n_failed else ""
+                group_rows = _group_rows(g, base, draws, boot, fnote)
+                rows += group_rows
+                if draws > 1 and not any(r["metric"] == "rank_accuracy" for r in group_rows):
                     warnings.append(
                         f"model {model}, dataset {dataset}, prompt {prompt}, condition "
                         f"{key['condition']}: no question has {draws} measured responses; "

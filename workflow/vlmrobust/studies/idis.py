@@ -95,14 +95,7 @@ class IdisStudy(Study):
                 if plan.has_outputs(m, scope, c, p)
             ],
             "manifests": [plan.manifest_path(scope, c) for c in conditions if c in idis],
-            "math_judged": [
-                plan.math_judged_path(m, scope, c, p)
-                for m in models
-                for c in conditions
-                for p in prompts
-                if plan.datasets[scope]["adapter"] == "mathverse"
-                and plan.has_outputs(m, scope, c, p)
-            ],
+            "math_judged": plan.math_judged_files(scope),
         }
 
     def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:

@@ -43,22 +43,19 @@ def summary_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Table:
     m = metrics[metrics["metric"].isin(["accuracy", "mean_length", "questions"])]
     cells, groups, notes = [], [], []
     for model in [x for x in order if x in set(m["model"])]:
-        mm = m[m["model"] == model]
         start = len(cells)
-        keys = mm[_KEY[1:]].drop_duplicates()
-        keys = sorted(
-            keys.to_dict("records"),
-            key=lambda r: (
-                r["prompt"],
-                r["kind"] != "none",
-                *sort_key([r["condition"], r["kind"], r["semantics"], r["distractors"]]),
-                *sort_key([r["size"], r["resolution"]]),
+        groups_of = m[m["model"] == model].groupby(_KEY[1:], sort=False)
+        keyed = sorted(
+            groups_of,
+            key=lambda kg: (
+                kg[0][0],  # prompt
+                kg[0][2] != "none",  # clean first
+                *sort_key(list(kg[0][1:5])),  # condition, kind, semantics, distractors
+                *sort_key(list(kg[0][5:])),  # size, resolution
             ),
         )
-        for key in keys:
-            sel = mm
-            for c, v in key.items():
-                sel = sel[sel[c] == v]
+        for values, sel in keyed:
+            key = dict(zip(_KEY[1:], values, strict=True))
             get = {r["metric"]: r for r in sel.to_dict("records")}
             acc, length, q = get.get("accuracy"), get.get("mean_length"), get.get("questions")
             for row in (acc, length):

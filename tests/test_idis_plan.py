@@ -1,0 +1,92 @@
+"""What the run plan makes of the Idis settings: per-dataset sampling and image size,
+the files a condition's variants job reads, the MathVerse judge's files."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+
+from vlmrobust.core.config import ConfigError, load_yaml
+from vlmrobust.core.plan import RunPlan
+
+from .conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def config():
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        yield load_yaml("config/config.yaml")
+    finally:
+        os.chdir(cwd)
+
+
+def _plan(config, changes=()):
+    """The plan of ``config`` with ``changes``: (("datasets", "d", "n"), 3) pairs."""
+    c = copy.deepcopy(config)
+    for path, value in changes:
+        *keys, last = path
+        node = c
+        for k in keys:
+            node = node.setdefault(k, {})
+        node[last] = value
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        return RunPlan.from_config(c)
+    finally:
+        os.chdir(cwd)
+
+
+def test_a_dataset_samples_with_its_own_settings(config):
+    plan = _plan(config)
+    idis = plan.infer_spec("demo-base", "demo-idis-perception", "idis-perception")
+    assert (idis["n"], idis["temperature"], idis["top_p"]) == (5, 0.7, 0.95)
+    assert idis["image_size"] == 512
+    other = plan.infer_spec("demo-base", "demo-chart", "default")
+    assert (other["n"], other["temperature"], other["top_p"]) == (1, 0.0, 1.0)
+    assert "image_size" not in other  # the field is only sent where it is set
+    math = plan.infer_spec("demo-base", "demo-idis-math", "idis-math")
+    assert "image_size" not in math and math["n"] == 5
+
+
+def test_draws_at_temperature_zero_are_refused_naming_the_dataset(config):
+    with pytest.raises(ConfigError, match=r"datasets\.demo-idis-math: 5 draws per question"):
+        _plan(config, [(("datasets", "demo-idis-math", "temperature"), 0.0)])
+
+
+def test_sampling_settings_do_not_rebuild_the_samples(config):
+    a = _plan(config).samples_spec("demo-idis-perception")
+    b = _plan(config, [(("datasets", "demo-idis-perception", "n"), 3)]).samples_spec(
+        "demo-idis-perception"
+    )
+    assert a == b
+
+
+def test_condition_inputs_name_pools_decisions_and_demo_assets(config):
+    plan = _plan(config)
+    assert plan.condition_inputs("idis-diagram") == [
+        "results/samples/demo-idis-tables/samples.jsonl",
+        "results/samples/demo-idis-figures/samples.jsonl",
+    ]
+    assert plan.condition_inputs("idis-objects") == ["results/raw/demo-idis/summary.json"]
+    assert plan.condition_inputs("idis-textual") == []
+    assert plan.condition_inputs("corrupt") == []
+    verified = {"decisions": "resources/idis/d.csv", "set": "idis-perception"}
+    plan = _plan(config, [(("conditions", "idis-typographic", "verification"), verified)])
+    assert plan.condition_inputs("idis-typographic") == ["resources/idis/d.csv"]
+
+
+def test_math_judge_files_and_spec(config):
+    plan = _plan(config)
+    files = plan.math_judged_files("demo-idis-math")
+    assert len(files) == 2 * 5  # 2 models x 5 conditions x 1 prompt
+    assert files[0] == "results/judged-mathverse/demo-base/demo-idis-math/clean/idis-math.jsonl"
+    assert plan.math_judged_files("demo-idis-perception") == []
+    assert plan.math_judge_spec() == {"backend": "offline"}
+    llm = {"backend": "openai", "model": "gpt-oss-120b", "base_url": "http://h:8000/v1"}
+    spec = _plan(config, [(("judge", "mathverse"), llm)]).math_judge_spec()
+    assert spec["cache_dir"] == "results/cache/llm"  # the run's LLM cache
