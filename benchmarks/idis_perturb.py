@@ -1,6 +1,6 @@
 """Throughput of the offline Idis image perturbations on one process.
 
-    .venv/bin/python benchmarks/idis_perturb.py [--samples 24] [--cpu 0]
+    .venv/bin/python benchmarks/idis_perturb.py [--samples 24] [--cpu 0]   (--samples >= 20)
 
 Synthetic inputs in a temporary folder: ImageNet-like photos (500x375, smooth colour
 fields plus noise) with a target mask in the upper left (a centred target of a third
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vlmrobust.core.records import Sample, write_samples
+from vlmrobust.core.records import Sample, read_samples, write_samples
 from vlmrobust.perturb import PERTURBATIONS
 from vlmrobust.perturb.idis import load_objects, object_slug
 from vlmrobust.perturb.variants import VariantPlan
@@ -134,12 +134,12 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=24, help="samples (= timed images) per case")
     ap.add_argument("--cpu", type=int, default=None, help="pin the process to this CPU")
     args = ap.parse_args()
+    if args.samples < 5 * len(FAMILIES):  # each diagram needs 4 others of its family
+        ap.error(f"--samples must be at least {5 * len(FAMILIES)} (diagram aligned k=4)")
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
           f"{args.samples} images per case, canvas 1024")  # fmt: skip
-    from vlmrobust.core.records import read_samples
-
     with tempfile.TemporaryDirectory() as tmp:
         assets = _make_assets(Path(tmp), args.samples)
         header = f"{'perturbation':24s} {'plan/s':>8s} {'apply ms':>9s} {'img/s':>7s} {'+png img/s':>11s}"

@@ -13,6 +13,8 @@ Stdlib only (``ThreadingHTTPServer`` on port 0, in a thread). Tests script it:
 - Normal answers echo the last text part of the request (``"echo: <text>"``), unless
   ``server.replies`` (a queue of texts, used in order) or ``server.reply_fn`` says
   otherwise; ``server.reasoning`` adds a separate reasoning field / thought part.
+- ``fake_llm_spec(server, model, ...)`` is an LLM spec pointed at the server; the
+  ``fake_api`` fixture (tests/conftest.py) is a running server with its test key set.
 - ``server.requests`` records every request (path, headers, JSON body), and
   ``server.max_in_flight`` the most requests handled at once (``server.delay_s`` holds
   each normal answer a while so concurrency shows).
@@ -149,6 +151,39 @@ class FakeAPIServer:
         if self.reply_fn is not None:
             return self.reply_fn(last_text, body)
         return f"echo: {last_text}"
+
+
+#: The environment variable the ``fake_api`` fixture (tests/conftest.py) sets to a test key.
+FAKE_KEY_ENV = "VLMROBUST_TEST_FAKE_API_KEY"
+
+
+def fake_llm_spec(
+    server: FakeAPIServer,
+    model: str,
+    *,
+    api: str = "openai",
+    cache_dir: Any = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """An LLM spec (``vlmrobust.clients.llm.make_llm``) for ``server``: the key from
+    :data:`FAKE_KEY_ENV`, quick retries (``max_retries`` 1, millisecond delays, a 5 s
+    timeout; ``options`` override them) and ``cache_dir`` when one is given."""
+    spec: dict[str, Any] = {
+        "backend": api,
+        "model": model,
+        "base_url": server.url + ("/v1" if api == "openai" else ""),
+        "api_key_env": FAKE_KEY_ENV,
+        "options": {
+            "max_retries": 1,
+            "base_delay": 0.001,
+            "max_delay": 0.005,
+            "timeout_s": 5,
+            **options,
+        },
+    }
+    if cache_dir is not None:
+        spec["cache_dir"] = str(cache_dir)
+    return spec
 
 
 def _last_text_openai(body: dict[str, Any]) -> tuple[str, int]:

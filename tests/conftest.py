@@ -1,4 +1,4 @@
-"""Shared test helpers: the repository root and a runner for the workflow's CLIs."""
+"""Shared test helpers: the repository root, a runner for the workflow's CLIs and a fake LLM API."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.api_server import FAKE_KEY_ENV, FakeAPIServer
 
 REPO = Path(__file__).resolve().parent.parent
 # Small slices of real released data (copied from the project's shared/fixtures).
@@ -80,6 +82,15 @@ def copy_repo(dest: Path) -> Path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture
+def fake_api(monkeypatch):
+    """A running fake OpenAI / Gemini API (tests/api_server.py) with a test key in
+    ``FAKE_KEY_ENV``; build specs for it with ``tests.api_server.fake_llm_spec``."""
+    monkeypatch.setenv(FAKE_KEY_ENV, "sk-test-fake-api")
+    with FakeAPIServer() as server:
+        yield server
 
 
 def output_row(sample_id: str, text: str, dataset: str = "d", **kw):

@@ -4,11 +4,10 @@ the LLM labeler against the local fake API (strict JSON, cached, failures counte
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.api_server import FakeAPIServer
+from tests.api_server import fake_llm_spec
 from vlmrobust.construct.concepts import (
     CSV_FIELDS,
     label_prompt,
@@ -18,8 +17,6 @@ from vlmrobust.construct.concepts import (
 )
 from vlmrobust.core.concept_labels import read_labels
 from vlmrobust.core.records import Sample
-
-KEY_ENV = "VLMROBUST_TEST_CONCEPTS_KEY"
 
 # MathVerse testmini question texts (GeoQA rows; problem 685 is Solid Geometry)
 Q_TRI = (
@@ -170,28 +167,9 @@ def test_extra_columns_of_the_labels_file_are_kept(tmp_path):
 # --- the LLM labeler against the fake API -------------------------------------------------------
 
 
-@pytest.fixture
-def server():
-    with FakeAPIServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, "sk-test-concepts")
-
-
-def llm_spec(server, tmp_path, **options):
-    opts = {"max_retries": 1, "base_delay": 0.001, "max_delay": 0.005, "timeout_s": 5}
-    opts.update(options)
-    return {
-        "backend": "openai",
-        "model": "labeler",
-        "base_url": server.url + "/v1",
-        "api_key_env": KEY_ENV,
-        "options": opts,
-        "cache_dir": str(tmp_path / "llm-cache"),
-    }
+def llm_spec(fake_api, tmp_path):
+    """The labeler's LLM on the fake API (``fake_api``)."""
+    return fake_llm_spec(fake_api, "labeler", cache_dir=tmp_path / "llm-cache")
 
 
 def scripted(text: str, body) -> str:
@@ -207,10 +185,10 @@ def scripted(text: str, body) -> str:
     return json.dumps({"concept_family": "triangle"})
 
 
-def test_llm_labeler_strict_json_cached_and_failures_counted(server, tmp_path):
-    server.reply_fn = scripted
+def test_llm_labeler_strict_json_cached_and_failures_counted(fake_api, tmp_path):
+    fake_api.reply_fn = scripted
     out = tmp_path / "concept_families.csv"
-    counts = write_labels(SAMPLES, llm_spec(server, tmp_path), out)
+    counts = write_labels(SAMPLES, llm_spec(fake_api, tmp_path), out)
     assert out.read_text() == (
         "problem_index,concept_family,source,status\n"
         "1,triangle,openai/labeler,proposed\n"
@@ -219,14 +197,14 @@ def test_llm_labeler_strict_json_cached_and_failures_counted(server, tmp_path):
         "685,3d,openai/labeler,proposed\n"
     )
     assert (counts["proposed"], counts["errors"]) == (3, 1)
-    assert server.count == 3 + 2  # the bad answer was tried again once
+    assert fake_api.count == 3 + 2  # the bad answer was tried again once
     # the prompt carried the longest version's text and the subject
-    assert server.count_matching("Subject: Solid Geometry / Angle") == 1
-    assert server.count_matching("soft drink can") == 1
+    assert fake_api.count_matching("Subject: Solid Geometry / Angle") == 1
+    assert fake_api.count_matching("soft drink can") == 1
     # again: answered calls come from the cache; the failed problem is asked again
-    before = server.count
-    counts = write_labels(SAMPLES, llm_spec(server, tmp_path), out, existing=out)
-    assert server.count - before == 2
+    before = fake_api.count
+    counts = write_labels(SAMPLES, llm_spec(fake_api, tmp_path), out, existing=out)
+    assert fake_api.count - before == 2
     assert counts["errors"] == 1
 
 
@@ -240,7 +218,21 @@ def test_label_prompt_fills_the_problem():
         in prompt
     )
     assert tuple(CSV_FIELDS) == ("problem_index", "concept_family", "source", "status")
-    assert Path(label_prompt.__module__.replace(".", "/")).name == "concepts"
+
+
+def test_the_labeler_setting_is_checked_before_any_call(fake_api, tmp_path):
+    out = tmp_path / "concept_families.csv"
+    with pytest.raises(ValueError, match=r"concept labeler\.seed: unknown key for backend openai"):
+        write_labels(SAMPLES, {**llm_spec(fake_api, tmp_path), "seed": 1}, out)
+    with pytest.raises(
+        ValueError, match=r"concept labeler\.model: unknown key for backend offline"
+    ):
+        write_labels(SAMPLES, {"backend": "offline", "model": "m"}, out)
+    with pytest.raises(
+        ValueError, match="concept labeler.backend: 'rules' is not one of offline, "
+    ):
+        write_labels(SAMPLES, {"backend": "rules"}, out)
+    assert fake_api.count == 0 and not out.exists()
 
 
 def test_the_config_schema_of_the_labeler():

@@ -18,24 +18,28 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from PIL import Image
 
-from vlmrobust.demo.data import OBJECT_CLASSES, OBJECT_LABELS, PROBLEM_VERSIONS
+from vlmrobust.core.idis import (
+    IMAGENET9_CLASS_NAMES,
+    IMAGENET9_FOLDERS,
+    IMAGENET9_LABELS,
+    MATHVERSE_VERSIONS,
+)
+from vlmrobust.core.records import read_samples
+from vlmrobust.data.build import build_samples
 from vlmrobust.demo.idis import (
     _JPEG_OPTIONS,
-    IDIS_IRRELEVANT,
-    IDIS_OBJECTS,
-    IMAGENET9_FOLDERS,
     all_idis_objects,
     generate_idis_demo,
     imagenet9_images,
     imagenet9_stem,
     logicvista_table,
-    object_slug,
 )
+from vlmrobust.perturb.idis import load_objects, object_slug
 
-REPO = Path(__file__).resolve().parents[1]
+from .test_demo import _files
+
 SIZE = 224
 MV_FIELDS = {
     "sample_index", "problem_index", "problem_version", "question", "image", "answer",
@@ -46,12 +50,6 @@ LV_FIELDS = {
     "specific_capability", "imagesource", "sourcelink", "liscenced",
 }  # fmt: skip
 WB_HEADER = ["img_id", "img_filename", "y", "split", "place", "place_filename"]
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-    }
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +194,7 @@ def test_mathverse_rows(demo: tuple[Path, dict]) -> None:
     assert list(by_problem) == ["1", "2", "3"]
     types = []
     for p, group in by_problem.items():
-        assert [r["problem_version"] for r in group] == list(PROBLEM_VERSIONS)
+        assert [r["problem_version"] for r in group] == list(MATHVERSE_VERSIONS)
         base = 5 * (int(p) - 1)
         assert [r["sample_index"] for r in group] == [str(base + v) for v in (1, 2, 3, 4)]
         assert (
@@ -332,8 +330,8 @@ def test_cutouts_for_all_forty_objects(demo: tuple[Path, dict]) -> None:
     root, _ = demo
     names = all_idis_objects()
     assert len(names) == len(set(names)) == 40
-    assert list(IDIS_OBJECTS) == list(OBJECT_LABELS)
-    assert IDIS_IRRELEVANT == ("umbrella", "clock", "TV", "suitcase")
+    assert names[:4] == ["dog bone chew toy", "dog bowl", "tennis ball", "kennel"]
+    assert names[-4:] == ["umbrella", "clock", "TV", "suitcase"]
     assert object_slug("TV") == "tv" and object_slug("dog bowl") == "dog-bowl"
     assert object_slug("empty net designed for catching insects") == (
         "empty-net-designed-for-catching-insects"
@@ -345,32 +343,19 @@ def test_cutouts_for_all_forty_objects(demo: tuple[Path, dict]) -> None:
             with Image.open(root / "segments" / object_slug(name) / f"{k}.png") as im:
                 assert im.mode == "RGBA", name
                 alpha = np.asarray(im.getchannel("A"))
-                assert (alpha > 0).sum() > 1000, (
-                    name
-                )  # a real object (the rod is thin), not a speck
+                assert (alpha > 0).sum() > 1000, name  # a real object (the rod is thin)
                 assert im.getchannel("A").getbbox() == (0, 0, im.width, im.height), name
                 assert 100 <= max(im.size) <= 220, (name, im.size)
                 variants.append(np.asarray(im))
         assert variants[0].shape != variants[1].shape or not np.array_equal(*variants), name
 
 
-def test_object_lists_match_the_resource_file() -> None:
-    path = REPO / "resources/idis/objects.yaml"
-    if not path.is_file():
-        pytest.skip("resources/idis/objects.yaml is not there yet")
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert {k: list(v) for k, v in IDIS_OBJECTS.items()} == data["classes"]
-    assert list(IDIS_IRRELEVANT) == data["irrelevant"]
-    labels = dict(zip(OBJECT_LABELS, OBJECT_CLASSES, strict=True))
-    assert data["labels"] == labels
-
-
-def test_slug_matches_the_perturbations() -> None:
-    perturb = pytest.importorskip(
-        "vlmrobust.perturb.idis", reason="the Idis perturbations are not there yet"
-    )
-    for name in all_idis_objects():
-        assert perturb.object_slug(name) == object_slug(name)
+def test_the_object_lists_name_the_imagenet9_classes() -> None:
+    # the shipped objects.yaml (the demo's and the perturbations' object lists) is keyed
+    # by the labels of vlmrobust.core.idis and maps them to its class names
+    objects = load_objects()
+    assert list(objects.classes) == list(IMAGENET9_LABELS)
+    assert objects.labels == dict(zip(IMAGENET9_LABELS, IMAGENET9_CLASS_NAMES, strict=True))
 
 
 def test_handwritten_expressions(demo: tuple[Path, dict]) -> None:
@@ -429,9 +414,9 @@ def test_stale_images_are_removed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"n_birds": 0}, "demo.idis.n_birds must be from 1 to 2000, got 0"),
-        ({"n_per_class": 1.5}, "demo.idis.n_per_class must be an integer from 1 to 450, got 1.5"),
-        ({"image_size": 32}, "demo.idis.image_size must be from 64 to 1024, got 32"),
+        ({"n_birds": 0}, "demo-idis --n-birds must be from 1 to 2000, got 0"),
+        ({"n_per_class": 1.5}, "demo-idis --n-per-class must be an integer from 1 to 450, got 1.5"),
+        ({"image_size": 32}, "demo-idis --image-size must be from 64 to 1024, got 32"),
         ({"seed": "0"}, "seed must be an integer, got '0'"),
     ],
 )
@@ -466,10 +451,6 @@ def test_cli_demo_idis(tmp_path: Path) -> None:
 
 
 def test_the_real_adapters_read_the_folders(demo: tuple[Path, dict], tmp_path: Path) -> None:
-    pytest.importorskip("vlmrobust.data.idis", reason="the Idis adapters are not there yet")
-    from vlmrobust.core.records import read_samples
-    from vlmrobust.data.build import build_samples
-
     root, _ = demo
     reports, samples = {}, {}
     for name, adapter in (("in9", "imagenet9"), ("mv", "mathverse"), ("lv", "logicvista"),
@@ -482,15 +463,15 @@ def test_the_real_adapters_read_the_folders(demo: tuple[Path, dict], tmp_path: P
 
     assert reports["in9"]["samples_written"] == 9
     assert reports["in9"]["target_masks"] == {"only_fg": 9, "fg_mask": 0, "none": 0}
-    assert [s.answer for s in samples["in9"]] == list(OBJECT_LABELS)
-    assert [s.meta["imagenet9_class"] for s in samples["in9"]] == list(OBJECT_CLASSES)
+    assert [s.answer for s in samples["in9"]] == list(IMAGENET9_LABELS)
+    assert [s.meta["imagenet9_class"] for s in samples["in9"]] == list(IMAGENET9_CLASS_NAMES)
 
     mv = samples["mv"]
     assert len(mv) == 12
     assert reports["mv"]["concept_families"] == {
         "triangle": 4, "quadrilateral": 4, "circle": 4, "3d": 0, "unlabelled": 0,
     }  # fmt: skip
-    assert [s.meta["problem_version"] for s in mv[:4]] == list(PROBLEM_VERSIONS)
+    assert [s.meta["problem_version"] for s in mv[:4]] == list(MATHVERSE_VERSIONS)
     assert {s.answer_type for s in mv} == {"letter", "number"}
     assert all(len(s.choices) == 4 for s in mv if s.answer_type == "letter")
 

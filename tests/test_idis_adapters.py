@@ -21,19 +21,13 @@ import pytest
 from PIL import Image
 
 from vlmrobust.core.benchmarks import BENCHMARKS
-from vlmrobust.core.io import read_json
-from vlmrobust.core.records import read_samples
-from vlmrobust.data import ADAPTERS, BadRowError, build_samples
-from vlmrobust.data.idis import (
-    CONCEPT_LABELS_FILE,
-    IMAGENET9_LABELS,
-    IMAGENET9_QUESTION,
-    MathVerse,
-    parse_choices_block,
-    read_concept_labels,
-)
+from vlmrobust.core.idis import IMAGENET9_LABELS, IMAGENET9_QUESTION
+from vlmrobust.data import ADAPTERS, BadRowError
+from vlmrobust.data.idis import CONCEPT_LABELS_FILE, MathVerse, parse_choices_block
 
 from .conftest import FIXTURES
+from .test_adapters import run as build
+from .test_adapters import spec
 
 IDIS = FIXTURES / "idis"
 RED, GREEN, BLUE, BLACK, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (0, 0, 0), (255,) * 3
@@ -42,35 +36,10 @@ RED, GREEN, BLUE, BLACK, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (0, 0, 0
 # --------------------------------------------------------------------------- helpers
 
 
-def spec(adapter: str, path: Path | None = None, **kw) -> dict:
-    """A validated dataset config: every key present, defaults filled."""
-    s = {
-        "adapter": adapter,
-        "source": "local" if path is not None else "hub",
-        "hub_id": None,
-        "hub_config": None,
-        "split": None,
-        "revision": None,
-        "path": str(path) if path is not None else None,
-        "limit": None,
-        "expected_size": None,
-        "on_bad_row": "error",
-        "conditions": ["clean"],
-    }
-    s.update(kw)
-    return s
-
-
 def run(tmp_path: Path, name: str, s: dict):
-    out = tmp_path / "results" / "samples" / name / "samples.jsonl"
-    report = tmp_path / "results" / "samples" / name / "report.json"
-    rep = build_samples(name, s, out, report)
-    samples = {x.sample_id: x for x in read_samples(out)}
-    assert read_json(report) == rep
-    record = BENCHMARKS[s["adapter"]]
-    for x in samples.values():
-        assert x.answer_type in record.answer_types, x.sample_id
-        assert {"source_id", *record.meta} <= set(x.meta), x.sample_id
+    """The samples' ids, the samples by id and the report (the checks of test_adapters'
+    ``run``: report file = returned report, answer types and meta keys of the record)."""
+    samples, rep, _ = build(tmp_path, name, s)
     return list(samples), samples, rep
 
 
@@ -272,7 +241,7 @@ def test_imagenet9_split_folder_and_limit(tmp_path):
 # --------------------------------------------------------------------------- MathVerse
 
 
-def _mathverse_folder(root: Path, labels: list[tuple[str, str, str]] | None = None) -> Path:
+def _mathverse_folder(root: Path, labels: list[tuple[str, ...]] | None = None) -> Path:
     """testmini.json = the five versions of problem 685 + the four Text Only rows + two
     multiple-choice rows made from the first Text Only one (Text Dominant, with images)."""
     versions = json.loads((IDIS / "mathverse" / "testmini_versions_sample.json").read_text())
@@ -293,14 +262,15 @@ def _mathverse_folder(root: Path, labels: list[tuple[str, str, str]] | None = No
     if labels is not None:
         with open(root / CONCEPT_LABELS_FILE, "w", newline="") as fh:
             writer = csv.writer(fh)
-            writer.writerow(["problem_index", "concept_family", "status"])
+            writer.writerow(["problem_index", "concept_family", "source", "status"])
             writer.writerows(labels)
     return root
 
 
 def test_mathverse_versions_answers_meta_and_concept_families(tmp_path):
     root = _mathverse_folder(
-        tmp_path / "mathverse", [("685", "3d", "confirmed"), ("1", "triangle", "proposed")]
+        tmp_path / "mathverse",
+        [("685", "3d", "human", "confirmed"), ("1", "triangle", "rules", "proposed")],
     )
     ids, samples, rep = run(tmp_path, "mathverse", spec("mathverse", root))
     assert ids == [
@@ -379,28 +349,35 @@ def test_mathverse_without_labels_and_a_class_with_other_versions(tmp_path):
 
 
 def test_mathverse_concept_labels_errors(tmp_path):
-    root = _mathverse_folder(tmp_path / "mv", [("685", "cylinder", "confirmed")])
+    """The labels file is read by vlmrobust.core.concept_labels (its own tests check
+    every error); here: its errors and the missing file stop the adapter."""
+    root = _mathverse_folder(tmp_path / "mv", [("685", "cylinder", "human", "confirmed")])
     with pytest.raises(
         ValueError, match=r"concept_families.csv:2: problem_index '685' is confirmed "
     ):
         run(tmp_path, "mv", spec("mathverse", root))
     with pytest.raises(ValueError, match=r"datasets.mv.concept_labels: '.*nope.csv' is not an "):
         run(tmp_path, "mv", spec("mathverse", root, concept_labels=str(tmp_path / "nope.csv")))
-    dup = tmp_path / "dup.csv"
-    dup.write_text("problem_index,concept_family,status\n1,circle,confirmed\n1,circle,rejected\n")
-    with pytest.raises(ValueError, match=r"dup.csv:3: problem_index '1' appears twice"):
-        read_concept_labels(dup)
-    bad = tmp_path / "bad.csv"
-    bad.write_text("problem_index,family\n1,circle\n")
-    with pytest.raises(ValueError, match=r"bad.csv: missing column\(s\) concept_family, status"):
-        read_concept_labels(bad)
-    # an unconfirmed row may name anything (not yet reviewed)
+    no_source = tmp_path / "three.csv"
+    no_source.write_text("problem_index,concept_family,status\n685,circle,confirmed\n")
+    with pytest.raises(ValueError, match=r"three.csv:1: header must hold problem_index,"):
+        run(tmp_path, "mv", spec("mathverse", root, concept_labels=str(no_source)))
+    # a rejected row (and an upper-case confirmed one) as the review page may leave them
     ok = tmp_path / "ok.csv"
-    ok.write_text("problem_index,concept_family,status\n1,,pending\n2,Circle,CONFIRMED\n")
-    assert read_concept_labels(ok) == {
-        "1": {"concept_family": "", "status": "pending"},
-        "2": {"concept_family": "circle", "status": "confirmed"},
+    ok.write_text(
+        "problem_index,concept_family,source,status\n685,other,human,rejected\n"
+        "1,Circle,human,CONFIRMED\n"
+    )
+    _, samples, rep = run(tmp_path, "mv", spec("mathverse", root, concept_labels=str(ok)))
+    assert {s.meta["source_id"]: s.meta["concept_family"] for s in samples.values()} == {
+        "3421": None,
+        "3422": None,
+        "3423": None,
+        "3424": None,
+        "9001": "circle",
+        "9002": "circle",
     }
+    assert rep["concept_labels"] == str(ok)
 
 
 def test_mathverse_bad_rows(tmp_path):
@@ -426,34 +403,28 @@ def test_mathverse_hub_parquet_and_concept_labels_key(tmp_path, monkeypatch):
 
     buf = io.BytesIO()
     Image.new("RGB", (8, 6), BLUE).save(buf, format="PNG")
-    rows = [
-        {
-            "sample_index": "3421",
-            "problem_index": "685",
-            "problem_version": "Text Dominant",
-            "question": "Find L.",
-            "image": {"bytes": buf.getvalue(), "path": "image_685.png"},
-            "answer": "14",
-            "question_type": "free-form",
-            "metadata": {"split": "testmini", "source": "S", "subject": "G", "subfield": "L"},
-            "query_wo": "q",
-            "query_cot": "c",
-            "question_for_eval": "Find L (eval).",
-        },
-        {
-            "sample_index": "3425",
-            "problem_index": "685",
-            "problem_version": "Vision Only",
-            "question": "",
-            "image": {"bytes": buf.getvalue(), "path": "x.png"},
-            "answer": "14",
-            "question_type": "free-form",
-            "metadata": {"split": "testmini", "source": "S", "subject": "G", "subfield": "L"},
-            "query_wo": "q",
-            "query_cot": "c",
-            "question_for_eval": "",
-        },
-    ]
+    text_dominant = {
+        "sample_index": "3421",
+        "problem_index": "685",
+        "problem_version": "Text Dominant",
+        "question": "Find L.",
+        "image": {"bytes": buf.getvalue(), "path": "image_685.png"},
+        "answer": "14",
+        "question_type": "free-form",
+        "metadata": {"split": "testmini", "source": "S", "subject": "G", "subfield": "L"},
+        "query_wo": "q",
+        "query_cot": "c",
+        "question_for_eval": "Find L (eval).",
+    }
+    vision_only = dict(
+        text_dominant,
+        sample_index="3425",
+        problem_version="Vision Only",
+        question="",
+        image={"bytes": buf.getvalue(), "path": "x.png"},
+        question_for_eval="",
+    )
+    rows = [text_dominant, vision_only]
     calls = []
 
     def fake_load_dataset(path, name=None, split=None, revision=None, **kw):
@@ -462,7 +433,7 @@ def test_mathverse_hub_parquet_and_concept_labels_key(tmp_path, monkeypatch):
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     labels = tmp_path / "labels.csv"
-    labels.write_text("problem_index,concept_family,status\n685,circle,confirmed\n")
+    labels.write_text("problem_index,concept_family,source,status\n685,circle,human,confirmed\n")
     ids, samples, rep = run(tmp_path, "mv", spec("mathverse", concept_labels=str(labels)))
     assert calls == [("AI4Math/MathVerse", "testmini", "testmini")]
     (s,) = samples.values()

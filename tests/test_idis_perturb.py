@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from PIL import Image, ImageDraw
 from vlmrobust.clients.image_edit import ImageEditCache, OpenAIImageEditor
 from vlmrobust.core.config import load_schema
 from vlmrobust.core.io import read_json
-from vlmrobust.core.records import Sample, read_variants, write_samples
+from vlmrobust.core.records import Sample, read_samples, read_variants, write_samples
 from vlmrobust.perturb import PERTURBATIONS, build_variants, idis
 from vlmrobust.perturb.idis import load_mathwriting, load_objects, object_slug, render_text
 from vlmrobust.perturb.placement import (
@@ -577,6 +578,44 @@ def test_diagram_keeps_the_target_unscaled_and_masks_the_figures(diagram_run, ma
             assert box_gap(b, p["target_box"]) >= round(0.01 * side)
 
 
+def test_diagram_setup_hashes_each_image_once(math_data, monkeypatch):
+    calls: list[str] = []
+    real = idis.sha256_file
+
+    def counting(path):
+        calls.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(idis, "sha256_file", counting)
+    pert = PERTURBATIONS["diagram"]
+    samples = read_samples(math_data / "samples.jsonl")
+    spec = pert.prepare("dia", {"perturbation": "diagram",
+                                "irrelevant_samples": str(math_data / "logicvista.jsonl")})  # fmt: skip
+    spec = pert.setup(samples, "dia", spec)
+    for s in samples:
+        pert.plan(s, "dia", spec, 0)
+    # the 8 diagrams (7 of them also in a family pool) and the 2 LogicVista tables
+    assert sorted(calls) == sorted([f"{s.sample_id}.png" for s in samples] + ["lv0.png", "lv1.png"])
+
+
+def test_plan_only_lookups_stay_out_of_the_image_tasks(math_data, tmp_path, monkeypatch):
+    seen: list[dict] = []
+
+    def spy(image, params, seed):
+        seen.append(params)
+        return idis._apply_math(image, params, seed)
+
+    real = PERTURBATIONS["diagram"]
+    monkeypatch.setitem(PERTURBATIONS, "diagram", replace(real, apply=spy))
+    spec = {"perturbation": "diagram", "canvas": 128, "counts": [1], "semantics": ["irrelevant"],
+            "irrelevant_samples": str(math_data / "logicvista.jsonl")}  # fmt: skip
+    variants, _ = _build(math_data / "samples.jsonl", "dia", spec, tmp_path)
+    assert len(seen) == len(variants) == 8
+    for params in seen:
+        assert [k for k in params if k.startswith("_")] == []  # no figure pools per task
+        assert params["irrelevant_samples"] == spec["irrelevant_samples"]  # the rest is there
+
+
 def test_diagram_without_logicvista_path_names_the_key(math_data, tmp_path):
     with pytest.raises(ValueError, match=r"conditions\.dia\.irrelevant_samples: irrelevant"):
         build_variants(math_data / "samples.jsonl", "dia", {"perturbation": "diagram"}, 0,
@@ -763,6 +802,25 @@ def test_bad_condition_keys_name_the_key(spec, message, perception, segments, tm
     spec = {k: (str(segments) if v == "SEG" else v) for k, v in spec.items()}
     with pytest.raises(ValueError, match=message):
         build_variants(perception, "c", spec, 0, tmp_path / "m.jsonl")
+
+
+def test_counts_are_checked_against_the_categories_the_semantics_use(tmp_path):
+    lists = tmp_path / "objects.yaml"
+    lists.write_text(
+        "classes: {Cat: [ball, bowl], Bird: [nest, cage, seed]}\n"
+        "irrelevant: [clock, umbrella, tv, suitcase]\n"
+        "labels: {Cat: cat, Bird: bird}\n"
+    )
+    prepare = PERTURBATIONS["objects"].prepare
+    base = {"perturbation": "objects", "editor": "openai", "objects_file": str(lists)}
+    # irrelevant objects come from the list of 4 alone: the classes' sizes do not matter
+    assert prepare("c", {**base, "semantics": ["irrelevant"], "counts": [4]})["counts"] == [4]
+    with pytest.raises(ValueError, match=r"conditions\.c\.counts: 3 distinct .* has only 2"):
+        prepare("c", {**base, "semantics": ["conflicting", "irrelevant"], "counts": [3]})
+    with pytest.raises(ValueError, match=r"conditions\.c\.n: 3 objects, a category has 2"):
+        PERTURBATIONS["size"].prepare(
+            "c", {"perturbation": "size", "objects_file": str(lists), "n": 3, "segments": "x"}
+        )
 
 
 def test_a_missing_cutout_folder_names_the_object(perception, segments, tmp_path):

@@ -11,7 +11,7 @@ from PIL import Image
 from vlmrobust.core.io import read_json, sha256_file
 from vlmrobust.core.records import Sample, read_variants, write_samples
 from vlmrobust.perturb import PERTURBATIONS, build_variants
-from vlmrobust.perturb.idis_release import class_slug, normalise_class
+from vlmrobust.perturb.idis_release import IDIS_RELEASE_DEFAULTS, normalise_class
 
 PERC = "Idis-perception"
 MATH = "Idis-math"
@@ -23,9 +23,10 @@ def _png(path: Path, shade: int) -> Path:
     return path
 
 
-def _meta(path: Path, rows: list[dict]) -> None:
+def _meta(path: Path, rows: list[dict | None]) -> None:
+    """A meta.jsonl; a None row is a blank line."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path.write_text("".join(("" if r is None else json.dumps(r)) + "\n" for r in rows))
 
 
 # ---------------------------------------------------------------- perception
@@ -100,7 +101,6 @@ def test_names_normalise():
     assert normalise_class("wheeled_vehicle") == "wheeled vehicle"
     assert normalise_class("Wheeled-Vehicle") == "wheeled vehicle"
     assert normalise_class("00_dog") == "dog"
-    assert class_slug("wheeled vehicle") == "wheeled-vehicle"
 
 
 def test_perception_visual(perception, tmp_path):
@@ -379,10 +379,10 @@ def math_release(tmp_path: Path) -> tuple[Path, Path]:
     _png(vis / "aligned" / "n3" / "2.png", 3)
     _png(vis / "aligned" / "n1" / "99.png", 4)
     _png(vis / "aligned" / "n4" / "stray.png", 5)  # no row names it: unreferenced
-    # irrelevant: a meta.jsonl inside n2/
+    # irrelevant: a meta.jsonl inside n2/, after a blank line (release_row counts it)
     _meta(
         vis / "irrelevant" / "n2" / "meta.jsonl",
-        [{"sample_index": "003", "image": "3.png"}, {"sample_index": 3, "image": "3.png"}],
+        [None, {"sample_index": "003", "image": "3.png"}, {"sample_index": 3, "image": "3.png"}],
     )  # the same item twice: read once
     _png(vis / "irrelevant" / "n2" / "3.png", 6)
     # conflicting: the count in a field
@@ -422,7 +422,7 @@ def test_math_visual(math_release, tmp_path):
     assert rows["mathverse-2__aligned-n3"].images == [str(vis / "aligned/n3/2.png")]
     assert rows["mathverse-3__irrelevant-n2"].images == [str(vis / "irrelevant/n2/3.png")]
     assert rows["mathverse-3__irrelevant-n2"].params["release_row"] == (
-        f"{MATH}/visual_distractor/irrelevant/n2/meta.jsonl:1"
+        f"{MATH}/visual_distractor/irrelevant/n2/meta.jsonl:2"
     )
     assert rows["mathverse-1__conflicting-n4"].images == [str(vis / "conflicting/n4/1.png")]
 
@@ -583,14 +583,31 @@ def test_math_pair_on_problem_index_and_version(tmp_path):
 
 
 def test_report_extra_cannot_replace_stage_keys(tmp_path):
-    from vlmrobust.perturb.variants import _write_report
+    from vlmrobust.perturb.variants import Excluded, _write_report
 
     path = tmp_path / "report.json"
-    _write_report(path, "c", "p", 2, 1, [], extra={"release": {"matched": 1}})
-    assert read_json(path)["release"] == {"matched": 1}
-    assert read_json(path)["variants"] == 1
+    gone = [Excluded("s__aligned-n1", "not-released", "expected x.png"), Excluded("s__t", "r")]
+    _write_report(path, "c", "p", 2, 1, gone, extra={"release": {"matched": 1}})
+    assert read_json(path) == {
+        "condition": "c",
+        "perturbation": "p",
+        "samples": 2,
+        "variants": 1,
+        "excluded": 2,
+        "excluded_by_reason": {"not-released": 1, "r": 1},
+        "excluded_variants": [
+            {"variant_id": "s__aligned-n1", "reason": "not-released", "detail": "expected x.png"},
+            {"variant_id": "s__t", "reason": "r", "detail": ""},
+        ],
+        "release": {"matched": 1},
+    }
     with pytest.raises(ValueError, match="report_extra key 'variants'"):
         _write_report(path, "c", "p", 2, 1, [], extra={"variants": 3})
+    # nor the stage's own blocks (the expected count, the verification)
+    with pytest.raises(ValueError, match="report_extra key 'expected_variants'"):
+        _write_report(
+            path, "c", "p", 2, 1, [], extra={"expected_variants": 1}, stage={"expected_variants": 2}
+        )
 
 
 def test_schema_fills_defaults_prepare_accepts(perception, tmp_path):
@@ -600,20 +617,10 @@ def test_schema_fills_defaults_prepare_accepts(perception, tmp_path):
     cond = {"perturbation": "idis-release", "root": str(root), "task": "perception"}
     cond["kind"] = "visual"
     filled = validate_config({"conditions": {"idis-vis": cond}})["conditions"]["idis-vis"]
+    # the schema fills exactly the code's defaults (plus the stage's own two keys)
     assert filled == {
-        "perturbation": "idis-release",
-        "root": str(root),
-        "task": "perception",
-        "kind": "visual",
-        "semantics": None,
-        "counts": None,
-        "pair_on": "sample_index",
-        "id_field": None,
-        "version_field": "problem_version",
-        "image_field": "image",
-        "question_field": "question",
-        "count_field": "n",
-        "on_missing": "skip",
+        **IDIS_RELEASE_DEFAULTS,
+        **cond,
         "expected_variants": None,
         "verification": None,
     }

@@ -9,13 +9,12 @@ import os
 import re
 import stat
 import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
+from vlmrobust.cli import COMMANDS
 from vlmrobust.cli import main as cli_main
 from vlmrobust.core.concept_labels import (
     LabelError,
@@ -27,6 +26,7 @@ from vlmrobust.core.config import ConfigError, load_schema, validate
 from vlmrobust.core.decisions import (
     CRITERIA,
     CRITERIA_SETS,
+    IDIS_CRITERIA_SETS,
     OPTIONAL_CRITERIA,
     REQUIRED_CRITERIA,
     DecisionError,
@@ -49,8 +49,11 @@ from vlmrobust.perturb.variants import (
     prepare_verification,
 )
 from vlmrobust.review import server as review_server
-from vlmrobust.review.concepts import make_concept_server
+from vlmrobust.review.concepts import ConceptReviewServer
 from vlmrobust.review.idis import idis_candidates
+from vlmrobust.review.page import SET_TEXTS
+
+from .test_review import _request
 
 HEADER = "sample_id,decision,criteria_failed,note,reviewer,time\n"
 PERCEPTION = ["target-lost", "wrong-concept", "other-class", "occludes", "class-text"]
@@ -76,6 +79,7 @@ def test_criteria_sets_and_the_distraction_set_unchanged():
         match=r"unknown criteria set 'nope' \(known: distraction, idis-perception, idis-math\)",
     ):
         get_criteria_set("nope")
+    assert list(SET_TEXTS) == list(CRITERIA_SETS)  # every set has its page texts
     # the default is still the distraction set
     assert make_decision("s", "reject", ["factual"]).criteria_failed == ("factual",)
     assert make_decision("s", "accept", ["dead_end"]).criteria_failed == ("dead_end",)
@@ -469,8 +473,9 @@ LABELS = (
 def test_confirm_label_writes_the_csv(tmp_path):
     path = tmp_path / "concept_families.csv"
     path.write_text(LABELS)
-    row = confirm_label(path, "12", "triangle")  # the proposal was right: source kept
-    assert row == {
+    rows = confirm_label(path, "12", "triangle")  # the proposal was right: source kept
+    assert list(rows) == ["12", "7", "30"]
+    assert rows["12"] == {
         "problem_index": "12",
         "concept_family": "triangle",
         "source": "offline",
@@ -553,19 +558,6 @@ def test_confirm_label_keeps_the_file_mode(tmp_path):
 # --------------------------------------------------------------------------- servers
 
 
-def _request(url, body=None, token=None, headers=None, ctype="application/json"):
-    data = None if body is None else json.dumps(body).encode()
-    sent = {"Content-Type": ctype} if data else {}
-    if token is not None:
-        sent[review_server.TOKEN_HEADER] = token
-    req = urllib.request.Request(url, data=data, headers={**sent, **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, resp.headers.get("Content-Type"), resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type"), exc.read()
-
-
 @pytest.fixture
 def running():
     started = []
@@ -617,13 +609,16 @@ def test_idis_review_server(tmp_path, running):
 
     vote = {"sample_id": "imagenet9-0__aligned-n1", "decision": "reject", "criteria": ["occludes"]}
     assert _request(url + "decision", vote)[0] == 403  # no token
-    assert _request(url + "decision", vote, token, {"Origin": "http://evil.example"})[0] == 403
-    status, _, body = _request(url + "decision", vote, token)
+    assert (
+        _request(url + "decision", vote, token=token, headers={"Origin": "http://evil.example"})[0]
+        == 403
+    )
+    status, _, body = _request(url + "decision", vote, token=token)
     answer = json.loads(body)
     assert status == 200 and answer["decision"]["criteria_failed"] == ["occludes"]
     assert answer["counts"]["rejected_by_criterion"]["occludes"] == 1
     assert set(answer["counts"]["rejected_by_criterion"]) == set(PERCEPTION)
-    status, _, body = _request(url + "decision", {**vote, "criteria": ["factual"]}, token)
+    status, _, body = _request(url + "decision", {**vote, "criteria": ["factual"]}, token=token)
     assert status == 400 and "invalid criterion 'factual'" in json.loads(body)["error"]
     assert (
         decisions.read_text()
@@ -673,7 +668,7 @@ def make_concepts(root: Path) -> tuple[Path, Path]:
 
 def test_concepts_review_server(tmp_path, running):
     labels, samples = make_concepts(tmp_path)
-    srv = running(make_concept_server(labels, samples, image_base=tmp_path))
+    srv = running(ConceptReviewServer(labels, samples, image_base=tmp_path))
     url, token = srv.url, srv.token
     status, _, body = _request(url)
     page = body.decode()
@@ -702,15 +697,18 @@ def test_concepts_review_server(tmp_path, running):
     choice = {"problem_index": "7", "concept_family": "3d"}
     before = labels.read_bytes()
     assert _request(url + "label", choice)[0] == 403  # no token
-    assert _request(url + "label", choice, "wrong")[0] == 403
-    assert _request(url + "label", choice, token, {"Host": "evil.example"})[0] == 403
+    assert _request(url + "label", choice, token="wrong")[0] == 403
+    assert _request(url + "label", choice, token=token, headers={"Host": "evil.example"})[0] == 403
     port = srv.server_address[1]
     assert (
-        _request(url + "label", choice, token, {"Origin": f"http://127.0.0.1:{port + 1}"})[0] == 403
+        _request(
+            url + "label", choice, token=token, headers={"Origin": f"http://127.0.0.1:{port + 1}"}
+        )[0]
+        == 403
     )
-    assert _request(url + "decision", choice, token)[0] == 404  # not this server's endpoint
+    assert _request(url + "decision", choice, token=token)[0] == 404  # not this server's endpoint
     assert labels.read_bytes() == before
-    status, _, body = _request(url + "label", choice, token)
+    status, _, body = _request(url + "label", choice, token=token)
     answer = json.loads(body)
     assert status == 200 and answer["label"]["status"] == "confirmed"
     assert answer["label"]["source"] == "human" and answer["counts"]["confirmed"] == 2
@@ -720,11 +718,13 @@ def test_concepts_review_server(tmp_path, running):
         ({"problem_index": "99", "concept_family": "circle"}, "no problem_index '99'"),
         ({"problem_index": None, "concept_family": "circle"}, "problem_index must be text"),
     ]:
-        status, _, body = _request(url + "label", bad, token)
+        status, _, body = _request(url + "label", bad, token=token)
         assert status == 400 and message in json.loads(body)["error"]
 
 
 def test_cli_reports(tmp_path, capsys):
+    (set_arg,) = [a for a in COMMANDS["idis-review"].args if a.flags == ("--set",)]
+    assert set_arg.kwargs["choices"] == list(IDIS_CRITERIA_SETS) == list(CRITERIA_SETS)[1:]
     manifest, samples = make_idis(tmp_path)
     decisions = tmp_path / "d.csv"
     write_decisions(

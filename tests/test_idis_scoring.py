@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from vlmrobust.core.idis import IMAGENET9_LABELS, option_letters
 from vlmrobust.core.records import Sample
-from vlmrobust.data.idis import IMAGENET9_CLASSES, IMAGENET9_LABELS, WATERBIRDS_LABELS
 from vlmrobust.score import score_outputs
 from vlmrobust.score.scorers import (
     IMAGENET9_NAMES,
@@ -17,6 +17,8 @@ from vlmrobust.score.scorers import (
     get_scorer,
     math_value,
 )
+
+from .conftest import output_row
 
 LABELS = list(IMAGENET9_LABELS)
 
@@ -42,11 +44,22 @@ def verdict(name: str, s: Sample, text: str):
 def test_registered_under_the_benchmark_names():
     for name in ("imagenet9", "waterbirds", "mathverse", "logicvista"):
         assert get_scorer(name) is SCORERS[name] and SCORERS[name].name == name
-    # the scorer's class names are the adapter's labels and folders, nothing else
-    assert list(IMAGENET9_NAMES) == LABELS
-    for folder, label in IMAGENET9_CLASSES:
-        assert folder.split("_", 1)[1] in IMAGENET9_NAMES[label]
-    assert list(WATERBIRDS_NAMES) == list(WATERBIRDS_LABELS)
+    # the accepted names: the labels and the ImageNet-9 class names, nothing else
+    assert IMAGENET9_NAMES == {
+        "Dog": ("dog",),
+        "Bird": ("bird",),
+        "Vehicle": ("vehicle", "wheeled vehicle"),
+        "Reptile": ("reptile",),
+        "Carnivore": ("carnivore",),
+        "Insect": ("insect",),
+        "Instrument": ("instrument", "musical instrument"),
+        "Primate": ("primate",),
+        "Fish": ("fish",),
+    }
+    assert WATERBIRDS_NAMES == {
+        "Landbird": ("landbird", "land bird", "land-bird"),
+        "Waterbird": ("waterbird", "water bird", "water-bird"),
+    }
 
 
 # --------------------------------------------------------------------------- imagenet9
@@ -252,6 +265,13 @@ def test_logicvista_sets_of_letters(text, pred, correct, rule):
     assert verdict("logicvista", TWO, text) == (pred, correct, "rule", rule)
 
 
+def test_option_letters_the_adapter_and_the_scorer_share():
+    assert option_letters("A, C") == option_letters("c and A") == ["A", "C"]
+    assert option_letters(" B ") == ["B"] and option_letters("A; A & D") == ["A", "D"]
+    for text in ("3", "AB", "A, 2", "", "Ä"):
+        assert option_letters(text) is None, text
+
+
 def test_logicvista_valid_letters_single_and_numbered():
     odd = sample("G", "letter", question="Who is the odd-one-out? Select answers from A-I")
     assert verdict("logicvista", odd, "The odd one out is G.")[:2] == ("G", True)
@@ -272,24 +292,6 @@ def test_logicvista_valid_letters_single_and_numbered():
 
 
 def test_score_outputs_uses_the_idis_scorers():
-    from vlmrobust.core.records import OutputRow
-
-    row = OutputRow.from_dict(
-        {
-            "key": "k",
-            "variant_id": "s-1",
-            "sample_id": "s-1",
-            "dataset": "s",
-            "condition": "clean",
-            "prompt": "idis-perception",
-            "prompt_version": "1",
-            "backend": "demo",
-            "model": "m",
-            "model_revision": None,
-            "draw": 0,
-            "raw_text": "<think>dog? car?</think><answer>wheeled vehicle</answer>",
-            "answer_text": "<answer>wheeled vehicle</answer>",
-        }
-    )
+    row = output_row("s-1", "<answer>wheeled vehicle</answer>", dataset="s")
     (scored,) = score_outputs({"s-1": VEHICLE}, [row], "imagenet9")
     assert (scored["prediction"], scored["correct"], scored["rule"]) == ("Vehicle", 1, "answer-tag")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tests.api_server import FakeAPIServer
+from tests.api_server import FakeAPIServer, fake_llm_spec
 from vlmrobust.core.io import read_json
 from vlmrobust.core.records import Sample, read_variants, write_samples
 from vlmrobust.core.seeding import rng_for
@@ -24,7 +24,6 @@ from vlmrobust.perturb.textual import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-KEY_ENV = "VLMROBUST_TEST_TEXTUAL_KEY"
 
 # MathVerse testmini question texts (GeoQA rows and problem 685's versions)
 Q_TANGENT = (
@@ -215,6 +214,14 @@ def test_prepare_names_the_key():
         ),
         ({"writer": {"backend": "openai"}}, "conditions.tx.writer: backend openai needs 'model'"),
         (
+            {"writer": {"backend": "openai", "model": "m", "seed": 1}},
+            "conditions.tx.writer.seed: unknown key for backend openai",
+        ),
+        (
+            {"writer": {"backend": "ofline"}},
+            "conditions.tx.writer.backend: 'ofline' is not one of offline, openai, gemini",
+        ),
+        (
             {"writer": {"backend": "openai", "model": "m"}, "prompt_file": "nowhere.txt"},
             "conditions.tx.prompt_file: cannot read 'nowhere.txt'",
         ),
@@ -272,28 +279,10 @@ def test_the_prompt_file_is_table5_with_its_placeholders():
 # --- the LLM writer against the fake API --------------------------------------------------------
 
 
-@pytest.fixture
-def server():
-    with FakeAPIServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, "sk-test-textual")
-
-
-def llm_writer(server: FakeAPIServer, tmp_path: Path, **options) -> dict:
-    opts = {"max_retries": 0, "base_delay": 0.001, "max_delay": 0.005, "timeout_s": 5}
-    opts.update(options)
-    return {
-        "backend": "openai",
-        "model": "writer-llm",
-        "base_url": server.url + "/v1",
-        "api_key_env": KEY_ENV,
-        "options": opts,
-        "cache_dir": str(tmp_path / "llm-cache"),
-    }
+def llm_writer(fake_api: FakeAPIServer, tmp_path: Path) -> dict:
+    """The writer on the fake API (``fake_api``), without retries of its own: each
+    request is one attempt of the perturbation."""
+    return fake_llm_spec(fake_api, "writer-llm", cache_dir=tmp_path / "llm-cache", max_retries=0)
 
 
 _ORIG = re.compile(r"<original_question> (.*) </original_question>", re.DOTALL)
@@ -326,12 +315,12 @@ def failing_until(attempt: int, how: str = "reword"):
     return reply
 
 
-def test_llm_writer_fails_twice_then_succeeds(server, tmp_path):
-    server.reply_fn = failing_until(2)
-    pert, spec = _prepared(counts=[1], writer=llm_writer(server, tmp_path))
+def test_llm_writer_fails_twice_then_succeeds(fake_api, tmp_path):
+    fake_api.reply_fn = failing_until(2)
+    pert, spec = _prepared(counts=[1], writer=llm_writer(fake_api, tmp_path))
     [plan] = pert.plan(sample("mathverse-3", Q_TANGENT), "textual", spec, 0)
     assert isinstance(plan, VariantPlan)
-    assert server.count == 3
+    assert fake_api.count == 3
     log = plan.params["attempt_log"]
     assert plan.params["attempts"] == 3 and [e["attempt"] for e in log] == [0, 1, 2]
     assert "original sentence 2 was changed or removed" in log[0]["check"]
@@ -341,8 +330,8 @@ def test_llm_writer_fails_twice_then_succeeds(server, tmp_path):
     assert plan.params["inserted"] == ["Extra remark number 1 is irrelevant here."]
     assert plan.question == f"{S1} Extra remark number 1 is irrelevant here. {S2}{CHOICES}"
     # the Table 5 prompt went out, filled in
-    assert server.count_matching("Keep the Choices section exactly as-is at the end.") == 3
-    assert [r.body["seed"] for r in server.requests] == [0, 1, 2]
+    assert fake_api.count_matching("Keep the Choices section exactly as-is at the end.") == 3
+    assert [r.body["seed"] for r in fake_api.requests] == [0, 1, 2]
 
 
 def _write_samples(tmp_path: Path, questions: list[str]) -> Path:
@@ -355,14 +344,14 @@ def _write_samples(tmp_path: Path, questions: list[str]) -> Path:
     return path
 
 
-def test_always_failing_is_excluded_and_counted_in_the_report(server, tmp_path):
-    server.reply_fn = failing_until(99)
+def test_always_failing_is_excluded_and_counted_in_the_report(fake_api, tmp_path):
+    fake_api.reply_fn = failing_until(99)
     samples = _write_samples(tmp_path, [Q_TANGENT])
     out = tmp_path / "variants" / "manifest.jsonl"
-    spec = {"perturbation": "textual", "counts": [1, 2], "writer": llm_writer(server, tmp_path)}
+    spec = {"perturbation": "textual", "counts": [1, 2], "writer": llm_writer(fake_api, tmp_path)}
     n = build_variants(samples, "textual", spec, 0, out)
     assert n == 0 and read_variants(out) == []
-    assert server.count == 2 * 3  # two variants, three attempts each
+    assert fake_api.count == 2 * 3  # two variants, three attempts each
     report = read_json(out.parent / "report.json")
     assert report["excluded"] == 2
     assert report["excluded_by_reason"] == {"textual-check-failed": 2}
@@ -376,21 +365,21 @@ def test_always_failing_is_excluded_and_counted_in_the_report(server, tmp_path):
     )
 
 
-def test_an_api_failure_is_excluded_with_its_own_reason(server, tmp_path):
-    server.add_fault("500", times=10)
-    pert, spec = _prepared(counts=[1], writer=llm_writer(server, tmp_path))
+def test_an_api_failure_is_excluded_with_its_own_reason(fake_api, tmp_path):
+    fake_api.add_fault("500", times=10)
+    pert, spec = _prepared(counts=[1], writer=llm_writer(fake_api, tmp_path))
     [plan] = pert.plan(sample("mathverse-3", Q_TANGENT), "textual", spec, 0)
     assert isinstance(plan, Excluded)
     assert plan.reason == "textual-writer-error" and "HTTP 500" in plan.detail
 
 
-def test_the_stage_with_an_llm_writer_and_its_cache(server, tmp_path):
-    server.reply_fn = failing_until(1, how="count")  # every variant needs a second attempt
+def test_the_stage_with_an_llm_writer_and_its_cache(fake_api, tmp_path):
+    fake_api.reply_fn = failing_until(1, how="count")  # every variant needs a second attempt
     samples = _write_samples(tmp_path, [Q_TANGENT, Q_LITE])
     out = tmp_path / "variants" / "manifest.jsonl"
-    spec = {"perturbation": "textual", "counts": [1, 3], "writer": llm_writer(server, tmp_path)}
+    spec = {"perturbation": "textual", "counts": [1, 3], "writer": llm_writer(fake_api, tmp_path)}
     assert build_variants(samples, "textual", spec, 0, out) == 4
-    assert server.count == 8
+    assert fake_api.count == 8
     first = out.read_text()
     variants = read_variants(out)
     assert [v.variant_id for v in variants] == [
@@ -411,7 +400,7 @@ def test_the_stage_with_an_llm_writer_and_its_cache(server, tmp_path):
     # a second run makes no call and writes the same manifest (cached tries replayed)
     out.unlink()
     assert build_variants(samples, "textual", spec, 0, out) == 4
-    assert server.count == 8
+    assert fake_api.count == 8
     replay = [json.loads(line) for line in out.read_text().splitlines()]
     assert all(e["cached"] for v in replay for e in v["params"]["attempt_log"])
     strip = [

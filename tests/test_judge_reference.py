@@ -12,7 +12,7 @@ import jsonschema
 import pandas as pd
 import pytest
 
-from tests.api_server import FakeAPIServer
+from tests.api_server import FakeAPIServer, fake_llm_spec
 from vlmrobust.clients.llm import LLMCache, make_llm
 from vlmrobust.core.records import OutputRow, Sample
 from vlmrobust.judges import (
@@ -32,7 +32,6 @@ from vlmrobust.metrics.distraction import reference_rates
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "distract-bench"
 MODELS = ["Qwen__Qwen2.5-VL-7B-Instruct", "FanqingM__MM-Eureka-Qwen-7B"]
-KEY_ENV = "VLMROBUST_TEST_JUDGE_KEY"
 APIS = ["openai", "gemini"]
 
 DESCRIPTION = (
@@ -78,31 +77,13 @@ def test_schema_accepts_and_rejects():
 # --- the LLM judge against the fake API ---------------------------------------------------------
 
 
-@pytest.fixture
-def server():
-    with FakeAPIServer() as srv:
-        yield srv
+def llm_spec(api: str, fake_api: FakeAPIServer, **options) -> dict:
+    """The judge's LLM on the fake API (``fake_api``), two retries."""
+    return fake_llm_spec(fake_api, f"{api}-judge", api=api, **{"max_retries": 2, **options})
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, "sk-test-judge-key")
-
-
-def llm_spec(api: str, server: FakeAPIServer, **options) -> dict:
-    opts = {"max_retries": 2, "base_delay": 0.001, "max_delay": 0.005, "timeout_s": 5}
-    opts.update(options)
-    return {
-        "backend": api,
-        "model": f"{api}-judge",
-        "base_url": server.url + ("/v1" if api == "openai" else ""),
-        "api_key_env": KEY_ENV,
-        "options": opts,
-    }
-
-
-def make_judge(api, server, cache, **options):
-    return make_llm(llm_spec(api, server, **options), cache, sleep=lambda s: None)
+def make_judge(api, fake_api, cache, **options):
+    return make_llm(llm_spec(api, fake_api, **options), cache, sleep=lambda s: None)
 
 
 def scripted(text: str, body) -> str:
@@ -114,65 +95,65 @@ def scripted(text: str, body) -> str:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_llm_judge_parses_caches_and_reports(api, server, tmp_path):
-    server.reply_fn = scripted
+def test_llm_judge_parses_caches_and_reports(api, fake_api, tmp_path):
+    fake_api.reply_fn = scripted
     cache = LLMCache(tmp_path / "cache")
     items = [
         item("a#0", "The red arrow says Length=2.75, so AB = 2.75."),
         item("b#0", "Since AB = AC the base angles are equal; the answer is 15."),
     ]
-    judged = judge_reference(items, make_judge(api, server, cache))
+    judged = judge_reference(items, make_judge(api, fake_api, cache))
     assert [r["key"] for r in judged] == ["a#0", "b#0"]
     assert [r["verdict"] for r in judged] == ["yes", "no"]
     assert judged[0]["evidence"] == "Length=2.75" and judged[0]["confidence"] == 0.9
     assert all(r["error"] is None and r["cached"] is False for r in judged)
     assert all(r["judge"] == f"{api}/{api}-judge" for r in judged)
-    assert server.count == 2
+    assert fake_api.count == 2
     # the request asked for the schema and carried the prompt
-    assert server.count_matching('Prefer \\"no\\" when ambiguous') == 2
+    assert fake_api.count_matching('Prefer \\"no\\" when ambiguous') == 2
     # a second run (a new backend on the same cache) makes no request
-    again = judge_reference(items, make_judge(api, server, cache))
-    assert server.count == 2
+    again = judge_reference(items, make_judge(api, fake_api, cache))
+    assert fake_api.count == 2
     assert all(r["cached"] for r in again)
     assert [r["verdict"] for r in again] == ["yes", "no"]
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_llm_judge_retries_invalid_json(api, server, tmp_path):
-    server.reply("I think the output does mention it.", json.dumps(YES))
+def test_llm_judge_retries_invalid_json(api, fake_api, tmp_path):
+    fake_api.reply("I think the output does mention it.", json.dumps(YES))
     judged = judge_reference(
         [item("a#0", "The red arrow is 2.75 long.")],
-        make_judge(api, server, LLMCache(tmp_path / "cache")),
+        make_judge(api, fake_api, LLMCache(tmp_path / "cache")),
     )
-    assert server.count == 2
+    assert fake_api.count == 2
     assert judged[0]["verdict"] == "yes" and judged[0]["error"] is None
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_schema_violation_is_an_excluded_error_row(api, server, tmp_path):
-    server.reply_fn = scripted
+def test_schema_violation_is_an_excluded_error_row(api, fake_api, tmp_path):
+    fake_api.reply_fn = scripted
     cache = LLMCache(tmp_path / "cache")
     items = [
         item("a#0", "The red arrow gives AB = 2.75."),
         item("b#0", "BROKEN output the judge cannot handle."),
         item("c#0", "Angle chasing gives 15 degrees."),
     ]
-    judged = judge_reference(items, make_judge(api, server, cache, max_retries=1))
+    judged = judge_reference(items, make_judge(api, fake_api, cache, max_retries=1))
     bad = judged[1]
     assert bad["verdict"] is None and "schema violation at verdict" in bad["error"]
-    assert server.count_matching("BROKEN") == 2  # first try + one retry
+    assert fake_api.count_matching("BROKEN") == 2  # first try + one retry
     rates = reference_rates(judged, {"a#0": False, "b#0": False, "c#0": True})
     assert rates["n"] == 2 and rates["n_excluded"] == 1
     assert rates["DRR"] == pytest.approx(0.5) and rates["HFR"] == pytest.approx(0.5)
     # the failure is not cached: a rerun asks again for that row only
-    before = server.count
-    judge_reference(items, make_judge(api, server, cache, max_retries=0))
-    assert server.count == before + 1
+    before = fake_api.count
+    judge_reference(items, make_judge(api, fake_api, cache, max_retries=0))
+    assert fake_api.count == before + 1
 
 
-def test_empty_output_and_missing_description_make_no_request(server, tmp_path):
-    server.reply_fn = scripted
-    judge = LLMReferenceJudge(make_judge("openai", server, LLMCache(tmp_path / "c")))
+def test_empty_output_and_missing_description_make_no_request(fake_api, tmp_path):
+    fake_api.reply_fn = scripted
+    judge = LLMReferenceJudge(make_judge("openai", fake_api, LLMCache(tmp_path / "c")))
     judged = judge_reference(
         [
             {"key": "e#0", "output": "   ", "distraction": DESCRIPTION},
@@ -180,21 +161,21 @@ def test_empty_output_and_missing_description_make_no_request(server, tmp_path):
         ],
         judge,
     )
-    assert server.count == 0
+    assert fake_api.count == 0
     assert judged[0]["verdict"] == "no" and judged[0]["error"] is None
     assert judged[1]["verdict"] is None and "no distractor description" in judged[1]["error"]
 
 
-def test_api_failure_is_an_error_row(server, tmp_path):
-    server.add_fault("500", times=10)
+def test_api_failure_is_an_error_row(fake_api, tmp_path):
+    fake_api.add_fault("500", times=10)
     judged = judge_reference(
-        [item("a#0", "text")], make_judge("openai", server, LLMCache(tmp_path / "c"))
+        [item("a#0", "text")], make_judge("openai", fake_api, LLMCache(tmp_path / "c"))
     )
     assert judged[0]["verdict"] is None and "HTTP 500" in judged[0]["error"]
 
 
-def test_describe_outputs_reads_the_sample_edit(server, tmp_path):
-    server.reply_fn = scripted
+def test_describe_outputs_reads_the_sample_edit(fake_api, tmp_path):
+    fake_api.reply_fn = scripted
     sample = Sample(
         "distract-bench-1",
         "distract-bench",
@@ -226,17 +207,17 @@ def test_describe_outputs_reads_the_sample_edit(server, tmp_path):
     assert described.distraction == DESCRIPTION and described.edit_instruction == EDIT
     assert "red arrow" in described.output and "15" in described.question
     judged = judge_reference(
-        [row], make_judge("openai", server, LLMCache(tmp_path / "c")), describe=describe
+        [row], make_judge("openai", fake_api, LLMCache(tmp_path / "c")), describe=describe
     )
     assert judged[0]["key"] == "distract-bench-1#0" and judged[0]["verdict"] == "yes"
-    assert server.count_matching("Edit instruction") == 1
+    assert fake_api.count_matching("Edit instruction") == 1
 
 
-def test_make_reference_judge(server, tmp_path):
+def test_make_reference_judge(fake_api, tmp_path):
     offline = make_reference_judge(None)
     assert isinstance(offline, OfflineReferenceJudge) and offline.threshold == 0.6
     assert make_reference_judge({"backend": "offline", "threshold": 0.7}).threshold == 0.7
-    llm = make_reference_judge({**llm_spec("openai", server), "max_tokens": 64}, None)
+    llm = make_reference_judge({**llm_spec("openai", fake_api), "max_tokens": 64}, None)
     assert isinstance(llm, LLMReferenceJudge) and llm.max_tokens == 64
     with pytest.raises(ValueError, match="threshold"):
         OfflineReferenceJudge(threshold=1.5)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.api_server import FakeAPIServer
+from tests.api_server import FakeAPIServer, fake_llm_spec
 from vlmrobust.clients.llm import LLMCache, make_llm
 from vlmrobust.core.io import read_jsonl, write_jsonl
 from vlmrobust.core.records import Sample, write_samples
@@ -28,7 +28,6 @@ from vlmrobust.judges.mathverse import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-KEY_ENV = "VLMROBUST_TEST_MATHVERSE_KEY"
 
 Q_MC = (
     "As shown in the figure, AB is tangent to circle O at point B, and the extended line of "
@@ -78,28 +77,9 @@ def test_prompts_are_our_own_files_filled_in():
 # --- the LLM judge against the fake API ---------------------------------------------------------
 
 
-@pytest.fixture
-def server():
-    with FakeAPIServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, "sk-test-mathverse")
-
-
-def spec(server: FakeAPIServer, tmp_path: Path, **options) -> dict:
-    opts = {"max_retries": 1, "base_delay": 0.001, "max_delay": 0.005, "timeout_s": 5}
-    opts.update(options)
-    return {
-        "backend": "openai",
-        "model": "gpt-oss-120b",
-        "base_url": server.url + "/v1",
-        "api_key_env": KEY_ENV,
-        "options": opts,
-        "cache_dir": str(tmp_path / "llm-cache"),
-    }
+def spec(fake_api: FakeAPIServer, tmp_path: Path) -> dict:
+    """The judge's LLM on the fake API (``fake_api``)."""
+    return fake_llm_spec(fake_api, "gpt-oss-120b", cache_dir=tmp_path / "llm-cache")
 
 
 _RESPONSE = re.compile(r"The response to read:\n<<<\n(.*)\n>>>", re.DOTALL)
@@ -132,10 +112,10 @@ ROWS = [
 ]
 
 
-def test_llm_judge_two_stages_failures_and_cache(server, tmp_path):
-    server.reply_fn = scripted
-    server.add_fault("500", match="Model's answer: FAILJUDGE", times=10)
-    judge = make_mathverse_judge(spec(server, tmp_path))
+def test_llm_judge_two_stages_failures_and_cache(fake_api, tmp_path):
+    fake_api.reply_fn = scripted
+    fake_api.add_fault("500", match="Model's answer: FAILJUDGE", times=10)
+    judge = make_mathverse_judge(spec(fake_api, tmp_path))
     rows = judge_rows(ROWS, SAMPLES, judge)
     got = {r["key"]: (r["extracted"], r["verdict"], r["method"]) for r in rows}
     assert got == {
@@ -155,15 +135,15 @@ def test_llm_judge_two_stages_failures_and_cache(server, tmp_path):
     assert all(r["judge"] == "openai/gpt-oss-120b" for r in rows)
     assert all(r["error"] is None for k, r in by.items() if k not in ("v5#0", "v6#0", "v7#0"))
     # calls: stage 1 for v1-v6 (v5: first try + one retry), stage 2 for v2, v3, v6 (2 tries)
-    assert server.count_matching("The response to read") == 7
-    assert server.count_matching("Reference answer: D") == 2  # v2, v3
-    assert server.count_matching("Reference answer: 14") == 2  # v6, two tries
-    assert server.count_matching("Model's answer: FAILJUDGE") == 2
-    assert server.count == 7 + 2 + 2
+    assert fake_api.count_matching("The response to read") == 7
+    assert fake_api.count_matching("Reference answer: D") == 2  # v2, v3
+    assert fake_api.count_matching("Reference answer: 14") == 2  # v6, two tries
+    assert fake_api.count_matching("Model's answer: FAILJUDGE") == 2
+    assert fake_api.count == 7 + 2 + 2
     # stage 2 read question_for_eval and the reference answer
     assert (
-        server.count_matching("Model's answer: 27\\u00b0")
-        + server.count_matching("Model's answer: 27°")
+        fake_api.count_matching("Model's answer: 27\\u00b0")
+        + fake_api.count_matching("Model's answer: 27°")
         == 1
     )
     # the summary counts the failures apart, never as wrong
@@ -171,20 +151,20 @@ def test_llm_judge_two_stages_failures_and_cache(server, tmp_path):
     assert (s["rows"], s["judged"], s["correct"], s["failed"]) == (8, 5, 2, 3)
     assert s["accuracy"] == pytest.approx(2 / 5)
     # a rerun: every answered call from the cache; only the failed calls again
-    before = server.count
-    again = judge_rows(ROWS, SAMPLES, make_mathverse_judge(spec(server, tmp_path)))
+    before = fake_api.count
+    again = judge_rows(ROWS, SAMPLES, make_mathverse_judge(spec(fake_api, tmp_path)))
     assert [r["verdict"] for r in again] == [r["verdict"] for r in rows]
-    assert server.count - before == 2 + 2  # v5 stage 1 (2 tries), v6 stage 2 (2 tries)
+    assert fake_api.count - before == 2 + 2  # v5 stage 1 (2 tries), v6 stage 2 (2 tries)
     assert again[1]["cached"] == [True, True] and again[0]["cached"] == [True]
 
 
-def test_judge_mathverse_files_offline_and_llm(server, tmp_path):
-    server.reply_fn = scripted
+def test_judge_mathverse_files_offline_and_llm(fake_api, tmp_path):
+    fake_api.reply_fn = scripted
     outputs, samples = tmp_path / "outputs.jsonl", tmp_path / "samples.jsonl"
     write_jsonl(outputs, ROWS[:4])
     write_samples(samples, list(SAMPLES.values()))
     out = tmp_path / "judged" / "llm.jsonl"
-    summary = judge_mathverse(outputs, samples, spec(server, tmp_path), out)
+    summary = judge_mathverse(outputs, samples, spec(fake_api, tmp_path), out)
     assert summary == {
         "rows": 4,
         "judged": 4,
@@ -215,16 +195,26 @@ def test_judge_mathverse_files_offline_and_llm(server, tmp_path):
         judge_mathverse(outputs, samples, {"backend": "offline"}, off)
 
 
-def test_make_judge_rejects_unknown_keys():
-    with pytest.raises(ValueError, match="unknown key 'threshold' for backend offline"):
+def test_make_judge_checks_its_setting(monkeypatch):
+    with pytest.raises(
+        ValueError, match="judge.mathverse.threshold: unknown key for backend offline"
+    ):
         make_mathverse_judge({"backend": "offline", "threshold": 0.5})
-    with pytest.raises(ValueError, match="unknown key 'seed'"):
+    with pytest.raises(ValueError, match="judge.mathverse.seed: unknown key for backend openai"):
         make_mathverse_judge({"backend": "openai", "model": "m", "seed": 1})
+    with pytest.raises(ValueError, match="judge.mathverse: backend gemini needs 'model'"):
+        make_mathverse_judge({"backend": "gemini"})
+    # the backend's own check (the key's variable) names the setting too
+    monkeypatch.delenv("VLMROBUST_TEST_UNSET_KEY", raising=False)
+    with pytest.raises(ValueError, match="judge.mathverse: .*VLMROBUST_TEST_UNSET_KEY"):
+        make_mathverse_judge(
+            {"backend": "gemini", "model": "m", "api_key_env": "VLMROBUST_TEST_UNSET_KEY"}
+        )
 
 
-def test_judge_rows_wraps_a_bare_backend(server, tmp_path):
-    server.reply_fn = scripted
-    llm = make_llm(spec(server, tmp_path), LLMCache(tmp_path / "c"))
+def test_judge_rows_wraps_a_bare_backend(fake_api, tmp_path):
+    fake_api.reply_fn = scripted
+    llm = make_llm(spec(fake_api, tmp_path), LLMCache(tmp_path / "c"))
     [row] = judge_rows([ROWS[1]], SAMPLES.values(), llm)
     assert (row["verdict"], row["method"]) == (1, "llm")
 

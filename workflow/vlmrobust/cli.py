@@ -119,22 +119,16 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_idis(args: argparse.Namespace) -> int:
-    """The Idis demo data; with --config the seed is the run's and ``demo.idis`` (when
-    the configuration has it) sets the sizes; explicit arguments win."""
+    """The Idis demo data: the sizes given as arguments (else the generator's
+    defaults); the seed is --seed, else the --config run's seed, else 0."""
     from .demo.idis import IDIS_DEMO_OPTIONS, generate_idis_demo
 
-    known = IDIS_DEMO_OPTIONS
-    options: dict[str, Any] = {}
     seed = args.seed
     if args.config is not None:
         config = validate_config(load_yaml(args.config))
-        section = (config.get("demo") or {}).get("idis") or {}
-        options.update({k: v for k, v in section.items() if k in known})
         if seed is None:
             seed = config["seed"]
-    for key in known:
-        if getattr(args, key, None) is not None:
-            options[key] = getattr(args, key)
+    options = {k: getattr(args, k) for k in IDIS_DEMO_OPTIONS if getattr(args, k) is not None}
     t0 = time.perf_counter()
     summary = generate_idis_demo(Path(args.out), seed=0 if seed is None else seed, **options)
     log.info("Idis demo data written to %s in %.2f s", args.out, time.perf_counter() - t0)
@@ -613,11 +607,13 @@ def cmd_construct(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_review(args: argparse.Namespace) -> int:
+def cmd_review(args: argparse.Namespace, candidates: Any = None, **options: Any) -> int:
+    """Serve, write or report the review of ``candidates`` (default: --candidates) with
+    the decisions file (the DECIDE arguments); ``options`` go to ``review``."""
     from .review.server import review
 
     return review(
-        args.candidates,
+        args.candidates if candidates is None else candidates,
         args.decisions,
         host=args.host,
         port=args.port,
@@ -625,6 +621,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         reviewer=args.reviewer,
         page=args.page,
         report=args.report,
+        **options,
     )
 
 
@@ -632,24 +629,13 @@ def cmd_idis_review(args: argparse.Namespace) -> int:
     """Human verification of an Idis condition's images (the Idis paper's A.3 criteria)."""
     from .core.decisions import DecisionError
     from .review.idis import idis_candidates
-    from .review.server import review
 
     try:
         candidates = idis_candidates(args.manifest, args.samples)
     except (DecisionError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return review(
-        candidates,
-        args.decisions,
-        host=args.host,
-        port=args.port,
-        image_base=args.image_base,
-        reviewer=args.reviewer,
-        page=args.page,
-        report=args.report,
-        criteria_set=args.set,
-    )
+    return cmd_review(args, candidates, criteria_set=args.set)
 
 
 def cmd_concepts_review(args: argparse.Namespace) -> int:
@@ -756,6 +742,20 @@ def job(*names: str) -> tuple[Arg, ...]:
 
 MCP = job("model", "dataset", "condition", "prompt")
 CACHE = arg("--cache-dir", help="LLM cache folder (default results/cache/llm)")
+# A local review server (review, idis-review, concepts-review).
+SERVE = (
+    arg("--host", default="127.0.0.1", help="bind address"),
+    arg("--port", type=int, default=0, help="port (0: any free port)"),
+    arg("--image-base", help="folder relative image paths start from (default: .)"),
+)
+# The decisions file and what review / idis-review do with it.
+DECIDE = (
+    arg("--decisions", required=True, help="decisions CSV (created when first used)"),
+    *SERVE,
+    arg("--reviewer", help="name written with each decision"),
+    arg("--page", help="write a static, read-only page here instead of serving"),
+    arg("--report", action="store_true", help="print the verification report"),
+)
 
 
 def _study_args(command: str) -> tuple[Arg, ...]:
@@ -1047,16 +1047,7 @@ COMMANDS: dict[str, Command] = {
     "review": Command(
         cmd_review,
         "human verification: serve the review page that writes the decisions file",
-        (
-            arg("--candidates", required=True, help="candidates JSONL"),
-            arg("--decisions", required=True, help="decisions CSV (created when first used)"),
-            arg("--host", default="127.0.0.1", help="bind address"),
-            arg("--port", type=int, default=0, help="port (0: any free port)"),
-            arg("--image-base", help="folder relative image paths start from (default: .)"),
-            arg("--reviewer", help="name written with each decision"),
-            arg("--page", help="write a static, read-only page here instead of serving"),
-            arg("--report", action="store_true", help="print the verification report"),
-        ),
+        (arg("--candidates", required=True, help="candidates JSONL"), *DECIDE),
     ),
     "idis-review": Command(
         cmd_idis_review,
@@ -1064,19 +1055,13 @@ COMMANDS: dict[str, Command] = {
         (
             arg("--manifest", required=True, help="variant manifest of an Idis image condition"),
             arg("--samples", required=True, help="samples JSONL the variants were built from"),
-            arg("--decisions", required=True, help="decisions CSV (created when first used)"),
             arg(
                 "--set",
                 required=True,
-                choices=["idis-perception", "idis-math"],
+                choices=["idis-perception", "idis-math"],  # IDIS_CRITERIA_SETS (lazy import)
                 help="criteria set the page shows and the decisions are checked against",
             ),
-            arg("--host", default="127.0.0.1", help="bind address"),
-            arg("--port", type=int, default=0, help="port (0: any free port)"),
-            arg("--image-base", help="folder relative image paths start from (default: .)"),
-            arg("--reviewer", help="name written with each decision"),
-            arg("--page", help="write a static, read-only page here instead of serving"),
-            arg("--report", action="store_true", help="print the verification report"),
+            *DECIDE,
         ),
     ),
     "concepts": Command(
@@ -1094,9 +1079,7 @@ COMMANDS: dict[str, Command] = {
         (
             arg("--labels", required=True, help="concept-family labels CSV (rewritten in place)"),
             arg("--samples", required=True, help="MathVerse samples JSONL (the diagrams)"),
-            arg("--host", default="127.0.0.1", help="bind address"),
-            arg("--port", type=int, default=0, help="port (0: any free port)"),
-            arg("--image-base", help="folder relative image paths start from (default: .)"),
+            *SERVE,
             arg("--report", action="store_true", help="print the label counts"),
         ),
     ),

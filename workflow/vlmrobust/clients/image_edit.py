@@ -35,6 +35,7 @@ from typing import Any
 from PIL import Image
 
 from ..core.io import atomic_write_bytes, atomic_write_text
+from .apicall import CallFailed, RetryPolicy, api_key_from_env, call_with_retries, png_bytes
 
 __all__ = [
     "API_EDITORS",
@@ -52,12 +53,6 @@ __all__ = [
 
 class EditorError(RuntimeError):
     """An edit that produced no image; the message says why."""
-
-
-def _png(image: Any) -> bytes:
-    from .apicall import png_bytes
-
-    return png_bytes(image)
 
 
 def decode_image(data: bytes, size: tuple[int, int]) -> Image.Image:
@@ -82,8 +77,6 @@ class APIImageEditor:
         client: Any = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        from .apicall import RetryPolicy
-
         self.spec = dict(spec or {})
         self.model = str(self.spec.get("model") or self.default_model)
         self.options: dict[str, Any] = dict(self.spec.get("options") or {})
@@ -113,8 +106,6 @@ class APIImageEditor:
         raise NotImplementedError
 
     def _run(self, fn: Callable[[], Any], classify: Any) -> Any:
-        from .apicall import CallFailed, call_with_retries
-
         try:
             return call_with_retries(
                 fn,
@@ -141,8 +132,6 @@ class OpenAIImageEditor(APIImageEditor):
     def _make_client(self) -> Any:  # pragma: no cover - needs a key
         import openai
 
-        from .apicall import api_key_from_env
-
         return openai.OpenAI(
             api_key=api_key_from_env(self.spec, who=f"image editor {self.model!r}"),
             base_url=self.spec.get("base_url"),
@@ -153,7 +142,7 @@ class OpenAIImageEditor(APIImageEditor):
     def build_request(self, image: Image.Image, instruction: Any) -> dict:
         request: dict[str, Any] = {
             "model": self.model,
-            "image": ("image.png", _png(image), "image/png"),
+            "image": ("image.png", png_bytes(image), "image/png"),
             "prompt": self.prompt(instruction),
             "n": 1,
             "size": str(self.options.get("size", "auto")),
@@ -186,8 +175,6 @@ class GeminiImageEditor(APIImageEditor):
         from google import genai
         from google.genai import types
 
-        from .apicall import api_key_from_env
-
         http = types.HttpOptions(
             base_url=self.spec.get("base_url"), timeout=int(self.policy.timeout_s * 1000)
         )
@@ -201,7 +188,7 @@ class GeminiImageEditor(APIImageEditor):
             "model": self.model,
             "contents": [
                 types.Part.from_text(text=self.prompt(instruction)),
-                types.Part.from_bytes(data=_png(image), mime_type="image/png"),
+                types.Part.from_bytes(data=png_bytes(image), mime_type="image/png"),
             ],
             "config": types.GenerateContentConfig(response_modalities=["TEXT", "IMAGE"]),
         }

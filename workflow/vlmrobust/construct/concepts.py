@@ -41,10 +41,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..core.concept_labels import LABEL_COLUMNS
+from ..core.concept_labels import CONCEPT_FAMILIES, LABEL_COLUMNS
 from ..core.concept_labels import read_labels as read_label_file
 from ..core.concept_labels import write_labels as write_label_file
 from ..core.records import Sample
@@ -63,7 +64,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("triangle", "quadrilateral", "circle", "3d")
+#: the concept families (one definition, in core)
+FAMILIES = CONCEPT_FAMILIES
 LABELS = (*FAMILIES, "other", "unsure")
 CSV_FIELDS = LABEL_COLUMNS  # problem_index, concept_family, source, status
 #: the status a machine writes; any other (confirmed, rejected) is a person's and is kept
@@ -71,7 +73,8 @@ MACHINE_STATUSES = ("proposed",)
 PROMPT_FILE = (
     Path(__file__).resolve().parents[3] / "resources" / "idis" / "concept-label-prompt.txt"
 )
-DEFAULT_CACHE_DIR = "results/cache/llm"
+#: what errors about the labeler's setting (``vlmrobust concepts --spec``) name
+SPEC_NAME = "concept labeler"
 
 CONCEPT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -152,13 +155,6 @@ def rule_family(question: str, subject: str = "", subfield: str = "") -> tuple[s
     return ("other" if not matched else "unsure"), matched
 
 
-def _meta_text(sample: Sample, name: str) -> str:
-    value = sample.meta.get(name)
-    if value is None and isinstance(sample.meta.get("metadata"), dict):
-        value = sample.meta["metadata"].get(name)
-    return str(value) if value else ""
-
-
 def problems(samples: Iterable[Sample]) -> dict[str, dict[str, str]]:
     """problem_index -> {question, subject, subfield}: per problem the longest question
     among its samples (the version that says most in text). A sample without
@@ -174,12 +170,18 @@ def problems(samples: Iterable[Sample]) -> dict[str, dict[str, str]]:
         key = str(index).strip()
         item = {
             "question": s.question,
-            "subject": _meta_text(s, "subject"),
-            "subfield": _meta_text(s, "subfield"),
+            "subject": str(s.meta.get("subject") or ""),
+            "subfield": str(s.meta.get("subfield") or ""),
         }
         if key not in out or len(s.question) > len(out[key]["question"]):
             out[key] = item
     return out
+
+
+@cache
+def _template() -> str:
+    """The prompt file's text, read once per process (not once per problem)."""
+    return PROMPT_FILE.read_text(encoding="utf-8")
 
 
 def label_prompt(item: Mapping[str, str]) -> str:
@@ -190,7 +192,7 @@ def label_prompt(item: Mapping[str, str]) -> str:
         "{subfield}": item.get("subfield") or "unknown",
     }
     pattern = re.compile("|".join(re.escape(k) for k in values))
-    return pattern.sub(lambda m: values[m.group()], PROMPT_FILE.read_text(encoding="utf-8"))
+    return pattern.sub(lambda m: values[m.group()], _template())
 
 
 def _index_key(index: str) -> tuple[int, int | str]:
@@ -209,7 +211,9 @@ def propose_labels(
     if spec.get("backend", "offline") == "offline":
         extra = sorted(set(spec) - {"backend"})
         if extra:
-            raise ValueError(f"concept labeler: unknown key {extra[0]!r} for backend offline")
+            raise ValueError(
+                f"{SPEC_NAME}.{extra[0]}: unknown key for backend offline (allowed: backend)"
+            )
         return [
             {
                 "problem_index": k,
@@ -221,14 +225,9 @@ def propose_labels(
             }
             for k in keys
         ]
-    from ..clients.llm import LLMCache, make_llm
+    from ..clients.llm import llm_from_spec
 
-    if cache is None:
-        cache = LLMCache(Path(spec.get("cache_dir") or DEFAULT_CACHE_DIR))
-    llm_spec = {
-        k: v for k, v in spec.items() if k not in ("temperature", "max_tokens", "cache_dir")
-    }
-    llm = make_llm(llm_spec, cache)
+    llm = llm_from_spec(spec, SPEC_NAME, cache, others=("offline",))
     name = f"{spec['backend']}/{spec['model']}"
     calls = [
         {
@@ -252,10 +251,7 @@ def propose_labels(
             log.warning(
                 "concept labeler: no label for problem %s: %s", k, resp.error or resp.text[:200]
             )
-            rows.append(
-                {"problem_index": k, "concept_family": "", "source": name, "status": "proposed"}
-            )
-            continue
+            family = ""
         rows.append(
             {"problem_index": k, "concept_family": family, "source": name, "status": "proposed"}
         )

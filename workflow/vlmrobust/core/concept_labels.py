@@ -145,8 +145,9 @@ def write_labels(
     atomic_write_text(path, format_labels(header, rows))
 
 
-def confirm_label(path: str | Path, problem_index: str, choice: str) -> dict[str, str]:
-    """Record a person's family for one problem of the labels file; returns its new row.
+def confirm_label(path: str | Path, problem_index: str, choice: str) -> dict[str, dict[str, str]]:
+    """Record a person's family for one problem of the labels file; returns the rows now
+    in the file (as :func:`read_labels` gives them; the problem's row is the new one).
 
     ``choice`` is one of :data:`REVIEW_CHOICES`: a family writes ``status confirmed``
     with it, ``other`` writes ``concept_family other``, ``status rejected``. The source
@@ -172,7 +173,7 @@ def confirm_label(path: str | Path, problem_index: str, choice: str) -> dict[str
     row["status"] = "confirmed" if value in CONCEPT_FAMILIES else "rejected"
     rows[pid] = row
     write_labels(path, header, rows)
-    return row
+    return rows
 
 
 def label_counts(rows: Mapping[str, Mapping[str, str]]) -> dict[str, object]:

@@ -110,6 +110,9 @@ CRITERIA_SETS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]
     "idis-perception": (IDIS_PERCEPTION_CRITERIA, tuple(IDIS_PERCEPTION_CRITERIA), ()),
     "idis-math": (IDIS_MATH_CRITERIA, tuple(IDIS_MATH_CRITERIA), ()),
 }
+#: the Idis sets: what ``vlmrobust idis-review --set`` and a condition's
+#: ``verification.set`` may name
+IDIS_CRITERIA_SETS: tuple[str, ...] = ("idis-perception", "idis-math")
 DECISIONS: tuple[str, ...] = ("accept", "reject")
 COLUMNS: tuple[str, ...] = ("sample_id", "decision", "criteria_failed", "note", "reviewer", "time")
 CRITERIA_SEP = ";"

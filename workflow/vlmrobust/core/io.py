@@ -95,18 +95,24 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
     return n
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Read a JSON-lines file; a malformed line is an error naming file and line."""
-    rows = []
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of each non-blank line of a JSON-lines file (numbered
+    from 1, blank lines counted), for readers whose errors name the line; a malformed
+    line is an error naming file and line."""
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
-    return rows
+            yield lineno, value
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Read a JSON-lines file; a malformed line is an error naming file and line."""
+    return [row for _, row in iter_jsonl(path)]
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -55,17 +55,11 @@ from .base import (
     missing,
     number_or_text,
     parse_list,
+    question_text,
     to_int,
 )
 from .idis import ImageNet9, LogicVista, MathVerse, Waterbirds
 from .visargs import VisArgs
-
-
-def _question(row: dict[str, Any], key: str = "question") -> str:
-    text = row.get(key)
-    if missing(text):
-        raise RowProblem(f"{key} is missing")
-    return str(text)
 
 
 def _pick(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -93,7 +87,7 @@ class MMMU(Adapter):
     id_label = "id"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
-        question = _question(row)
+        question = question_text(row)
         options = parse_list(row.get("options"))
         qtype = str(row.get("question_type") or "").strip()
         answer = answer_text(row.get("answer"))
@@ -165,7 +159,7 @@ class MathVista(Adapter):
     id_label = "pid"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
-        question = _question(row)
+        question = question_text(row)
         answer = answer_text(row.get("answer"))
         qtype = str(row.get("question_type") or "").strip()
         atype = str(row.get("answer_type") or "").strip()
@@ -229,7 +223,7 @@ class MathVision(Adapter):
     id_label = "id"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
-        question = _question(row)
+        question = question_text(row)
         answer = answer_text(row.get("answer"))
         answer, answer_type, choices = _letter_or_value(parse_list(row.get("options")), answer)
         image = row.get("decoded_image")
@@ -257,7 +251,9 @@ class ChartQA(Adapter):
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         answer = answer_text(row.get("answer"))
         meta = _pick(row, ("type",))
-        return Draft(_question(row), answer, number_or_text(answer), [row.get("image")], meta=meta)
+        return Draft(
+            question_text(row), answer, number_or_text(answer), [row.get("image")], meta=meta
+        )
 
 
 # --------------------------------------------------------------------------- HallusionBench
@@ -307,7 +303,7 @@ class HallusionBench(Adapter):
             ),
         )
         answer = "yes" if gt == "1" else "no"
-        return Draft(_question(row), answer, "yes/no", [row["image"]], meta=meta)
+        return Draft(question_text(row), answer, "yes/no", [row["image"]], meta=meta)
 
 
 # --------------------------------------------------------------------------- InfoVQA
@@ -328,7 +324,7 @@ class InfoVQA(Adapter):
         if not answers:
             raise RowProblem("no answer (answers is empty)")
         meta = {"answers": answers, "answer_types": jsonable(row.get("answer_type"))}
-        return Draft(_question(row), answers[0], "text", [row.get("image")], meta=meta)
+        return Draft(question_text(row), answers[0], "text", [row.get("image")], meta=meta)
 
 
 # --------------------------------------------------------------------------- MMStar
@@ -393,7 +389,7 @@ class MMStar(Adapter):
     id_label = "index"
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
-        raw = _question(row)
+        raw = question_text(row)
         answer = answer_text(row.get("answer"))
         if letter_index(answer) is None:
             raise RowProblem(f"answer {answer!r} is not an option letter")
@@ -432,7 +428,9 @@ class TextVQA(Adapter):
         if not answers:
             raise RowProblem("no answer (answers is empty)")
         meta = {"answers": answers, **_pick(row, ("image_id", "ocr_tokens"))}
-        return Draft(_question(row), most_common(answers), "text", [row.get("image")], meta=meta)
+        return Draft(
+            question_text(row), most_common(answers), "text", [row.get("image")], meta=meta
+        )
 
 
 # --------------------------------------------------------------------------- Distract-Bench
@@ -585,7 +583,7 @@ class DistractBench(Adapter):
                 "question is missing; hub rows without question fields need the dataset's "
                 "path set to a folder holding questions.jsonl (joined on final_id)"
             )
-        question = _question(row)
+        question = question_text(row)
         answer = answer_text(row.get("answer"))
         options = parse_list(row.get("options", row.get("choices")))
         qtype = str(row.get("question_type") or "").strip()
@@ -685,12 +683,7 @@ class Demo(Adapter):
     id_label = "id"
 
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
-        if (spec.get("source") or "local") != "local":
-            raise ValueError(
-                f"{key}.source: the demo adapter reads a local folder only; set "
-                f"{key}.source: local and {key}.path to the demo generator's folder"
-            )
-        folder = self.local_folder(spec, key)
+        folder = self.local_only_folder(spec, key, "the demo generator's folder")
         rows_file = folder / "rows.jsonl"
         if not rows_file.is_file():
             raise ValueError(
@@ -713,7 +706,7 @@ class Demo(Adapter):
         if not isinstance(meta, dict):
             raise RowProblem("meta is not an object")
         return Draft(
-            _question(row),
+            question_text(row),
             answer_text(row.get("answer")),
             str(row.get("answer_type") or ""),
             images,

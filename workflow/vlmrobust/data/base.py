@@ -206,6 +206,14 @@ def answer_text(value: Any) -> str:
     return str(value).strip()
 
 
+def question_text(row: dict[str, Any]) -> str:
+    """The row's ``question`` as text; a missing question is a bad row."""
+    text = row.get("question")
+    if missing(text):
+        raise RowProblem("question is missing")
+    return str(text)
+
+
 def parse_list(value: Any, what: str = "options") -> list[str]:
     """A list given as a list or as a Python/JSON list literal (MMMU's ``options``)."""
     if value is None:
@@ -525,6 +533,16 @@ class Adapter:
         if not folder.is_dir():
             raise ValueError(f"{key}.path: {str(folder)!r} is not an existing folder")
         return folder
+
+    def local_only_folder(self, spec: dict[str, Any], key: str, layout: str) -> Path:
+        """:meth:`local_folder` for an adapter that reads a local folder only; any other
+        ``source`` is an error naming the key and the ``layout`` expected."""
+        if (spec.get("source") or "local") != "local":
+            raise ValueError(
+                f"{key}.source: the {self.name} adapter reads a local folder only ({layout}); "
+                f"set {key}.source: local and {key}.path to that folder"
+            )
+        return self.local_folder(spec, key)
 
     # -- converting -------------------------------------------------------------
     def source_id(self, row: dict[str, Any], index: int) -> str:

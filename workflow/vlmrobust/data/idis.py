@@ -30,6 +30,17 @@ from typing import Any
 from PIL import Image
 
 from ..core.benchmarks import BENCHMARKS
+from ..core.concept_labels import CONCEPT_FAMILIES, read_labels
+from ..core.idis import (
+    IMAGENET9_CLASS_NAMES,
+    IMAGENET9_FOLDERS,
+    IMAGENET9_LABELS,
+    IMAGENET9_QUESTION,
+    MATHVERSE_VERSIONS,
+    WATERBIRDS_LABELS,
+    WATERBIRDS_QUESTION,
+    option_letters,
+)
 from .base import (
     Adapter,
     Draft,
@@ -41,63 +52,22 @@ from .base import (
     letter_index,
     missing,
     number_or_text,
+    question_text,
 )
 
 __all__ = [
-    "CONCEPT_FAMILIES",
     "CONCEPT_LABELS_FILE",
-    "IMAGENET9_CLASSES",
-    "IMAGENET9_LABELS",
-    "IMAGENET9_QUESTION",
-    "WATERBIRDS_LABELS",
-    "WATERBIRDS_QUESTION",
     "WATERBIRDS_SPLITS",
     "ImageNet9",
     "LogicVista",
     "MathVerse",
     "Waterbirds",
     "parse_choices_block",
-    "read_concept_labels",
 ]
-
-
-def _question(row: dict[str, Any], key: str = "question") -> str:
-    text = row.get(key)
-    if missing(text):
-        raise RowProblem(f"{key} is missing")
-    return str(text)
-
-
-def _local_only(adapter: Adapter, spec: dict[str, Any], key: str, layout: str) -> Path:
-    """The adapter's local folder; any other source is an error naming the key."""
-    source = spec.get("source") or "local"
-    if source != "local":
-        raise ValueError(
-            f"{key}.source: the {adapter.name} adapter reads a local folder only ({layout}); "
-            f"set {key}.source: local and {key}.path to that folder"
-        )
-    return adapter.local_folder(spec, key)
 
 
 # --------------------------------------------------------------------------- ImageNet-9
 
-#: (class folder, label) of the nine ImageNet-9 classes, in class order
-IMAGENET9_CLASSES: tuple[tuple[str, str], ...] = (
-    ("00_dog", "Dog"),
-    ("01_bird", "Bird"),
-    ("02_wheeled vehicle", "Vehicle"),
-    ("03_reptile", "Reptile"),
-    ("04_carnivore", "Carnivore"),
-    ("05_insect", "Insect"),
-    ("06_musical instrument", "Instrument"),
-    ("07_primate", "Primate"),
-    ("08_fish", "Fish"),
-)
-IMAGENET9_LABELS: tuple[str, ...] = tuple(label for _, label in IMAGENET9_CLASSES)
-IMAGENET9_QUESTION = (
-    "Which category best describes the main object in the image? Choose exactly one "
-    "from: " + ", ".join(IMAGENET9_LABELS) + "."
-)
 #: image files read (suffix compared in lower case); fg_mask may also hold ``.npy``
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 #: the folders that may hold a target mask, by preference
@@ -160,14 +130,16 @@ class ImageNet9(Adapter):
         <path>/only_fg/<split>/<class>/<stem>.JPEG                  (optional)
         <path>/fg_mask/<split>/<class>/<stem>.(png|jpg|npy)         (optional)
 
-    ``split`` (default ``val``) names the sub-folder. The nine class folders are read in
-    class order (00 ... 08), the files of each sorted by name; ``.JPEG``, ``.jpg``,
-    ``.jpeg`` and ``.png`` files are images (two of one stem are an error). A missing
-    class folder is an error naming it; an empty one is warned about. The id is ``<class folder>/<stem>``
+    ``split`` (default ``val``) names the sub-folder. The nine class folders
+    (:data:`~vlmrobust.core.idis.IMAGENET9_FOLDERS`) are read in class order (00 ...
+    08), the files of each sorted by name; ``.JPEG``, ``.jpg``, ``.jpeg`` and ``.png``
+    files are images (two of one stem are an error). A missing class folder is an error
+    naming it; an empty one is warned about. The id is ``<class folder>/<stem>``
     (``02_wheeled vehicle/n02814533_123``; the sample id is that made file-safe).
 
-    Every sample asks :data:`IMAGENET9_QUESTION`, answers with its class label
-    (``answer_type`` ``label``; ``choices`` = the nine labels). Meta: ``label``
+    Every sample asks :data:`~vlmrobust.core.idis.IMAGENET9_QUESTION`, answers with its
+    class label (``answer_type`` ``label``; ``choices`` = the nine labels of
+    :mod:`vlmrobust.core.idis`). Meta: ``label``
     (``Vehicle``), ``imagenet9_class`` (the folder's class name, ``wheeled vehicle``),
     ``class_index`` (0-8), ``stem``, ``target_masks`` (one entry per image: the stored
     copy of the image's ``only_fg`` file, the foreground on black, else of its
@@ -181,8 +153,8 @@ class ImageNet9(Adapter):
     id_label = "file"
 
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
-        folder = _local_only(
-            self, spec, key, "the Backgrounds Challenge folder holding original/<split>/"
+        folder = self.local_only_folder(
+            spec, key, "the Backgrounds Challenge folder holding original/<split>/"
         )
         split = spec.get("split") or self.split
         root = folder / "original" / str(split)
@@ -193,13 +165,15 @@ class ImageNet9(Adapter):
                 f"original/{split}/00_dog ... 08_fish (or {key}.split to its split folder)"
             )
         rows: list[dict[str, Any]] = []
-        for class_index, (class_folder, label) in enumerate(IMAGENET9_CLASSES):
+        for class_index, (class_folder, label) in enumerate(
+            zip(IMAGENET9_FOLDERS, IMAGENET9_LABELS, strict=True)
+        ):
             class_dir = root / class_folder
             if not class_dir.is_dir():
                 raise ValueError(
                     f"{key}.path: class folder {str(class_dir)!r} is missing; "
                     f"original/{split}/ must hold the nine folders "
-                    + ", ".join(repr(c) for c, _ in IMAGENET9_CLASSES)
+                    + ", ".join(repr(c) for c in IMAGENET9_FOLDERS)
                 )
             masks = {
                 kind: _images_by_stem(
@@ -219,7 +193,6 @@ class ImageNet9(Adapter):
                     {
                         "file": f"{class_folder}/{stem}",
                         "image": str(path.relative_to(folder)),
-                        "class_folder": class_folder,
                         "label": label,
                         "class_index": class_index,
                         "stem": stem,
@@ -231,22 +204,16 @@ class ImageNet9(Adapter):
         info = {"path": str(folder), "split": split, "files": [f"original/{split}"]}
         return RowSource(rows, folder, info)
 
-    def source_id(self, row: dict[str, Any], index: int) -> str:
-        value = row.get("file")
-        if missing(value):
-            raise RowProblem("file is missing")
-        return str(value)
-
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         label = str(row.get("label") or "")
         if label not in IMAGENET9_LABELS:
             raise RowProblem(f"label {label!r} is not one of {', '.join(IMAGENET9_LABELS)}")
-        class_folder = str(row.get("class_folder") or "")
+        class_index = int(row["class_index"])
         image = row.get("image")
         meta: dict[str, Any] = {
             "label": label,
-            "imagenet9_class": class_folder.split("_", 1)[-1],
-            "class_index": int(row["class_index"]),
+            "imagenet9_class": IMAGENET9_CLASS_NAMES[class_index],
+            "class_index": class_index,
             "stem": str(row.get("stem")),
             "target_masks": [None],
             "target_mask_source": None,
@@ -299,7 +266,11 @@ class ImageNet9(Adapter):
     def check(self, samples: list[Any]) -> list[str]:
         warnings = []
         counts = Counter(s.meta.get("label") for s in samples)
-        empty = [folder for folder, label in IMAGENET9_CLASSES if not counts.get(label)]
+        empty = [
+            folder
+            for folder, label in zip(IMAGENET9_FOLDERS, IMAGENET9_LABELS, strict=True)
+            if not counts.get(label)
+        ]
         if empty:
             warnings.append(
                 f"no sample of class folder(s) {', '.join(repr(f) for f in empty)}: the "
@@ -316,46 +287,9 @@ class ImageNet9(Adapter):
 
 # --------------------------------------------------------------------------- MathVerse
 
-#: the file the concept-family labelling step writes into a MathVerse folder
+#: the concept-family labels file (:mod:`vlmrobust.core.concept_labels`) the adapter
+#: looks for in a MathVerse folder when the dataset config names none
 CONCEPT_LABELS_FILE = "concept_families.csv"
-#: the concept families of the Idis math distractors
-CONCEPT_FAMILIES = ("triangle", "quadrilateral", "circle", "3d")
-_CONCEPT_COLUMNS = ("problem_index", "concept_family", "status")
-
-
-def read_concept_labels(path: str | Path) -> dict[str, dict[str, str]]:
-    """The concept-family labels of MathVerse problems: ``{problem_index: {"concept_family",
-    "status"}}`` from a CSV with columns problem_index, concept_family, status.
-
-    Only a row with ``status == "confirmed"`` is used by the adapter; its family must be
-    one of :data:`CONCEPT_FAMILIES`. A missing column, a duplicate problem_index or a
-    confirmed row with another family is an error naming the file and line.
-    """
-    path = Path(path)
-    out: dict[str, dict[str, str]] = {}
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        absent = [c for c in _CONCEPT_COLUMNS if c not in (reader.fieldnames or [])]
-        if absent:
-            raise ValueError(
-                f"{path}: missing column(s) {', '.join(absent)}; expected "
-                + ", ".join(_CONCEPT_COLUMNS)
-            )
-        for lineno, row in enumerate(reader, 2):
-            pid = str(row.get("problem_index") or "").strip()
-            family = str(row.get("concept_family") or "").strip().lower()
-            status = str(row.get("status") or "").strip().lower()
-            if not pid:
-                raise ValueError(f"{path}:{lineno}: problem_index is empty")
-            if pid in out:
-                raise ValueError(f"{path}:{lineno}: problem_index {pid!r} appears twice")
-            if status == "confirmed" and family not in CONCEPT_FAMILIES:
-                raise ValueError(
-                    f"{path}:{lineno}: problem_index {pid!r} is confirmed with concept_family "
-                    f"{family!r}, not one of {', '.join(CONCEPT_FAMILIES)}"
-                )
-            out[pid] = {"concept_family": family, "status": status}
-    return out
 
 
 _CHOICES_MARK = re.compile(r"Choices\s*[:：]", re.I)
@@ -413,9 +347,10 @@ class MathVerse(Adapter):
     Rows in the hub schema (parquet with the image embedded, or the GitHub/hub
     ``testmini.json``: a list of rows whose ``image`` is a path relative to the folder,
     e.g. ``images_version_1-4/image_685.png``). Only the problem versions in
-    :attr:`VERSIONS` (Text Dominant, Text Lite, Vision Intensive, Vision Dominant) are
-    read; the others (Vision Only, Text Only, ...) are left out and counted per
-    version in the report (``skipped_versions``). The id is ``sample_index``.
+    :attr:`VERSIONS` (:data:`~vlmrobust.core.idis.MATHVERSE_VERSIONS`: Text Dominant,
+    Text Lite, Vision Intensive, Vision Dominant) are read; the others (Vision Only,
+    Text Only, ...) are left out and counted per version in the report
+    (``skipped_versions``). The id is ``sample_index``.
 
     ``question_type`` ``multi-choice`` (or ``multi_choice``): the answer is the option
     letter (``letter``); ``choices`` are the options parsed from the question's
@@ -423,12 +358,13 @@ class MathVerse(Adapter):
     in the image. ``free-form`` (or ``free_form``): the answer as given, ``number`` when
     it is a plain number else ``text``. The question is kept as given (options too).
 
-    Concept families: the dataset has none, so they come from a labels CSV (columns
-    problem_index, concept_family, status) written by the concept-labelling step: the
-    file named by the dataset's ``concept_labels`` key (read with
-    ``spec.get("concept_labels")``; the config schema must allow the key), else
-    ``<path>/concept_families.csv`` (:data:`CONCEPT_LABELS_FILE`) when the folder has
-    one. Only ``status == "confirmed"`` rows set ``meta["concept_family"]``
+    Concept families: the dataset has none, so they come from a labels CSV (the format
+    of :mod:`vlmrobust.core.concept_labels`: problem_index, concept_family, source,
+    status; read and validated by its :func:`~vlmrobust.core.concept_labels.read_labels`)
+    written by the concept-labelling step: the file named by the dataset's
+    ``concept_labels`` key, else ``<path>/concept_families.csv``
+    (:data:`CONCEPT_LABELS_FILE`) when the folder has one. Only
+    ``status == "confirmed"`` rows set ``meta["concept_family"]``
     (triangle, quadrilateral, circle or 3d); every other sample has None (and gets no
     aligned/conflicting visual distractor). The report counts samples per family.
 
@@ -441,34 +377,30 @@ class MathVerse(Adapter):
     benchmark = BENCHMARKS["mathverse"]
     id_label = "sample_index"
     #: the problem versions read (the Idis study's four)
-    VERSIONS: tuple[str, ...] = (
-        "Text Dominant",
-        "Text Lite",
-        "Vision Intensive",
-        "Vision Dominant",
-    )
-    #: a concept-family labels CSV used when the dataset config names none
-    concept_labels: str | None = None
+    VERSIONS: tuple[str, ...] = MATHVERSE_VERSIONS
     exclude_files = ("testmini_text_only.json", "testmini_text-only.json")
 
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
         src = super().load_rows(spec, key)
         labels_path = self._labels_path(spec, key)
-        labels = read_concept_labels(labels_path) if labels_path is not None else {}
+        _, rows = read_labels(labels_path) if labels_path is not None else ([], {})
+        confirmed = {
+            pid: row["concept_family"] for pid, row in rows.items() if row["status"] == "confirmed"
+        }
         skipped: dict[str, int] = {}
         src.info["skipped_versions"] = skipped
         src.info["concept_labels"] = str(labels_path) if labels_path is not None else None
-        src.rows = self._filtered(src.rows, labels, skipped)
+        src.rows = self._filtered(src.rows, confirmed, skipped)
         return src
 
     def _labels_path(self, spec: dict[str, Any], key: str) -> Path | None:
-        named = spec.get("concept_labels") or self.concept_labels
+        named = spec.get("concept_labels")
         if named:
             path = Path(str(named))
             if not path.is_file():
                 raise ValueError(
                     f"{key}.concept_labels: {str(path)!r} is not an existing file (the "
-                    "concept-family CSV: problem_index, concept_family, status)"
+                    "concept-family CSV: problem_index, concept_family, source, status)"
                 )
             return path
         if spec.get("path"):
@@ -480,19 +412,18 @@ class MathVerse(Adapter):
     def _filtered(
         self,
         rows: Iterable[dict[str, Any]],
-        labels: dict[str, dict[str, str]],
+        confirmed: dict[str, str],
         skipped: dict[str, int],
     ) -> Iterator[dict[str, Any]]:
+        """The rows of the versions read, each with its confirmed family (or None) as
+        ``_concept_family``; the others counted per version in ``skipped``."""
         for row in rows:
             version = str(row.get("problem_version") or "").strip()
             if version and version not in self.VERSIONS:
                 skipped[version] = skipped.get(version, 0) + 1
                 continue
-            row = dict(row)
-            label = labels.get(str(row.get("problem_index") or "").strip())
-            if label is not None and label["status"] == "confirmed":
-                row["_concept_family"] = label["concept_family"]
-            yield row
+            family = confirmed.get(str(row.get("problem_index") or "").strip())
+            yield {**row, "_concept_family": family}
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         version = str(row.get("problem_version") or "").strip()
@@ -501,7 +432,7 @@ class MathVerse(Adapter):
                 f"problem_version {version!r} is not one of the versions read "
                 f"({', '.join(self.VERSIONS)})"
             )
-        question = _question(row)
+        question = question_text(row)
         answer = answer_text(row.get("answer"))
         qtype = str(row.get("question_type") or "").strip()
         kind = qtype.lower().replace("_", "-")
@@ -563,17 +494,6 @@ class MathVerse(Adapter):
 
 # --------------------------------------------------------------------------- LogicVista
 
-_LETTER_SPLIT = re.compile(r"\s*(?:,|;|&|\band\b|\s)\s*", re.I)
-
-
-def _letters_answer(text: str) -> list[str] | None:
-    """``"A, C"`` -> ``["A", "C"]`` (sorted, no repeats); None when the text is not
-    option letters."""
-    parts = [p for p in _LETTER_SPLIT.split(text.strip()) if p]
-    if not parts or not all(len(p) == 1 and "A" <= p.upper() <= "Z" for p in parts):
-        return None
-    return sorted({p.upper() for p in parts})
-
 
 class LogicVista(Adapter):
     """LogicVista (448 logical-reasoning questions on images); the Idis study draws its
@@ -599,7 +519,7 @@ class LogicVista(Adapter):
     id_label = "id"
 
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
-        folder = _local_only(self, spec, key, "LogicVista's data/: dataset.json + images/")
+        folder = self.local_only_folder(spec, key, "LogicVista's data/: dataset.json + images/")
         path = folder / "dataset.json"
         if not path.is_file() and (folder / "data" / "dataset.json").is_file():
             folder = folder / "data"
@@ -619,9 +539,9 @@ class LogicVista(Adapter):
         return RowSource(rows, folder, {"path": str(folder), "files": ["dataset.json"]})
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
-        question = _question(row)
+        question = question_text(row)
         answer = answer_text(row.get("answer"))
-        letters = _letters_answer(answer)
+        letters = option_letters(answer)
         meta: dict[str, Any] = {}
         if letters is not None and len(letters) == 1:
             answer, answer_type = letters[0], "letter"
@@ -668,9 +588,6 @@ class LogicVista(Adapter):
 
 #: the split names of the config and the codes of metadata.csv's ``split`` column
 WATERBIRDS_SPLITS = {"train": 0, "val": 1, "test": 2}
-#: the two labels, by ``y`` (0 landbird, 1 waterbird)
-WATERBIRDS_LABELS = ("Landbird", "Waterbird")
-WATERBIRDS_QUESTION = "Is the bird in the image a landbird or a waterbird?"
 _WB_COLUMNS = ("img_id", "img_filename", "y", "split", "place")
 _PLACES = ("land", "water")
 
@@ -695,18 +612,18 @@ class Waterbirds(Adapter):
     ``split`` (``train`` / ``val`` / ``test``, default ``test``) keeps the rows of that
     split code. The id is ``img_id``.
 
-    Question :data:`WATERBIRDS_QUESTION`; answer ``Waterbird`` or ``Landbird``
-    (``label``; ``choices`` = [Landbird, Waterbird]). Meta: y, place, place_name (land /
-    water), group (``aligned`` when the bird type matches the background, y == place,
-    else ``conflicting``), img_filename, place_filename. A row whose y, place or split
-    is not a valid code, or without img_filename, is a bad row.
+    Question :data:`~vlmrobust.core.idis.WATERBIRDS_QUESTION`; answer ``Waterbird`` or
+    ``Landbird`` (``label``; ``choices`` = [Landbird, Waterbird]). Meta: y, place,
+    place_name (land / water), group (``aligned`` when the bird type matches the
+    background, y == place, else ``conflicting``), img_filename, place_filename. A row
+    whose y, place or split is not a valid code, or without img_filename, is a bad row.
     """
 
     benchmark = BENCHMARKS["waterbirds"]
     id_label = "img_id"
 
     def load_rows(self, spec: dict[str, Any], key: str) -> RowSource:
-        folder = _local_only(self, spec, key, "the Waterbirds folder holding metadata.csv")
+        folder = self.local_only_folder(spec, key, "the Waterbirds folder holding metadata.csv")
         split = spec.get("split") or self.split
         if split not in WATERBIRDS_SPLITS:
             raise ValueError(f"{key}.split: {split!r} is not one of {', '.join(WATERBIRDS_SPLITS)}")

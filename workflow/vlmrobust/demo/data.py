@@ -44,6 +44,11 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageFont
 
+from ..core.concept_labels import CONCEPT_FAMILIES
+from ..core.idis import IMAGENET9_CLASS_NAMES as OBJECT_CLASSES
+from ..core.idis import IMAGENET9_LABELS as OBJECT_LABELS
+from ..core.idis import IMAGENET9_QUESTION as OBJECT_QUESTION
+from ..core.idis import MATHVERSE_VERSIONS as PROBLEM_VERSIONS
 from ..core.io import atomic_save_image, write_json, write_jsonl
 from ..core.records import ANSWER_TYPES
 from ..core.seeding import rng_for
@@ -84,44 +89,10 @@ SOURCE_FAMILY = {
     "premises": "visargs",
 }
 
-#: ImageNet-9 folder names (``bg_challenge/original/val/0N_<name>``), in class order.
-OBJECT_CLASSES: tuple[str, ...] = (
-    "dog",
-    "bird",
-    "wheeled vehicle",
-    "reptile",
-    "carnivore",
-    "insect",
-    "musical instrument",
-    "primate",
-    "fish",
-)
-#: The labels of the Idis-perception prompt, in the same order.
-OBJECT_LABELS: tuple[str, ...] = (
-    "Dog",
-    "Bird",
-    "Vehicle",
-    "Reptile",
-    "Carnivore",
-    "Insect",
-    "Instrument",
-    "Primate",
-    "Fish",
-)
-OBJECT_QUESTION = (
-    "Which category best describes the main object in the image? Choose exactly one "
-    "from: Dog, Bird, Vehicle, Reptile, Carnivore, Insect, Instrument, Primate, Fish."
-)
-
-#: MathVerse versions used by Idis-math, cycled over the geometry samples.
-PROBLEM_VERSIONS: tuple[str, ...] = (
-    "Text Dominant",
-    "Text Lite",
-    "Vision Intensive",
-    "Vision Dominant",
-)
-#: Idis-math concept families, cycled over the geometry samples.
-CONCEPT_FAMILIES: tuple[str, ...] = ("triangle", "quadrilateral", "circle", "3d")
+# The ``objects`` family's classes (OBJECT_CLASSES: the ImageNet-9 class names,
+# OBJECT_LABELS: the labels, OBJECT_QUESTION) and the ``geometry`` family's
+# PROBLEM_VERSIONS (MathVerse) and CONCEPT_FAMILIES (cycled over its samples) are the
+# Idis study's, imported above from vlmrobust.core.
 
 LETTERS = "ABCDE"
 _PNG_OPTIONS = {"optimize": False, "compress_level": 6}
@@ -1406,24 +1377,26 @@ def _join(parts: list[str]) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _gen_geometry(seed: int, index: int, size: int) -> _Item:
-    rng = rng_for(seed, "demo", "geometry", index)
-    family = CONCEPT_FAMILIES[index % 4]
-    version = PROBLEM_VERSIONS[(index // 4) % 4]
-    prob = _geometry_problem(rng, family, size)
+def _geometry_version(
+    prob: _Problem, version: str, size: int
+) -> tuple[Image.Image, list[int], str]:
+    """Problem ``prob`` in MathVerse problem version ``version``: the figure
+    (``size`` px square, white, showing the givens the text does not state), the
+    indices of the givens the text states, and the question stem.
+
+    From Text Dominant to Vision Dominant the givens move from the text to the
+    figure: Text Dominant and Text Lite state them all (Text Dominant also describes
+    the figure), Vision Intensive the first half, Vision Dominant none.
+    """
     n = len(prob.givens)
-    # MathVerse: from Text Dominant to Vision Dominant the givens move from text to picture
     if version in ("Text Dominant", "Text Lite"):
         in_text = list(range(n))
     elif version == "Vision Intensive":
         in_text = list(range(n // 2)) if n > 1 else []
     else:
         in_text = []
-    in_image = [i for i in range(n) if i not in in_text]
     img = Image.new("RGB", (size, size), WHITE)
-    prob.draw(ImageDraw.Draw(img), set(in_image))
-    box = _content_box(img, WHITE)
-
+    prob.draw(ImageDraw.Draw(img), {i for i in range(n) if i not in in_text})
     givens_text = _join([prob.givens[i][0] for i in in_text])
     if version == "Text Dominant":
         stem = f"{prob.description} {givens_text}. {prob.ask}"
@@ -1433,6 +1406,17 @@ def _gen_geometry(seed: int, index: int, size: int) -> _Item:
         stem = f"{prob.description} {prob.ask}"
     else:
         stem = prob.ask
+    return img, in_text, stem
+
+
+def _gen_geometry(seed: int, index: int, size: int) -> _Item:
+    rng = rng_for(seed, "demo", "geometry", index)
+    family = CONCEPT_FAMILIES[index % 4]
+    version = PROBLEM_VERSIONS[(index // 4) % 4]
+    prob = _geometry_problem(rng, family, size)
+    img, in_text, stem = _geometry_version(prob, version, size)
+    in_image = [i for i in range(len(prob.givens)) if i not in in_text]
+    box = _content_box(img, WHITE)
 
     multiple_choice = bool(rng.random() < 0.5)
     if multiple_choice:

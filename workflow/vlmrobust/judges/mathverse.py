@@ -31,7 +31,11 @@ scoring stage does).
 **The offline judge** (``backend: offline``; no LLM): rules, documented on
 :func:`offline_extract` and :func:`offline_agrees`. It is stricter than an LLM (no
 unit conversion, no algebra) and is there for the offline default run, CI and
-:func:`agreement` checks.
+:func:`agreement` checks. It is a rule set of its own, simpler than the scoring
+stage's ``mathverse`` scorer, which also reads LaTeX values (here a reference answer
+``2\\sqrt{3}`` does not agree with 3.46, nor ``\\frac{1}{2}`` with 0.5); so in an
+offline run the judge-vs-scorer agreement shows where two rule sets differ, not what
+an LLM judge would say.
 
 :func:`agreement` compares two sets of verdicts (this judge against the rule-based
 scorer's ``correct``, or two judges) by key: agreement rate and Cohen's kappa.
@@ -43,6 +47,7 @@ import logging
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +74,8 @@ log = logging.getLogger(__name__)
 
 PROMPT_VERSION = "mathverse-v1"
 PROMPT_DIR = Path(__file__).resolve().parents[3] / "resources" / "idis"
-DEFAULT_CACHE_DIR = "results/cache/llm"
+#: the config key of the judge's setting (errors name it)
+SPEC_KEY = "judge.mathverse"
 RAW_TAIL_CHARS = 2000
 
 EXTRACT_SCHEMA: dict[str, Any] = {
@@ -84,19 +90,11 @@ JUDGE_SCHEMA: dict[str, Any] = {
     "required": ["judgement"],
     "additionalProperties": False,
 }
-_LLM_KEYS = (
-    "backend",
-    "model",
-    "base_url",
-    "api_key_env",
-    "options",
-    "temperature",
-    "max_tokens",
-    "cache_dir",
-)
 
 
+@cache
 def _template(name: str) -> str:
+    """A prompt file's text, read once per process (not once per output)."""
     return (PROMPT_DIR / name).read_text(encoding="utf-8")
 
 
@@ -427,26 +425,17 @@ def make_mathverse_judge(spec: Mapping[str, Any] | None, cache: Any = None) -> A
     ``api_key_env``, ``options``, ``temperature`` (0), ``max_tokens`` (4096),
     ``cache_dir`` (null = ``results/cache/llm``)). ``cache`` overrides the cache."""
     spec = dict(spec or {"backend": "offline"})
-    backend = spec.get("backend", "offline")
-    if backend == "offline":
+    if spec.get("backend", "offline") == "offline":
         extra = sorted(set(spec) - {"backend"})
         if extra:
-            raise ValueError(f"mathverse judge: unknown key {extra[0]!r} for backend offline")
+            raise ValueError(
+                f"{SPEC_KEY}.{extra[0]}: unknown key for backend offline (allowed: backend)"
+            )
         return MathVerseOfflineJudge()
-    extra = sorted(set(spec) - set(_LLM_KEYS))
-    if extra:
-        raise ValueError(
-            f"mathverse judge: unknown key {extra[0]!r} (allowed: {', '.join(_LLM_KEYS)})"
-        )
-    from ..clients.llm import LLMCache, make_llm
+    from ..clients.llm import llm_from_spec
 
-    if cache is None:
-        cache = LLMCache(Path(spec.get("cache_dir") or DEFAULT_CACHE_DIR))
-    llm_spec = {
-        k: v for k, v in spec.items() if k not in ("temperature", "max_tokens", "cache_dir")
-    }
     return MathVerseLLMJudge(
-        make_llm(llm_spec, cache),
+        llm_from_spec(spec, SPEC_KEY, cache, others=("offline",)),
         temperature=float(spec.get("temperature") or 0.0),
         max_tokens=int(spec.get("max_tokens") or 4096),
     )

@@ -67,21 +67,21 @@ deterministic. Variant params follow the study's conventions: ``kind``, ``semant
 "target_box", "target_area", "distractor_area", "canvas"}``. These perturbations
 (except ``resize``) need samples with exactly one image.
 
-Large lookups built by ``prepare`` / ``setup`` (cut-out listings, figure pools) stay in
-this module's memory under a token kept in the spec, because the spec is copied into
-the parameters of every image task handed to the worker processes.
+What ``prepare`` / ``setup`` build for ``plan`` (the cut-out listing ``_listing``, the
+figure pools ``_pools``) sits in the spec under a key that starts with ``_``: the stage
+does not copy such keys into the parameters of the image tasks handed to the worker
+processes, and ``apply`` needs none of it.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import yaml
@@ -92,7 +92,8 @@ from ..clients.vlm.media import to_rgb
 from ..core.io import atomic_save_image, read_jsonl, sha256_file, write_jsonl
 from ..core.records import Sample, read_samples
 from ..core.seeding import derive_seed, rng_for
-from .placement import Box, PlacementError, mask_bbox, paste_layers, place_boxes, place_fitting
+from .masking import _is_number
+from .placement import PlacementError, mask_bbox, paste_layers, place_boxes, place_fitting
 from .variants import Excluded, Perturbation, VariantPlan, _check_keys, _key, register
 
 __all__ = [
@@ -129,6 +130,7 @@ MAX_TARGET_FRACTION = 0.6
 SHRINK = 0.85
 _BICUBIC = Image.Resampling.BICUBIC
 _LANCZOS = Image.Resampling.LANCZOS
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- object lists
@@ -146,6 +148,17 @@ class ObjectLists:
     def objects_of(self, category: str) -> list[str]:
         """The objects of a class label, or of ``"irrelevant"``."""
         return self.irrelevant if category == "irrelevant" else self.classes[category]
+
+    def categories(self, semantics: Iterable[str]) -> list[str]:
+        """The categories ``semantics`` draw from: every class label for aligned or
+        conflicting, ``"irrelevant"`` for irrelevant."""
+        sem = set(semantics)
+        cats = list(self.classes) if sem & {"aligned", "conflicting"} else []
+        return cats + ["irrelevant"] * ("irrelevant" in sem)
+
+    def fewest(self, semantics: Iterable[str]) -> int:
+        """The most distinct objects every category of ``semantics`` can give."""
+        return min(len(self.objects_of(c)) for c in self.categories(semantics))
 
 
 def object_slug(name: str) -> str:
@@ -321,10 +334,6 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def _int(condition: str, key: str, v: Any, minimum: int = 1) -> int:
     if not _is_int(v) or v < minimum:
         raise ValueError(f"{_key(condition, key)}: expected an integer >= {minimum}; got {v!r}")
@@ -414,38 +423,22 @@ def _objects_file(condition: str, v: Any) -> tuple[str | None, ObjectLists]:
         raise ValueError(f"{_key(condition, 'objects_file')}: {exc}") from None
 
 
-# ---------------------------------------------------------------- stored lookups
-
-_STORE: dict[str, Any] = {}
-_TOKENS = itertools.count()
-
-
-def _stash(kind: str, condition: str, value: Any) -> str:
-    token = f"{kind}:{condition}:{next(_TOKENS)}"
-    _STORE[token] = value
-    return token
+def _check_layout(condition: str, out: dict[str, Any]) -> None:
+    """``canvas``, ``margin`` and (where the perturbation has it) ``min_scale``."""
+    out["canvas"] = _int(condition, "canvas", out["canvas"], 16)
+    out["margin"] = _margin(condition, out["margin"])
+    if "min_scale" in out:
+        out["min_scale"] = _fraction(condition, "min_scale", out["min_scale"])
 
 
-def _stashed(spec: dict[str, Any], condition: str) -> Any:
-    token = spec.get("_lookup")
-    if token not in _STORE:
-        raise RuntimeError(
-            f"conditions.{condition}: the perturbation's lookups are missing (prepare and "
-            "setup must run in this process before plan)"
-        )
-    return _STORE[token]
+# ---------------------------------------------------------------- cut-outs
 
 
 def _segment_listing(
     condition: str, folder: str, objects: ObjectLists, semantics: Iterable[str]
 ) -> dict[str, list[str]]:
     """object name -> its cut-out files (sorted), for every object ``semantics`` may use."""
-    names: list[str] = []
-    sem = set(semantics)
-    if sem & {"aligned", "conflicting"}:
-        names += [o for objs in objects.classes.values() for o in objs]
-    if "irrelevant" in sem:
-        names += objects.irrelevant
+    names = [o for c in objects.categories(semantics) for o in objects.objects_of(c)]
     listing: dict[str, list[str]] = {}
     for name in dict.fromkeys(names):
         sub = Path(folder) / object_slug(name)
@@ -512,9 +505,43 @@ def _target_region(sample: Sample, canvas: int) -> tuple[list[int] | None, int |
     return list(box), int(target.sum())
 
 
-def _pick(rng: np.random.Generator, items: list[str], k: int) -> list[str]:
+def _perception_target(
+    sample: Sample, name: str, spec: dict[str, Any]
+) -> tuple[ObjectLists, str, list[int] | None, int | None]:
+    """The object lists, the sample's class label, and its target's box and pixel count
+    on the canvas (read once per sample): what ``objects``, ``typographic`` and ``size``
+    plan around."""
+    _one_image(sample, name)
+    objects = load_objects(spec["objects_file"])
+    target = _target_class(sample, objects)
+    return objects, target, *_target_region(sample, spec["canvas"])
+
+
+def _pick(rng: np.random.Generator, items: Sequence[T], k: int) -> list[T]:
     """``k`` distinct items in drawn order."""
     return [items[int(i)] for i in rng.choice(len(items), size=k, replace=False)]
+
+
+def _fit(
+    make_sizes: Callable[[float], list[tuple[int, int]]],
+    side: int,
+    rng: np.random.Generator,
+    target_box: list[int] | None,
+    spec: dict[str, Any],
+) -> tuple[list[list[int]], float]:
+    """:func:`place_fitting` on the ``side`` x ``side`` canvas, beside ``target_box``
+    (when known), with the condition's ``margin`` and ``min_scale``: the boxes (as
+    lists) and the factor the sizes needed."""
+    boxes, factor, _ = place_fitting(
+        make_sizes,
+        (side, side),
+        rng,
+        forbidden=[target_box] if target_box else [],
+        margin=round(spec["margin"] * side),
+        min_side=max(1, round(spec["min_scale"] * side)),
+        shrink=SHRINK,
+    )
+    return [list(b) for b in boxes], factor
 
 
 def _draw_objects(
@@ -586,19 +613,13 @@ def _prepare_objects(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
     out = {**OBJECTS_DEFAULTS, **spec}
     out["objects_file"], objects = _objects_file(condition, out["objects_file"])
     out["semantics"] = _semantics(condition, out["semantics"])
-    most = min(
-        [len(objects.irrelevant)] * ("irrelevant" in out["semantics"])
-        + [len(v) for v in objects.classes.values()]
-    )
-    out["counts"] = _counts(condition, out["counts"], most)
+    out["counts"] = _counts(condition, out["counts"], objects.fewest(out["semantics"]))
     # the checked editor settings; `editor` itself becomes the backend name, which the
     # variants record (a variant's params override the spec's keys)
     out["editor_spec"] = _editor_spec(condition, out["editor"])
     out["editor"] = out["editor_spec"]["backend"]
-    out["canvas"] = _int(condition, "canvas", out["canvas"], 16)
+    _check_layout(condition, out)
     out["scale"] = _range(condition, "scale", out["scale"])
-    out["margin"] = _margin(condition, out["margin"])
-    out["min_scale"] = _fraction(condition, "min_scale", out["min_scale"])
     if out["editor"] == "composite":
         if out["segments"] is None:
             raise ValueError(
@@ -606,8 +627,7 @@ def _prepare_objects(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
                 "cut-outs (<segments>/<object-slug>/*.png)"
             )
         out["segments"] = _folder(condition, "segments", out["segments"])
-        listing = _segment_listing(condition, out["segments"], objects, out["semantics"])
-        out["_lookup"] = _stash("objects", condition, listing)
+        out["_listing"] = _segment_listing(condition, out["segments"], objects, out["semantics"])
     elif not isinstance(out["cache_dir"], str) or not out["cache_dir"]:
         raise ValueError(f"{_key(condition, 'cache_dir')}: expected a folder path")
     return out
@@ -636,13 +656,9 @@ def _plan_objects(
     sample: Sample, condition: str, spec: dict[str, Any], seed: int
 ) -> list[VariantPlan | Excluded]:
     sid = sample.sample_id
-    _one_image(sample, "objects")
-    objects = load_objects(spec["objects_file"])
-    target = _target_class(sample, objects)
+    objects, target, target_box, target_area = _perception_target(sample, "objects", spec)
     canvas = spec["canvas"]
     composite = spec["editor"] == "composite"
-    target_box, target_area = _target_region(sample, canvas)
-    listing = _stashed(spec, condition) if composite else None
     plans: list[VariantPlan | Excluded] = []
     for sem in spec["semantics"]:
         for k in spec["counts"]:
@@ -667,32 +683,31 @@ def _plan_objects(
                 params.update(files=None, boxes=None)
                 plans.append(VariantPlan(vid, params, derive_seed(seed, condition, vid)))
                 continue
-            files = _draw_files(rng, listing, names)
+            files = _draw_files(rng, spec["_listing"], names)
             longs = [float(rng.uniform(*spec["scale"])) * canvas for _ in names]
             natural = [_cutout_stats(f)[:2] for f in files]
             try:
-                boxes, factor, _ = place_fitting(
+                boxes, factor = _fit(
                     lambda f, nat=natural, ls=longs: [
                         _fit_long_side(s, L * f) for s, L in zip(nat, ls, strict=True)
                     ],
-                    (canvas, canvas),
+                    canvas,
                     rng,
-                    forbidden=[target_box] if target_box else [],
-                    margin=round(spec["margin"] * canvas),
-                    min_side=max(1, round(spec["min_scale"] * canvas)),
-                    shrink=SHRINK,
+                    target_box,
+                    spec,
                 )
             except PlacementError as exc:
                 plans.append(Excluded(vid, "no-room", str(exc)))
                 continue
-            params.update(files=files, boxes=[list(b) for b in boxes], fit_scale=round(factor, 6))
+            params.update(files=files, boxes=boxes, fit_scale=round(factor, 6))
             plans.append(VariantPlan(vid, params, derive_seed(seed, condition, vid)))
     return plans
 
 
 def _paste_cutouts(
-    image: Image.Image, params: dict[str, Any]
+    image: Image.Image, params: dict[str, Any], seed: int
 ) -> tuple[Image.Image, Image.Image, dict[str, Any]]:
+    """The ``apply`` of ``size`` and of the composite ``objects``."""
     canvas = int(params["canvas"])
     base = to_canvas(image, canvas)
     boxes = params["boxes"]
@@ -706,7 +721,7 @@ def _apply_objects(
     image: Image.Image, params: dict[str, Any], seed: int
 ) -> tuple[Image.Image, Image.Image | None, dict[str, Any]]:
     if params["editor"] == "composite":
-        return _paste_cutouts(image, params)
+        return _paste_cutouts(image, params, seed)
     canvas = int(params["canvas"])
     base = to_canvas(image, canvas)
     editor = make_api_editor(params["editor_spec"])
@@ -772,10 +787,8 @@ def _prepare_typographic(condition: str, spec: dict[str, Any]) -> dict[str, Any]
             f"{_key(condition, 'classes')}: expected 'all-other' or an integer from 1 to "
             f"{others}; got {classes!r}"
         )
-    out["canvas"] = _int(condition, "canvas", out["canvas"], 16)
+    _check_layout(condition, out)
     out["font_size"] = _range(condition, "font_size", out["font_size"])
-    out["margin"] = _margin(condition, out["margin"])
-    out["min_scale"] = _fraction(condition, "min_scale", out["min_scale"])
     return out
 
 
@@ -783,11 +796,8 @@ def _plan_typographic(
     sample: Sample, condition: str, spec: dict[str, Any], seed: int
 ) -> list[VariantPlan | Excluded]:
     sid = sample.sample_id
-    _one_image(sample, "typographic")
-    objects = load_objects(spec["objects_file"])
-    target = _target_class(sample, objects)
+    objects, target, target_box, target_area = _perception_target(sample, "typographic", spec)
     canvas = spec["canvas"]
-    target_box, target_area = _target_region(sample, canvas)
     others = [c for c in objects.classes if c != target]
     if spec["classes"] != "all-other":
         others = _pick(rng_for(seed, condition, sid, "classes"), others, spec["classes"])
@@ -803,14 +813,12 @@ def _plan_typographic(
                 return [max(4, round(s * f)) for s in sizes]
 
             try:
-                boxes, factor, _ = place_fitting(
+                boxes, factor = _fit(
                     lambda f, cls=cls, fonts=fonts: [_text_size(cls, fs) for fs in fonts(f)],
-                    (canvas, canvas),
+                    canvas,
                     rng,
-                    forbidden=[target_box] if target_box else [],
-                    margin=round(spec["margin"] * canvas),
-                    min_side=max(1, round(spec["min_scale"] * canvas)),
-                    shrink=SHRINK,
+                    target_box,
+                    spec,
                 )
             except PlacementError as exc:
                 plans.append(Excluded(vid, "no-room", str(exc)))
@@ -825,7 +833,7 @@ def _plan_typographic(
                 "text": cls,
                 "font_sizes": fonts(factor),
                 "colors": [list(c) for c in colors],
-                "boxes": [list(b) for b in boxes],
+                "boxes": boxes,
                 "fit_scale": round(factor, 6),
                 "target_box": target_box,
                 "target_area": target_area,
@@ -863,7 +871,20 @@ register(Perturbation("typographic", _prepare_typographic, _plan_typographic, _a
 # ---------------------------------------------------------------- math: shared
 
 
-def _math_canvas(sample: Sample, canvas: int) -> tuple[int, list[int], tuple[int, int]]:
+@dataclass(frozen=True)
+class _Figure:
+    sample_id: str
+    path: str
+    sha256: str
+    size: tuple[int, int]
+    problem: str | None = None  # meta.problem_index: the versions of one problem
+
+
+#: (canvas side, the diagram's box on it, the diagram's size)
+_Layout = tuple[int, list[int], tuple[int, int]]
+
+
+def _math_canvas(sample: Sample, canvas: int) -> _Layout:
     """The canvas side (grown for a large diagram), the diagram's centred box, its size."""
     tw, th = _shown_size(sample.images[0], f"sample {sample.sample_id!r}")
     side = max(canvas, math.ceil(max(tw, th) / MAX_TARGET_FRACTION))
@@ -872,31 +893,39 @@ def _math_canvas(sample: Sample, canvas: int) -> tuple[int, list[int], tuple[int
 
 
 def _place_figures(
-    rng: np.random.Generator,
-    sizes: list[tuple[int, int]],
-    side: int,
-    target_box: list[int],
-    spec: dict[str, Any],
-) -> tuple[list[Box], list[float]]:
-    """Figures of natural ``sizes`` capped at ``figure_scale`` x side and shrunk to fit
-    around the target; returns the boxes and each figure's scale."""
-    cap = spec["figure_scale"] * side
-    caps = [min(1.0, cap / max(s)) for s in sizes]
-    boxes, factor, _ = place_fitting(
+    rng: np.random.Generator, pool: list[_Figure], k: int, layout: _Layout, spec: dict[str, Any]
+) -> dict[str, Any]:
+    """The params of ``k`` figures drawn from ``pool`` and placed around the diagram, each
+    capped at ``figure_scale`` x side and all shrunk alike until they fit (``scales``:
+    each figure's scale); raises :class:`PlacementError` when they do not."""
+    side, target_box, (tw, th) = layout
+    figures = _pick(rng, pool, k)
+    sizes = [f.size for f in figures]
+    caps = [min(1.0, spec["figure_scale"] * side / max(s)) for s in sizes]
+    boxes, factor = _fit(
         lambda f: [_scaled(s, c * f) for s, c in zip(sizes, caps, strict=True)],
-        (side, side),
+        side,
         rng,
-        forbidden=[target_box],
-        margin=round(spec["margin"] * side),
-        min_side=max(1, round(spec["min_scale"] * side)),
-        shrink=SHRINK,
+        target_box,
+        spec,
     )
-    return boxes, [round(c * factor, 6) for c in caps]
+    return {
+        "distractors": [f.sample_id for f in figures],
+        "files": [f.path for f in figures],
+        "boxes": boxes,
+        "scales": [round(c * factor, 6) for c in caps],
+        "target_box": target_box,
+        "target_area": tw * th,
+        "target_size": [tw, th],
+        "canvas": side,
+    }
 
 
-def _compose_math(
-    image: Image.Image, params: dict[str, Any]
+def _apply_math(
+    image: Image.Image, params: dict[str, Any], seed: int
 ) -> tuple[Image.Image, Image.Image, dict[str, Any]]:
+    """The ``apply`` of ``diagram`` and ``handwritten``: the diagram unscaled at its box
+    of a white canvas, the figures pasted at theirs."""
     side = int(params["canvas"])
     base = Image.new("RGB", (side, side), (255, 255, 255))
     target = to_rgb(image)
@@ -918,21 +947,22 @@ def _compose_math(
     return out, _mask_image(mask), info
 
 
-@dataclass(frozen=True)
-class _Figure:
-    sample_id: str
-    path: str
-    sha256: str
-    size: tuple[int, int]
-    problem: str | None = None  # meta.problem_index: the versions of one problem
-
-
 def _problem(sample: Sample) -> str | None:
     p = sample.meta.get("problem_index")
     return None if p is None else str(p)
 
 
-def _figure_pool(samples: Iterable[Sample], what: str) -> list[_Figure]:
+def _file_sha(path: str, hashes: dict[str, str], what: str) -> str:
+    """sha256 of ``path``, hashed once per ``hashes`` (path -> sha256)."""
+    if path not in hashes:
+        try:
+            hashes[path] = sha256_file(path)
+        except OSError as exc:
+            raise ValueError(f"{what}: cannot read {path}: {exc}") from None
+    return hashes[path]
+
+
+def _figure_pool(samples: Iterable[Sample], what: str, hashes: dict[str, str]) -> list[_Figure]:
     """One figure per distinct image content and per problem (``meta.problem_index``:
     the versions of a MathVerse problem show the same diagram, sometimes redrawn), the
     first sample id in sorted order."""
@@ -943,10 +973,7 @@ def _figure_pool(samples: Iterable[Sample], what: str) -> list[_Figure]:
         if len(s.images) != 1:
             continue
         path = s.images[0]
-        try:
-            sha = sha256_file(path)
-        except OSError as exc:
-            raise ValueError(f"{what}: sample {s.sample_id!r}: cannot read {path}: {exc}") from None
+        sha = _file_sha(path, hashes, f"{what}: sample {s.sample_id!r}")
         problem = _problem(s)
         if sha in shas or (problem is not None and problem in problems):
             continue
@@ -984,10 +1011,8 @@ def _prepare_diagram(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
     out = {**DIAGRAM_DEFAULTS, **spec}
     out["semantics"] = _semantics(condition, out["semantics"])
     out["counts"] = _counts(condition, out["counts"])
-    out["canvas"] = _int(condition, "canvas", out["canvas"], 16)
+    _check_layout(condition, out)
     out["figure_scale"] = _fraction(condition, "figure_scale", out["figure_scale"])
-    out["margin"] = _margin(condition, out["margin"])
-    out["min_scale"] = _fraction(condition, "min_scale", out["min_scale"])
     path = out["irrelevant_samples"]
     if "irrelevant" in out["semantics"] and (not isinstance(path, str) or not Path(path).is_file()):
         raise ValueError(
@@ -1014,12 +1039,13 @@ def _setup_diagram(samples: list[Sample], condition: str, spec: dict[str, Any]) 
         family = s.meta.get("concept_family")
         if family is not None:
             by_family.setdefault(str(family), []).append(s)
-    families = {f: _figure_pool(ss, what) for f, ss in sorted(by_family.items())}
+    hashes: dict[str, str] = {}  # path -> sha256: a sample's image is hashed once
     own = {
-        s.sample_id: sha256_file(s.images[0])
+        s.sample_id: _file_sha(s.images[0], hashes, f"{what}: sample {s.sample_id!r}")
         for s in samples
-        if len(s.images) == 1 and not s.meta.get("without_images")
+        if len(s.images) == 1
     }
+    families = {f: _figure_pool(ss, what, hashes) for f, ss in sorted(by_family.items())}
     irrelevant: list[_Figure] = []
     if "irrelevant" in spec["semantics"]:
         path = spec["irrelevant_samples"]
@@ -1027,15 +1053,13 @@ def _setup_diagram(samples: list[Sample], condition: str, spec: dict[str, Any]) 
             pool = [s for s in read_samples(path) if _has_table(s.meta)]
         except Exception as exc:
             raise ValueError(f"{_key(condition, 'irrelevant_samples')}: {exc}") from None
-        irrelevant = _figure_pool(pool, _key(condition, "irrelevant_samples"))
+        irrelevant = _figure_pool(pool, _key(condition, "irrelevant_samples"), hashes)
         if not irrelevant:
             raise ValueError(
                 f"{_key(condition, 'irrelevant_samples')}: {path} has no sample whose "
                 "meta.specific_capability contains 'table'"
             )
-    token = _stash("diagram", condition, {"families": families, "irrelevant": irrelevant,
-                                          "own": own})  # fmt: skip
-    return {**spec, "_lookup": token}
+    return {**spec, "_pools": {"families": families, "irrelevant": irrelevant, "own": own}}
 
 
 def _plan_diagram(
@@ -1043,11 +1067,12 @@ def _plan_diagram(
 ) -> list[VariantPlan | Excluded]:
     sid = sample.sample_id
     _one_image(sample, "diagram")
-    pools = _stashed(spec, condition)
+    pools = spec["_pools"]
     family = sample.meta.get("concept_family")
+    # hashed by setup; here only for a sample that setup was not given
     own_sha = pools["own"].get(sid) or sha256_file(sample.images[0])
     problem = _problem(sample)
-    side, target_box, tsize = _math_canvas(sample, spec["canvas"])
+    layout = _math_canvas(sample, spec["canvas"])
     plans: list[VariantPlan | Excluded] = []
     for sem in spec["semantics"]:
         for k in spec["counts"]:
@@ -1086,35 +1111,15 @@ def _plan_diagram(
                     Excluded(vid, "pool-too-small", f"{category}: {len(pool)} figure(s) for {k}")
                 )
                 continue
-            figures = [pool[int(i)] for i in rng.choice(len(pool), size=k, replace=False)]
             try:
-                boxes, scales = _place_figures(rng, [f.size for f in figures], side, target_box,
-                                               spec)  # fmt: skip
+                placed = _place_figures(rng, pool, k, layout, spec)
             except PlacementError as exc:
                 plans.append(Excluded(vid, "no-room", str(exc)))
                 continue
-            params = {
-                "kind": "visual",
-                "semantics": sem,
-                "n": k,
-                "distractors": [f.sample_id for f in figures],
-                "distractor_classes": [category],
-                "files": [f.path for f in figures],
-                "boxes": [list(b) for b in boxes],
-                "scales": scales,
-                "target_box": target_box,
-                "target_area": tsize[0] * tsize[1],
-                "target_size": list(tsize),
-                "canvas": side,
-            }
+            params = {"kind": "visual", "semantics": sem, "n": k,
+                      "distractor_classes": [category], **placed}  # fmt: skip
             plans.append(VariantPlan(vid, params, derive_seed(seed, condition, vid)))
     return plans
-
-
-def _apply_math(
-    image: Image.Image, params: dict[str, Any], seed: int
-) -> tuple[Image.Image, Image.Image, dict[str, Any]]:
-    return _compose_math(image, params)
 
 
 register(
@@ -1196,10 +1201,8 @@ def _prepare_handwritten(condition: str, spec: dict[str, Any]) -> dict[str, Any]
         raise ValueError(f"{_key(condition, 'split')}: expected a split name")
     out["limit"] = _int(condition, "limit", out["limit"])
     out["counts"] = _counts(condition, out["counts"])
-    out["canvas"] = _int(condition, "canvas", out["canvas"], 16)
+    _check_layout(condition, out)
     out["figure_scale"] = _fraction(condition, "figure_scale", out["figure_scale"])
-    out["margin"] = _margin(condition, out["margin"])
-    out["min_scale"] = _fraction(condition, "min_scale", out["min_scale"])
     return out
 
 
@@ -1216,7 +1219,7 @@ def _setup_handwritten(
         except RuntimeError as exc:
             raise RuntimeError(f"{_key(condition, 'source')}: {exc}") from exc
     pool = [_Figure(Path(f).stem, f, "", _shown_size(f, _key(condition, "path"))) for f in files]
-    return {**spec, "_lookup": _stash("handwritten", condition, pool)}
+    return {**spec, "_pools": pool}
 
 
 def _plan_handwritten(
@@ -1224,8 +1227,8 @@ def _plan_handwritten(
 ) -> list[VariantPlan | Excluded]:
     sid = sample.sample_id
     _one_image(sample, "handwritten")
-    pool: list[_Figure] = _stashed(spec, condition)
-    side, target_box, tsize = _math_canvas(sample, spec["canvas"])
+    pool: list[_Figure] = spec["_pools"]
+    layout = _math_canvas(sample, spec["canvas"])
     name = spec["name"]
     plans: list[VariantPlan | Excluded] = []
     for k in spec["counts"]:
@@ -1234,25 +1237,12 @@ def _plan_handwritten(
             plans.append(Excluded(vid, "pool-too-small", f"{len(pool)} expression(s) for {k}"))
             continue
         rng = rng_for(seed, condition, vid)
-        figures = [pool[int(i)] for i in rng.choice(len(pool), size=k, replace=False)]
         try:
-            boxes, scales = _place_figures(rng, [f.size for f in figures], side, target_box, spec)
+            placed = _place_figures(rng, pool, k, layout, spec)
         except PlacementError as exc:
             plans.append(Excluded(vid, "no-room", str(exc)))
             continue
-        params = {
-            "kind": "typographic",
-            "semantics": name,
-            "n": k,
-            "distractors": [f.sample_id for f in figures],
-            "files": [f.path for f in figures],
-            "boxes": [list(b) for b in boxes],
-            "scales": scales,
-            "target_box": target_box,
-            "target_area": tsize[0] * tsize[1],
-            "target_size": list(tsize),
-            "canvas": side,
-        }
+        params = {"kind": "typographic", "semantics": name, "n": k, **placed}
         plans.append(VariantPlan(vid, params, derive_seed(seed, condition, vid)))
     return plans
 
@@ -1308,22 +1298,18 @@ def _prepare_size(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
             f"{_key(condition, 'semantics')}: {out['semantics']!r} is not one of "
             f"{', '.join(SEMANTICS)}"
         )
-    most = len(objects.irrelevant) if out["semantics"] == "irrelevant" else min(
-        len(v) for v in objects.classes.values()
-    )  # fmt: skip
+    most = objects.fewest([out["semantics"]])
     out["n"] = _int(condition, "n", out["n"])
     if out["n"] > most:
         raise ValueError(f"{_key(condition, 'n')}: {out['n']} objects, a category has {most}")
-    out["canvas"] = _int(condition, "canvas", out["canvas"], 16)
-    out["margin"] = _margin(condition, out["margin"])
+    _check_layout(condition, out)
     if out["segments"] is None:
         raise ValueError(
             f"{_key(condition, 'segments')}: a folder of cut-outs is needed "
             "(<segments>/<object-slug>/*.png)"
         )
     out["segments"] = _folder(condition, "segments", out["segments"])
-    listing = _segment_listing(condition, out["segments"], objects, [out["semantics"]])
-    out["_lookup"] = _stash("size", condition, listing)
+    out["_listing"] = _segment_listing(condition, out["segments"], objects, [out["semantics"]])
     return out
 
 
@@ -1331,17 +1317,13 @@ def _plan_size(
     sample: Sample, condition: str, spec: dict[str, Any], seed: int
 ) -> list[VariantPlan | Excluded]:
     sid = sample.sample_id
-    _one_image(sample, "size")
-    objects = load_objects(spec["objects_file"])
-    target = _target_class(sample, objects)
+    objects, target, target_box, target_area = _perception_target(sample, "size", spec)
     canvas = spec["canvas"]
-    target_box, target_area = _target_region(sample, canvas)
-    listing = _stashed(spec, condition)
     n, sem = spec["n"], spec["semantics"]
     # the same objects (and files) at every size of the sample: only the size changes
     shared = rng_for(seed, condition, sid, "objects")
     names, category = _draw_objects(shared, sem, target, objects, n)
-    files = _draw_files(shared, listing, names)
+    files = _draw_files(shared, spec["_listing"], names)
     plans: list[VariantPlan | Excluded] = []
     for size_name, frac in spec["sizes"].items():
         vid = f"{sid}__size-{size_name}"
@@ -1379,13 +1361,7 @@ def _plan_size(
     return plans
 
 
-def _apply_size(
-    image: Image.Image, params: dict[str, Any], seed: int
-) -> tuple[Image.Image, Image.Image, dict[str, Any]]:
-    return _paste_cutouts(image, params)
-
-
-register(Perturbation("size", _prepare_size, _plan_size, _apply_size))
+register(Perturbation("size", _prepare_size, _plan_size, _paste_cutouts))
 
 
 # ---------------------------------------------------------------- resize
@@ -1432,15 +1408,7 @@ def _apply_resize(
     r = int(params["resolution"])
     rgb = to_rgb(image)
     out = rgb.copy() if rgb.size == (r, r) else rgb.resize((r, r), _BICUBIC)
-    info = {
-        "boxes": [],
-        "items": [],
-        "target_box": None,
-        "target_area": None,
-        "distractor_area": 0,
-        "canvas": [r, r],
-        "source_size": list(image.size),
-    }
+    info = {**_info([], [], {}, 0, (r, r)), "source_size": list(image.size)}
     return out, None, info
 
 

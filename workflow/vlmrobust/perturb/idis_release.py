@@ -142,20 +142,19 @@ field name, not a result.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..core.io import iter_jsonl
 from ..core.records import Sample
+from .idis import IMAGE_SUFFIXES, object_slug
 from .variants import Excluded, Perturbation, VariantPlan, _check_keys, _key, register
 
 __all__ = [
     "IDIS_RELEASE_DEFAULTS",
-    "IMAGE_SUFFIXES",
-    "class_slug",
     "normalise_class",
 ]
 
@@ -165,7 +164,6 @@ VISUAL_SEMANTICS = ("aligned", "conflicting", "irrelevant")
 MATH_TYPO_SOURCES = ("handwritten", "mathwriting")
 PAIR_ON = ("sample_index", "problem_index+problem_version")
 ON_MISSING = ("skip", "error")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 
 IDIS_RELEASE_DEFAULTS: dict[str, Any] = {
     "root": None,
@@ -208,11 +206,6 @@ def normalise_class(name: str) -> str:
     ``"02_wheeled_vehicle"`` → ``"wheeled vehicle"``, ``"Dog"`` → ``"dog"``."""
     text = re.sub(r"^\d+[\s_.-]*", "", str(name).strip())
     return re.sub(r"[\s_-]+", " ", text).strip().lower()
-
-
-def class_slug(name: str) -> str:
-    """The slug of a class in a variant id: ``"wheeled vehicle"`` → ``"wheeled-vehicle"``."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def _norm_id(value: Any) -> str:
@@ -430,7 +423,8 @@ def _sample_classes(sample: Sample) -> set[str]:
 def _pair_perception(
     condition: str, samples: list[Sample], files: list, scan: _Scan, root: Path, spec: dict
 ) -> None:
-    by_stem: dict[str, list[Sample]] = {}
+    # stem -> (sample, its normalised classes): the classes once per sample, not per file
+    by_stem: dict[str, list[tuple[Sample, set[str]]]] = {}
     for sample in samples:
         stem = sample.meta.get("stem")
         if not stem:
@@ -439,13 +433,11 @@ def _pair_perception(
                 "files on the ImageNet-9 file stem, but the sample has no meta.stem (the "
                 "imagenet9 adapter provides it)"
             )
-        by_stem.setdefault(str(stem), []).append(sample)
+        by_stem.setdefault(str(stem), []).append((sample, _sample_classes(sample)))
     typographic = spec["kind"] == "typographic"
 
     def owner(cls: str, stem: str, path: Path) -> Sample | None:
-        hits = [
-            s for s in by_stem.get(stem, []) if not _sample_classes(s) or cls in _sample_classes(s)
-        ]
+        hits = [s for s, classes in by_stem.get(stem, []) if not classes or cls in classes]
         if len(hits) > 1:
             raise ValueError(
                 f"released file {path} pairs with several samples "
@@ -477,18 +469,11 @@ def _pair_perception(
 
 
 def _read_meta(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {row!r}")
-            rows.append((lineno, row))
+    """The rows of a ``meta.jsonl`` with their line numbers (``release_row`` names them)."""
+    rows = list(iter_jsonl(path))
+    for lineno, row in rows:
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{lineno}: expected a JSON object, got {row!r}")
     return rows
 
 
@@ -558,22 +543,22 @@ def _scan_math(condition: str, kind_dir: Path, root: Path, spec: dict[str, Any])
                             f"{meta}:{lineno}: field {name!r} ({_key(condition, key)}) is "
                             f"missing; the fields of this row: {', '.join(sorted(map(str, row)))}"
                         )
+                if spec["pair_on"] == "sample_index":
+                    pair_key: Any = _norm_id(row[spec["id_field"]])
+                else:
+                    pair_key = (
+                        _norm_id(row[spec["id_field"]]),
+                        _norm_version(row[spec["version_field"]]),
+                    )
                 for item in _math_row_items(
                     condition, spec, sem, group, meta, meta_n, row, ndirs, where, root, scan
                 ):
                     if item.path is not None:
                         referenced.add(item.path.resolve())
-                    if spec["pair_on"] == "sample_index":
-                        key = _norm_id(row[spec["id_field"]])
-                    else:
-                        key = (
-                            _norm_id(row[spec["id_field"]]),
-                            _norm_version(row[spec["version_field"]]),
-                        )
                     if item.n not in spec["counts"]:
                         scan.out_of_scope += 1
                         continue
-                    scan.items.append((key, item))
+                    scan.items.append((pair_key, item))
         if not textual:
             for d in ndirs.values():
                 for p in sorted(d.iterdir()):
@@ -800,11 +785,9 @@ def _setup(samples: list[Sample], condition: str, spec: dict[str, Any]) -> dict[
             unreferenced_files=len(scan.unreferenced),
             unreferenced_examples=scan.unreferenced[:_EXAMPLES],
         )
-    extra = dict(spec.get("report_extra") or {})
-    extra["release"] = report
     return {
         **spec,
-        "report_extra": extra,
+        "report_extra": {"release": report},
         "_by_sample": by_sample,
         "_kind_dir": kind_dir,
         "_class_dirs": scan.class_dirs,
@@ -873,7 +856,7 @@ def _plan(
             if not found:
                 missing(f"{sid}__typo-n{n}", "typographic", n)
             for it in found:
-                slug = "" if it.typo_class is None else f"{class_slug(it.typo_class)}-"
+                slug = "" if it.typo_class is None else f"{object_slug(it.typo_class)}-"
                 params = {
                     **base("typographic", n),
                     "typo_class": it.typo_class,

@@ -99,7 +99,6 @@ log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_PROMPT_FILE = "resources/idis/textual-distractor-prompt.txt"
-DEFAULT_CACHE_DIR = "results/cache/llm"
 #: the most sentences one variant may insert (the offline writer has this many patterns)
 MAX_COUNT = 8
 PLACEHOLDERS = ("{num_distractors}", "{question}", "{answer}", "{subject}", "{subfield}")
@@ -110,17 +109,6 @@ _DEFAULTS: dict[str, Any] = {
     "max_attempts": 3,
     "prompt_file": DEFAULT_PROMPT_FILE,
 }
-_LLM_BACKENDS = ("openai", "gemini")
-_LLM_KEYS = (
-    "backend",
-    "model",
-    "base_url",
-    "api_key_env",
-    "options",
-    "temperature",
-    "max_tokens",
-    "cache_dir",
-)
 _LLM_DEFAULTS: dict[str, Any] = {
     "base_url": None,
     "api_key_env": None,
@@ -442,19 +430,12 @@ def fill_prompt(template: str, sample: Sample, k: int) -> str:
         "{num_distractors}": str(k),
         "{question}": sample.question,
         "{answer}": str(sample.answer),
-        "{subject}": _meta_text(sample, "subject"),
-        "{subfield}": _meta_text(sample, "subfield"),
+        "{subject}": str(sample.meta.get("subject") or "unknown"),
+        "{subfield}": str(sample.meta.get("subfield") or "unknown"),
     }
     # one pass, so a question that contains "{answer}" is not filled in again
     pattern = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
     return pattern.sub(lambda m: values[m.group()], template)
-
-
-def _meta_text(sample: Sample, name: str) -> str:
-    value = sample.meta.get(name)
-    if value is None and isinstance(sample.meta.get("metadata"), dict):
-        value = sample.meta["metadata"].get(name)
-    return str(value) if value else "unknown"
 
 
 def _clean_answer(text: str) -> str:
@@ -527,25 +508,16 @@ def _prepare_writer(condition: str, writer: Any) -> dict[str, Any]:
         raise ValueError(
             f"{where}: expected a mapping such as {{backend: offline}}, got {writer!r}"
         )
-    backend = writer.get("backend", "offline")
-    if backend == "offline":
+    if writer.get("backend", "offline") == "offline":
         extra = sorted(set(writer) - {"backend"})
         if extra:
             raise ValueError(
                 f"{where}.{extra[0]}: unknown key for backend offline (allowed: backend)"
             )
         return {"backend": "offline"}
-    if backend not in _LLM_BACKENDS:
-        raise ValueError(
-            f"{where}.backend: {backend!r} is not one of offline, {', '.join(_LLM_BACKENDS)}"
-        )
-    extra = sorted(set(writer) - set(_LLM_KEYS))
-    if extra:
-        raise ValueError(
-            f"{where}.{extra[0]}: unknown key for backend {backend} (allowed: {', '.join(_LLM_KEYS)})"
-        )
-    if not writer.get("model"):
-        raise ValueError(f"{where}: backend {backend} needs 'model'")
+    from ..clients.llm import check_llm_spec
+
+    check_llm_spec(writer, where, others=("offline",))
     out = {**_LLM_DEFAULTS, **writer}
     if out["options"] is None:
         out["options"] = {}
@@ -594,15 +566,11 @@ def _run_llm(samples: Sequence[Sample], spec: dict[str, Any], condition: str) ->
     """The outcome of every (sample, k) with the LLM writer: variant id -> a dict
     ``{"question", "inserted", "attempt_log"}`` or ``{"excluded": reason, "detail"}``.
     One round of concurrent calls per attempt."""
-    from ..clients.llm import LLMCache, make_llm
+    from ..clients.llm import llm_from_spec
 
     writer = spec["writer"]
     template = _read_prompt(condition, str(spec["prompt_file"]))
-    cache = LLMCache(Path(writer.get("cache_dir") or DEFAULT_CACHE_DIR))
-    try:
-        llm = make_llm(writer, cache)
-    except ValueError as exc:
-        raise ValueError(f"{_key(condition, 'writer')}: {exc}") from None
+    llm = llm_from_spec(writer, _key(condition, "writer"))
     jobs = [
         _Job(s, k, textual_variant_id(s.sample_id, k), []) for s in samples for k in spec["counts"]
     ]

@@ -27,7 +27,9 @@ Perturbations live in the registry :data:`PERTURBATIONS` (re-exported by
   report (``report.json`` beside the manifest) counts it by reason and lists its id.
 * ``apply(image, params, seed) -> image | (image, mask) | (image, mask, info)``: a plain
   function applied to every image of the variant, with ``params`` = the prepared spec
-  overlaid with the variant's params and ``seed`` = ``derive_seed(seed, condition,
+  (less its keys that start with ``_``: what ``prepare`` / ``setup`` built for ``plan``
+  alone, such as pools of figures, is not copied into every image task) overlaid with
+  the variant's params and ``seed`` = ``derive_seed(seed, condition,
   variant_id, k)`` for image ``k``. ``info`` (a JSON-able dict: what was placed where,
   areas) is recorded in the variant's params under ``placed`` (one entry per image).
   ``apply=None`` means the variant keeps the sample's own image files.
@@ -66,11 +68,13 @@ import. A returned mask is written as ``<variant_id>_<k>_mask.png`` and listed i
 from __future__ import annotations
 
 import io
+import logging
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -78,11 +82,19 @@ from typing import Any
 from PIL import Image, ImageColor, ImageOps
 from tqdm import tqdm
 
-from ..core.decisions import CRITERIA_SEP, Decision, get_criteria_set, read_decisions
-from ..core.io import atomic_write_bytes, sha256_bytes, sha256_file
+from ..core.decisions import (
+    CRITERIA_SEP,
+    IDIS_CRITERIA_SETS,
+    Decision,
+    apply_decisions,
+    read_decisions,
+)
+from ..core.io import atomic_write_bytes, sha256_bytes, sha256_file, write_json
 from ..core.records import Sample, Variant, read_samples, write_variants
 from ..core.seeding import derive_seed, rng_for
 from .corruption import CORRUPTION_METHODS, SEVERITIES, corrupt_image
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "PERTURBATIONS",
@@ -328,8 +340,6 @@ register(Perturbation("corruption", _prepare_corruption, _plan_corruption, _appl
 
 # ---------------------------------------------------------------- verification
 
-#: criteria sets a condition's verification may name
-VERIFICATION_SETS = ("idis-perception", "idis-math")
 #: ``not-rejected``: drop the rejected variants; ``accepted``: keep only the accepted
 VERIFICATION_REQUIRE = ("not-rejected", "accepted")
 _VERIFICATION_KEYS = ("decisions", "set", "require")
@@ -365,32 +375,22 @@ class Verification:
         return plan
 
     def report(self) -> dict[str, Any]:
-        """The ``verification`` block of ``report.json``."""
-        criteria, _, _ = get_criteria_set(self.criteria_set)
-        by_criterion = dict.fromkeys(criteria, 0)
-        accepted = rejected = undecided = 0
-        for vid in self.checked:
-            d = self.decisions.get(vid)
-            if d is None:
-                undecided += 1
-            elif d.decision == "accept":
-                accepted += 1
-            else:
-                rejected += 1
-                for c in d.criteria_failed:
-                    by_criterion[c] += 1
-        seen = set(self.checked) | self.planned_excluded
+        """The ``verification`` block of ``report.json`` (the counts of the checked
+        variants are :func:`~vlmrobust.core.decisions.apply_decisions`'s)."""
+        checked = set(self.checked)
+        on_checked = {vid: d for vid, d in self.decisions.items() if vid in checked}
+        _, counts = apply_decisions(self.checked, on_checked, criteria_set=self.criteria_set)
+        seen = checked | self.planned_excluded
         stray = [vid for vid in self.decisions if vid not in seen]
+        dropped = counts["rejected"] + (counts["undecided"] if self.require == "accepted" else 0)
         return {
             "decisions": self.decisions_path,
             "set": self.criteria_set,
             "require": self.require,
             "checked": len(self.checked),
-            "accepted": accepted,
-            "rejected": rejected,
-            "undecided": undecided,
-            "dropped": rejected + (undecided if self.require == "accepted" else 0),
-            "rejected_by_criterion": by_criterion,
+            **{k: counts[k] for k in ("accepted", "rejected", "undecided")},
+            "dropped": dropped,
+            "rejected_by_criterion": counts["rejected_by_criterion"],
             "decisions_without_variant": len(stray),
             "decisions_without_variant_ids": stray,
         }
@@ -412,8 +412,8 @@ def prepare_verification(condition: str, value: Any) -> Verification:
     if not isinstance(path, str) or not path.strip():
         raise ValueError(f"{where}.decisions: expected the path of a decisions CSV, got {path!r}")
     name = value.get("set")
-    if name not in VERIFICATION_SETS:
-        raise ValueError(f"{where}.set: {name!r} is not one of {', '.join(VERIFICATION_SETS)}")
+    if name not in IDIS_CRITERIA_SETS:
+        raise ValueError(f"{where}.set: {name!r} is not one of {', '.join(IDIS_CRITERIA_SETS)}")
     require = value.get("require", "not-rejected")
     if require not in VERIFICATION_REQUIRE:
         raise ValueError(
@@ -581,6 +581,7 @@ def build_variants(
     if pert.setup is not None:
         spec = pert.setup(samples, condition, spec)
     images_dir = out.parent / "images"
+    task_spec = {k: v for k, v in spec.items() if not k.startswith("_")}  # module doc
     excluded: list[Excluded] = []
 
     variants: list[Variant] = []
@@ -630,7 +631,7 @@ def build_variants(
                     variant.images.append(path)
                     variant.sha256.append(sha256_file(path))
                 continue
-            params = {**spec, **plan.params}
+            params = {**task_spec, **plan.params}
             for k, path in enumerate(sample.images):
                 stem = f"{plan.variant_id}_{k}"
                 target = images_dir / f"{stem}.png"
@@ -670,19 +671,13 @@ def build_variants(
                 )
             variants[vi].masks = [m for m in mlist if m is not None]
     n = write_variants(out, variants)
-    extra = spec.get("report_extra")
+    stage: dict[str, Any] = {}  # the stage's own blocks of report.json
     if verification is not None:
-        if "verification" in (extra or {}):
-            raise ValueError(
-                f"perturbation {name!r}: report_extra key 'verification' is one the stage writes"
-            )
-        extra = {**(extra or {}), "verification": verification.report()}
+        stage["verification"] = verification.report()
     if expected is not None:
-        extra = {**(extra or {}), "expected_variants": expected}
+        stage["expected_variants"] = expected
         if n != expected:
-            import logging
-
-            logging.getLogger(__name__).warning(
+            log.warning(
                 "condition %s: %d variants, the paper reports %d (%+d); report.json says "
                 "which were excluded and why",
                 condition,
@@ -690,7 +685,7 @@ def build_variants(
                 expected,
                 n - expected,
             )
-            extra["expected_mismatch"] = n - expected
+            stage["expected_mismatch"] = n - expected
     _write_report(
         out.parent / "report.json",
         condition,
@@ -698,7 +693,8 @@ def build_variants(
         len(samples),
         n,
         excluded,
-        extra=extra,
+        extra=spec.get("report_extra"),
+        stage=stage,
     )
     return n
 
@@ -711,11 +707,12 @@ def _write_report(
     n: int,
     excluded: list[Excluded],
     extra: dict[str, Any] | None = None,
+    stage: dict[str, Any] | None = None,
 ) -> None:
-    from collections import Counter
-
-    from ..core.io import write_json
-
+    """``report.json``: the counts and the excluded variants, the stage's own blocks
+    (``stage``: verification, expected count) and the perturbation's ``report_extra``
+    (``extra``); an ``extra`` key that would replace anything the stage writes is an
+    error."""
     by_reason = Counter(e.reason for e in excluded)
     report = {
         "condition": condition,
@@ -724,10 +721,9 @@ def _write_report(
         "variants": n,
         "excluded": len(excluded),
         "excluded_by_reason": dict(sorted(by_reason.items())),
-        "excluded_variants": [
-            {"variant_id": e.variant_id, "reason": e.reason, "detail": e.detail} for e in excluded
-        ],
+        "excluded_variants": [asdict(e) for e in excluded],
     }
+    report.update(stage or {})
     clash = sorted(set(extra or {}) & set(report))
     if clash:
         raise ValueError(

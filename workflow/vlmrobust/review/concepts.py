@@ -30,7 +30,6 @@ of the buttons), ``h`` hide the decided problems.
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import sys
@@ -46,7 +45,9 @@ from ..core.concept_labels import (
     read_labels,
 )
 from ..core.decisions import DecisionError
+from ..core.idis import MATHVERSE_VERSIONS
 from ..core.records import Sample, read_samples
+from .page import BASE_CSS, _e, count_spans, page_script
 from .server import LocalServer, run_server
 
 __all__ = [
@@ -55,7 +56,6 @@ __all__ = [
     "concept_counts",
     "concepts_review",
     "diagrams_by_problem",
-    "make_concept_server",
     "render_concepts_page",
 ]
 
@@ -63,7 +63,7 @@ log = logging.getLogger("vlmrobust.review")
 
 TITLE = "MathVerse concept families: confirmation"
 #: the problem version whose image is shown first (MathVerse's versions of a problem)
-VERSION_ORDER = ("Text Dominant", "Text Lite", "Vision Intensive", "Vision Dominant")
+VERSION_ORDER = MATHVERSE_VERSIONS
 
 
 def diagrams_by_problem(samples: list[Sample]) -> dict[str, Sample]:
@@ -82,14 +82,20 @@ def diagrams_by_problem(samples: list[Sample]) -> dict[str, Sample]:
     return {k: v[2] for k, v in best.items()}
 
 
-def _without_label(samples: list[Sample], rows: dict[str, dict[str, str]]) -> int:
-    """Samples with a problem_index that has no row in the labels file."""
-    return sum(
+def _read_inputs(
+    labels_path: str | Path, samples_path: str | Path
+) -> tuple[dict[str, dict[str, str]], dict[str, Sample], int]:
+    """The rows of the labels file (validated), the diagram of each problem, and how
+    many samples have a problem_index with no row in the labels file."""
+    samples = read_samples(samples_path)
+    _, rows = read_labels(labels_path)
+    without_label = sum(
         1
         for s in samples
         if s.meta.get("problem_index") is not None
         and str(s.meta["problem_index"]).strip() not in rows
     )
+    return rows, diagrams_by_problem(samples), without_label
 
 
 def concept_counts(
@@ -101,10 +107,6 @@ def concept_counts(
     counts["without_image"] = sum(1 for pid in rows if pid not in diagrams)
     counts["samples_without_label"] = samples_without_label
     return counts
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _status(row: dict[str, str]) -> str:
@@ -161,57 +163,24 @@ def _card(index: int, row: dict[str, str], sample: Sample | None) -> str:
 </section>"""
 
 
-_CSS = """
-:root { --ok: #1a7f37; --bad: #cf222e; --muted: #57606a; --line: #d0d7de; }
-* { box-sizing: border-box; }
-body { font: 15px/1.45 system-ui, sans-serif; margin: 0; color: #1f2328; background: #f6f8fa; }
-body > header { position: sticky; top: 0; z-index: 2; background: #fff;
-  border-bottom: 1px solid var(--line); padding: .5rem 1rem; }
-h1 { font-size: 1.15rem; margin: 0 0 .3rem; }
-.counts span { margin-right: 1rem; } .counts b { font-variant-numeric: tabular-nums; }
-.help { color: var(--muted); font-size: .85rem; }
-main { max-width: 1400px; margin: 0 auto; padding: 1rem; }
-.card { background: #fff; border: 1px solid var(--line); border-left: 6px solid var(--line);
-  border-radius: 6px; padding: .8rem 1rem; margin-bottom: 1.2rem; }
-.card.current { box-shadow: 0 0 0 3px #54aeff66; }
+_CSS = (
+    BASE_CSS
+    + """
 .card[data-status="confirmed"] { border-left-color: var(--ok); }
 .card[data-status="rejected"] { border-left-color: var(--bad); }
-.card.busy { opacity: .6; }
-.card > header { display: flex; justify-content: space-between; align-items: baseline; gap: 1rem; }
-h2 { font-size: 1rem; margin: 0 0 .5rem; } .idx { color: var(--muted); }
-.status { font-size: .9rem; color: var(--muted); }
 .body { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 1rem; }
-figure { margin: 0; text-align: center; background: #f6f8fa; border: 1px solid var(--line);
-  border-radius: 4px; padding: .4rem; }
-figure img { max-width: 100%; max-height: 55vh; }
-figcaption { font-size: .8rem; color: var(--muted); word-break: break-all; }
-figure.missing img { display: none; }
-figure.missing::before { content: "image not found"; color: var(--bad); display: block; padding: 2rem; }
-.field { margin: .35rem 0; } .field > b { display: block; font-size: .8rem; color: var(--muted);
-  text-transform: uppercase; letter-spacing: .03em; }
-.text { white-space: pre-wrap; }
-.actions { margin-top: .6rem; display: flex; gap: .4rem; flex-wrap: wrap; align-items: center; }
-button { font: inherit; padding: .3rem .8rem; border-radius: 4px; border: 1px solid var(--line);
-  cursor: pointer; background: #f6f8fa; }
 button.chosen { background: var(--ok); color: #fff; }
 .card[data-status="rejected"] button.chosen { background: var(--bad); }
-kbd { font-size: .75rem; border: 1px solid var(--line); border-radius: 3px; padding: 0 .25rem; }
-.error { color: var(--bad); }
 body.hide-decided .card[data-status="confirmed"], body.hide-decided .card[data-status="rejected"] { display: none; }
 """
+)
 
-_JS = r"""
-(() => {
-  "use strict";
-  const token = (document.querySelector("meta[name=review-token]") || {}).content || "";
-  const cards = Array.from(document.querySelectorAll("section.card"));
-  let current = 0;
-  function setCounts(counts) {
-    for (const key of ["problems", "proposed", "confirmed", "rejected"]) {
-      const el = document.getElementById("count-" + key);
-      if (el && key in counts) el.textContent = counts[key];
-    }
-  }
+#: the counts in the page's header (updated from each answer)
+COUNT_KEYS = ("problems", "proposed", "confirmed", "rejected")
+
+_JS = page_script(
+    COUNT_KEYS,
+    r"""
   function show(card, row) {
     card.dataset.status = row.status;
     let text = "proposed";
@@ -221,34 +190,9 @@ _JS = r"""
     for (const b of card.querySelectorAll("button[data-family]"))
       b.classList.toggle("chosen", row.status !== "proposed" && b.dataset.family === row.concept_family);
   }
-  async function send(card, family) {
-    const err = card.querySelector("[data-role=error]");
-    err.textContent = "";
-    card.classList.add("busy");
-    try {
-      const response = await fetch("label", {
-        method: "POST",
-        headers: {"Content-Type": "application/json", "X-Review-Token": token},
-        body: JSON.stringify({problem_index: card.dataset.problem, concept_family: family}),
-      });
-      let body = {};
-      try { body = await response.json(); } catch (e) { /* not JSON */ }
-      if (!response.ok) throw new Error(body.error || response.status + " " + response.statusText);
-      show(card, body.label);
-      if (body.counts) setCounts(body.counts);
-      return true;
-    } catch (e) {
-      err.textContent = "Not saved: " + e.message;
-      return false;
-    } finally {
-      card.classList.remove("busy");
-    }
-  }
-  function focusCard(i, scroll) {
-    if (!cards.length) return;
-    current = Math.max(0, Math.min(cards.length - 1, i));
-    cards.forEach((c, j) => c.classList.toggle("current", j === current));
-    if (scroll) cards[current].scrollIntoView({block: "start", behavior: "instant"});
+  function send(card, family) {
+    const payload = {problem_index: card.dataset.problem, concept_family: family};
+    return post(card, "label", payload, body => show(card, body.label));
   }
   cards.forEach((card, i) => {
     card.addEventListener("click", ev => {
@@ -257,8 +201,6 @@ _JS = r"""
       if (button) send(card, button.dataset.family);
     });
   });
-  const hide = document.getElementById("hide-decided");
-  hide.addEventListener("change", ev => document.body.classList.toggle("hide-decided", ev.target.checked));
   document.addEventListener("keydown", async ev => {
     if (ev.ctrlKey || ev.metaKey || ev.altKey || !cards.length) return;
     const card = cards[current];
@@ -272,8 +214,8 @@ _JS = r"""
     ev.preventDefault();
   });
   focusCard(0, false);
-})();
-"""
+""",
+)
 
 
 def render_concepts_page(
@@ -288,10 +230,7 @@ def render_concepts_page(
     cards = "".join(
         _card(i, row, diagrams.get(pid)) for i, (pid, row) in enumerate(rows.items(), 1)
     )
-    shown = "".join(
-        f'<span>{key} <b id="count-{key}">{counts[key]}</b></span>'
-        for key in ("problems", "proposed", "confirmed", "rejected")
-    )
+    shown = count_spans(counts, COUNT_KEYS)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -325,7 +264,8 @@ def render_concepts_page(
 
 
 class ConceptReviewServer(LocalServer):
-    """The concept-family confirmation server of one labels file and one samples file."""
+    """The concept-family confirmation server of one labels file and one samples file; a
+    bound, not yet running server (port 0: any free port; see ``.url``)."""
 
     post_path = "/label"
     image_kinds = ("diagram",)
@@ -340,11 +280,8 @@ class ConceptReviewServer(LocalServer):
         image_base: str | Path | None = None,
     ) -> None:
         self.labels_path = Path(labels_path)
-        samples = read_samples(samples_path)
-        self.diagrams = diagrams_by_problem(samples)
-        # Fail now, not on the first click, if the labels file does not validate.
-        _, rows = read_labels(self.labels_path)
-        self.samples_without_label = _without_label(samples, rows)
+        # Fails now, not on the first click, if the labels file does not validate.
+        _, self.diagrams, self.samples_without_label = _read_inputs(labels_path, samples_path)
         super().__init__(host, port, image_base)
 
     def state(self) -> tuple[dict[str, dict[str, str]], dict[str, Any]]:
@@ -376,26 +313,15 @@ class ConceptReviewServer(LocalServer):
             raise DecisionError(f"problem_index must be text, got {pid!r}")
         if not isinstance(family, str):
             raise DecisionError(f"concept_family must be text, got {family!r}")
+        pid = str(pid).strip()
         try:
             with self.lock:
-                row = confirm_label(self.labels_path, str(pid), family)
-                _, rows = read_labels(self.labels_path)
+                rows = confirm_label(self.labels_path, pid, family)
         except LabelError as exc:
             raise DecisionError(str(exc)) from None
+        row = rows[pid]
         log.info("problem %s: %s %s", pid, row["status"], row["concept_family"])
         return {"ok": True, "label": row, "counts": self._counts(rows)}
-
-
-def make_concept_server(
-    labels_path: str | Path,
-    samples_path: str | Path,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    image_base: str | Path | None = None,
-) -> ConceptReviewServer:
-    """A bound, not yet running server (port 0: any free port; see ``.url``)."""
-    return ConceptReviewServer(labels_path, samples_path, host, port, image_base=image_base)
 
 
 def concepts_review(
@@ -412,12 +338,10 @@ def concepts_review(
     message on a bad labels file)."""
     try:
         if report:
-            found = read_samples(samples)
-            _, rows = read_labels(labels)
-            counts = concept_counts(rows, diagrams_by_problem(found), _without_label(found, rows))
+            counts = concept_counts(*_read_inputs(labels, samples))
             print(json.dumps(counts, indent=2))
             return 0
-        server = make_concept_server(labels, samples, host, port, image_base=image_base)
+        server = ConceptReviewServer(labels, samples, host, port, image_base=image_base)
         run_server(server, what="choice")
         counts = server.state()[1]
         print(

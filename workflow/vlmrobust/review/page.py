@@ -54,8 +54,16 @@ ImageSrc = Callable[[Candidate, str], str]  # (candidate, "original"|"edited") -
 
 TITLE = "Distract-Bench: human verification"
 
-#: per criteria set: (title, help summary, text before the criteria list, text after it,
-#: the command that serves a live page)
+# The help of both Idis sets: the criteria are failures, every one required.
+_IDIS_BEFORE = "A sample fails a criterion when the statement is true:"
+_IDIS_AFTER = (
+    "A sample failing any criterion is rejected: tick the ones it fails, then reject. "
+    "Accept a sample that fails none. Undecided samples are kept or dropped as the "
+    "condition's verification.require says."
+)
+#: per criteria set (one for each of :data:`~vlmrobust.core.decisions.CRITERIA_SETS`):
+#: (title, help summary, text before the criteria list, text after it, the command that
+#: serves a live page)
 SET_TEXTS: dict[str, tuple[str, str, str, str, str]] = {
     "distraction": (
         TITLE,
@@ -68,37 +76,19 @@ SET_TEXTS: dict[str, tuple[str, str, str, str, str]] = {
     "idis-perception": (
         "Idis-perception: human verification",
         "Criteria (the Idis paper, appendix A.3) and keys",
-        "A sample fails a criterion when the statement is true:",
-        "A sample failing any criterion is rejected: tick the ones it fails, then reject. "
-        "Accept a sample that fails none. Undecided samples are kept or dropped as the "
-        "condition's verification.require says.",
+        _IDIS_BEFORE,
+        _IDIS_AFTER,
         "vlmrobust idis-review",
     ),
     "idis-math": (
         "Idis-math: human verification",
         "Criteria (ours for the math diagrams, after the Idis paper's A.3 perception "
         "criteria) and keys",
-        "A sample fails a criterion when the statement is true:",
-        "A sample failing any criterion is rejected: tick the ones it fails, then reject. "
-        "Accept a sample that fails none. Undecided samples are kept or dropped as the "
-        "condition's verification.require says.",
+        _IDIS_BEFORE,
+        _IDIS_AFTER,
         "vlmrobust idis-review",
     ),
 }
-
-
-def _set_texts(criteria_set: str) -> tuple[str, str, str, str, str]:
-    get_criteria_set(criteria_set)  # an unknown set: an error naming the known ones
-    return SET_TEXTS.get(
-        criteria_set,
-        (
-            f"{criteria_set}: human verification",
-            "Criteria and keys",
-            "Criteria:",
-            "",
-            "vlmrobust review",
-        ),
-    )
 
 
 def resolve_image(path: str, image_base: str | Path | None = None) -> Path:
@@ -120,6 +110,11 @@ def _data_uri(path: Path) -> str:
 
 def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
+
+
+def count_spans(counts: Mapping[str, Any], keys: Iterable[str]) -> str:
+    """The header's counts, ``<b id="count-KEY">`` each (what the script updates)."""
+    return "".join(f'<span>{k} <b id="count-{k}">{counts[k]}</b></span>' for k in keys)
 
 
 def _status_html(d: Decision | None) -> str:
@@ -210,7 +205,9 @@ def _card(
 </section>"""
 
 
-_CSS = """
+#: the style rules every review page shares (this page and the concept-family page of
+#: :mod:`vlmrobust.review.concepts`); each adds its own
+BASE_CSS = """
 :root { --ok: #1a7f37; --bad: #cf222e; --muted: #57606a; --line: #d0d7de; }
 * { box-sizing: border-box; }
 body { font: 15px/1.45 system-ui, sans-serif; margin: 0; color: #1f2328; background: #f6f8fa; }
@@ -218,31 +215,41 @@ body > header { position: sticky; top: 0; z-index: 2; background: #fff;
   border-bottom: 1px solid var(--line); padding: .5rem 1rem; }
 h1 { font-size: 1.15rem; margin: 0 0 .3rem; }
 .counts span { margin-right: 1rem; } .counts b { font-variant-numeric: tabular-nums; }
-.banner { color: var(--bad); }
 .help { color: var(--muted); font-size: .85rem; }
 main { max-width: 1400px; margin: 0 auto; padding: 1rem; }
 .card { background: #fff; border: 1px solid var(--line); border-left: 6px solid var(--line);
   border-radius: 6px; padding: .8rem 1rem; margin-bottom: 1.2rem; }
 .card.current { box-shadow: 0 0 0 3px #54aeff66; }
-.card[data-decision="accept"] { border-left-color: var(--ok); }
-.card[data-decision="reject"] { border-left-color: var(--bad); }
 .card.busy { opacity: .6; }
 .card > header { display: flex; justify-content: space-between; align-items: baseline; gap: 1rem; }
 h2 { font-size: 1rem; margin: 0 0 .5rem; word-break: break-all; } .idx { color: var(--muted); }
 .status { font-size: .9rem; color: var(--muted); }
-.card[data-decision="accept"] .status { color: var(--ok); font-weight: 600; }
-.card[data-decision="reject"] .status { color: var(--bad); font-weight: 600; }
-.images { display: grid; grid-template-columns: 1fr 1fr; gap: .8rem; }
 figure { margin: 0; text-align: center; background: #f6f8fa; border: 1px solid var(--line);
   border-radius: 4px; padding: .4rem; }
 figure img { max-width: 100%; max-height: 60vh; image-rendering: auto; }
 figcaption { font-size: .8rem; color: var(--muted); word-break: break-all; }
 figure.missing img { display: none; }
 figure.missing::before { content: "image not found"; color: var(--bad); display: block; padding: 2rem; }
-.fields { margin: .6rem 0; }
 .field { margin: .35rem 0; } .field > b { display: block; font-size: .8rem; color: var(--muted);
   text-transform: uppercase; letter-spacing: .03em; }
 .text { white-space: pre-wrap; }
+kbd { font-size: .75rem; border: 1px solid var(--line); border-radius: 3px; padding: 0 .25rem; }
+.actions { margin-top: .4rem; display: flex; gap: .5rem; align-items: center; flex-wrap: wrap; }
+button { font: inherit; padding: .3rem 1rem; border-radius: 4px; border: 1px solid var(--line);
+  cursor: pointer; background: #f6f8fa; }
+.error { color: var(--bad); }
+"""
+
+_CSS = (
+    BASE_CSS
+    + """
+.banner { color: var(--bad); }
+.card[data-decision="accept"] { border-left-color: var(--ok); }
+.card[data-decision="reject"] { border-left-color: var(--bad); }
+.card[data-decision="accept"] .status { color: var(--ok); font-weight: 600; }
+.card[data-decision="reject"] .status { color: var(--bad); font-weight: 600; }
+.images { display: grid; grid-template-columns: 1fr 1fr; gap: .8rem; }
+.fields { margin: .6rem 0; }
 .answer .text { font-weight: 600; }
 .distractor .text, .trap-path .text, .trap-answer .text { background: #fff8c5; }
 .choices { margin: .3rem 0; }
@@ -250,31 +257,75 @@ details { margin: .4rem 0; } summary { cursor: pointer; color: var(--muted); }
 .criteria { border: 1px solid var(--line); border-radius: 4px; margin: .5rem 0; }
 .criteria label { display: block; padding: .1rem 0; cursor: pointer; }
 .optional { color: var(--muted); font-style: italic; }
-kbd { font-size: .75rem; border: 1px solid var(--line); border-radius: 3px; padding: 0 .25rem; }
 .note-label { display: block; } textarea.note { width: 100%; font: inherit; }
-.actions { margin-top: .4rem; display: flex; gap: .5rem; align-items: center; flex-wrap: wrap; }
-button { font: inherit; padding: .3rem 1rem; border-radius: 4px; border: 1px solid var(--line);
-  cursor: pointer; background: #f6f8fa; }
 button.accept { background: var(--ok); color: #fff; } button.reject { background: var(--bad); color: #fff; }
-.error { color: var(--bad); }
 body.hide-decided .card[data-decision="accept"], body.hide-decided .card[data-decision="reject"] { display: none; }
 """
+)
 
-_JS = r"""
-(() => {
-  "use strict";
-  const live = document.body.dataset.live === "1";
+# What every review page's script starts with: the session token, the cards and the
+# current one, setCounts (the counts named in COUNT_KEYS), post (send one card's JSON
+# body, show the answer, or the error on the card; true when saved), focusCard, and the
+# "hide decided" box.
+_JS_SHARED = r"""
   const tokenMeta = document.querySelector("meta[name=review-token]");
   const token = tokenMeta ? tokenMeta.content : "";
   const cards = Array.from(document.querySelectorAll("section.card"));
   let current = 0;
 
   function setCounts(counts) {
-    for (const key of ["generated", "accepted", "rejected", "undecided"]) {
+    for (const key of COUNT_KEYS) {
       const el = document.getElementById("count-" + key);
       if (el && key in counts) el.textContent = counts[key];
     }
   }
+  async function post(card, endpoint, payload, show) {
+    const err = card.querySelector("[data-role=error]");
+    err.textContent = "";
+    card.classList.add("busy");
+    try {
+      const response = await fetch(endpoint, {
+        method: "POST",
+        headers: {"Content-Type": "application/json", "X-Review-Token": token},
+        body: JSON.stringify(payload),
+      });
+      let body = {};
+      try { body = await response.json(); } catch (e) { /* not JSON */ }
+      if (!response.ok) throw new Error(body.error || response.status + " " + response.statusText);
+      show(body);
+      if (body.counts) setCounts(body.counts);
+      return true;
+    } catch (e) {
+      err.textContent = "Not saved: " + e.message;
+      return false;
+    } finally {
+      card.classList.remove("busy");
+    }
+  }
+  function focusCard(i, scroll) {
+    if (!cards.length) return;
+    current = Math.max(0, Math.min(cards.length - 1, i));
+    cards.forEach((c, j) => c.classList.toggle("current", j === current));
+    if (scroll) cards[current].scrollIntoView({block: "start", behavior: "instant"});
+  }
+  const hide = document.getElementById("hide-decided");
+  hide.addEventListener("change", ev => document.body.classList.toggle("hide-decided", ev.target.checked));
+"""
+
+
+def page_script(count_keys: Iterable[str], body: str) -> str:
+    """A review page's script: the shared part (:data:`_JS_SHARED`, updating the counts
+    ``count_keys`` from each answer), then ``body``, in one strict-mode function."""
+    keys = json.dumps(list(count_keys))
+    return f'\n(() => {{\n  "use strict";\n  const COUNT_KEYS = {keys};\n{_JS_SHARED}{body}}})();\n'
+
+
+COUNT_KEYS = ("generated", "accepted", "rejected", "undecided")
+
+_JS = page_script(
+    COUNT_KEYS,
+    r"""
+  const live = document.body.dataset.live === "1";
   function statusText(d) {
     if (!d) return "undecided";
     const parts = [d.decision === "accept" ? "accepted" : "rejected"];
@@ -291,40 +342,16 @@ _JS = r"""
     if (d) card.querySelector("textarea.note").value = d.note;
   }
   async function send(card, decision) {
-    const err = card.querySelector("[data-role=error]");
-    err.textContent = "";
     if (!live) {
-      err.textContent = "Read-only copy: decisions are saved only through the review server " +
+      card.querySelector("[data-role=error]").textContent =
+        "Read-only copy: decisions are saved only through the review server " +
         "(" + (document.body.dataset.command || "vlmrobust review") + " ... --decisions ...).";
       return false;
     }
     const criteria = Array.from(card.querySelectorAll("input[name=criterion]:checked")).map(b => b.value);
     const note = card.querySelector("textarea.note").value;
-    card.classList.add("busy");
-    try {
-      const response = await fetch("decision", {
-        method: "POST",
-        headers: {"Content-Type": "application/json", "X-Review-Token": token},
-        body: JSON.stringify({sample_id: card.dataset.sampleId, decision, criteria, note}),
-      });
-      let body = {};
-      try { body = await response.json(); } catch (e) { /* not JSON */ }
-      if (!response.ok) throw new Error(body.error || response.status + " " + response.statusText);
-      show(card, body.decision);
-      if (body.counts) setCounts(body.counts);
-      return true;
-    } catch (e) {
-      err.textContent = "Not saved: " + e.message;
-      return false;
-    } finally {
-      card.classList.remove("busy");
-    }
-  }
-  function focusCard(i, scroll) {
-    if (!cards.length) return;
-    current = Math.max(0, Math.min(cards.length - 1, i));
-    cards.forEach((c, j) => c.classList.toggle("current", j === current));
-    if (scroll) cards[current].scrollIntoView({block: "start", behavior: "instant"});
+    const payload = {sample_id: card.dataset.sampleId, decision, criteria, note};
+    return post(card, "decision", payload, body => show(card, body.decision));
   }
   cards.forEach((card, i) => {
     card.addEventListener("click", ev => {
@@ -333,9 +360,6 @@ _JS = r"""
       if (button) send(card, button.dataset.action);
     });
     card.addEventListener("focusin", () => focusCard(i, false));
-  });
-  document.getElementById("hide-decided").addEventListener("change", ev => {
-    document.body.classList.toggle("hide-decided", ev.target.checked);
   });
   document.addEventListener("keydown", async ev => {
     if (ev.ctrlKey || ev.metaKey || ev.altKey || !cards.length) return;
@@ -358,8 +382,8 @@ _JS = r"""
     ev.preventDefault();
   });
   focusCard(0, false);
-})();
-"""
+""",
+)
 
 
 def render_review_page(
@@ -375,9 +399,9 @@ def render_review_page(
     """The page as a string; ``image_src`` gives each image's URL, ``live`` enables saving
     and ``token`` (the server's session token, live pages only) goes with each save.
     The criteria, title (unless given) and help are those of ``criteria_set``."""
-    default_title, summary, before, after, command = _set_texts(criteria_set)
+    crit, _, _ = get_criteria_set(criteria_set)  # an unknown set: names the known ones
+    default_title, summary, before, after, command = SET_TEXTS[criteria_set]
     title = default_title if title is None else title
-    crit, _, _ = get_criteria_set(criteria_set)
     cands = _as_candidates(candidates)
     decisions = dict(decisions or {})
     _, report = apply_decisions(cands, decisions, criteria_set=criteria_set)
@@ -386,10 +410,7 @@ def render_review_page(
         for i, c in enumerate(cands, 1)
     )
     criteria = "".join(f"<li><code>{cid}</code> {_e(text)}</li>" for cid, text in crit.items())
-    counts = "".join(
-        f'<span>{key} <b id="count-{key}">{report[key]}</b></span>'
-        for key in ("generated", "accepted", "rejected", "undecided")
-    )
+    counts = count_spans(report, COUNT_KEYS)
     banner = (
         ""
         if live

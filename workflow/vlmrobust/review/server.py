@@ -66,7 +66,6 @@ from ..core.decisions import (
     DecisionError,
     apply_decisions,
     as_candidates,
-    get_criteria_set,
     read_candidates,
     read_decisions,
     remove_decision,
@@ -93,6 +92,13 @@ def _default_reviewer() -> str:
         return ""
 
 
+def _candidate_list(candidates: str | Path | Iterable[Candidate]) -> list[Candidate]:
+    """Candidates from a candidates JSONL path, or validated from the candidates given."""
+    if isinstance(candidates, str | os.PathLike):
+        return read_candidates(candidates)
+    return as_candidates(candidates)
+
+
 class LocalServer(ThreadingHTTPServer):
     """What every review server shares: the session token, the ``Host``/``Origin``
     checks and the image folders. A subclass sets :attr:`post_path` and
@@ -102,9 +108,9 @@ class LocalServer(ThreadingHTTPServer):
 
     daemon_threads = True
     #: the one POST endpoint (a JSON body, the token in the X-Review-Token header)
-    post_path = "/decision"
+    post_path: str
     #: the names ``GET /image/<key>/<kind>`` accepts
-    image_kinds: tuple[str, ...] = IMAGE_KINDS
+    image_kinds: tuple[str, ...]
 
     def __init__(self, host: str, port: int, image_base: str | Path | None) -> None:
         self.image_base = Path(image_base) if image_base is not None else Path.cwd()
@@ -185,11 +191,15 @@ class LocalServer(ThreadingHTTPServer):
 
 
 class ReviewServer(LocalServer):
-    """The review server of candidates and a decisions file under one criteria set.
+    """The review server of candidates and a decisions file under one criteria set; a
+    bound, not yet running server (port 0: any free port; see ``.url``).
 
     ``candidates_path`` is a candidates JSONL, or the candidates themselves (the Idis
     review builds them from a variant manifest); ``criteria_set`` names the criteria the
     page shows and the decisions are validated against."""
+
+    post_path = "/decision"
+    image_kinds = IMAGE_KINDS
 
     def __init__(
         self,
@@ -203,13 +213,9 @@ class ReviewServer(LocalServer):
         criteria_set: str = DEFAULT_CRITERIA_SET,
         title: str | None = None,
     ) -> None:
-        get_criteria_set(criteria_set)
         self.criteria_set = criteria_set
         self.title = title
-        if isinstance(candidates_path, str | os.PathLike):
-            self.candidates: list[Candidate] = read_candidates(candidates_path)
-        else:
-            self.candidates = as_candidates(candidates_path)
+        self.candidates = _candidate_list(candidates_path)
         self.by_id = {c.sample_id: c for c in self.candidates}
         self.known_ids = frozenset(self.by_id)
         self.decisions_path = Path(decisions_path)
@@ -249,9 +255,6 @@ class ReviewServer(LocalServer):
         return None if cand is None else getattr(cand, f"{kind}_image")
 
     def post(self, body: Any) -> dict[str, Any]:
-        return self.decide(body)
-
-    def decide(self, body: Any) -> dict[str, Any]:
         """Validate and save one decision from a POST body; the JSON answer."""
         if not isinstance(body, dict):
             raise DecisionError("the body must be a JSON object")
@@ -426,28 +429,8 @@ class ReviewHandler(BaseHTTPRequestHandler):
         self._json(HTTPStatus.OK, answer)
 
 
-def make_server(
-    candidates_path: str | Path | Iterable[Candidate],
-    decisions_path: str | Path,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    image_base: str | Path | None = None,
-    reviewer: str | None = None,
-    criteria_set: str = DEFAULT_CRITERIA_SET,
-    title: str | None = None,
-) -> ReviewServer:
-    """A bound, not yet running server (port 0: any free port; see ``.url``)."""
-    return ReviewServer(
-        candidates_path,
-        decisions_path,
-        host,
-        port,
-        image_base=image_base,
-        reviewer=reviewer,
-        criteria_set=criteria_set,
-        title=title,
-    )
+#: a bound, not yet running server (port 0: any free port; see ``.url``)
+make_server = ReviewServer
 
 
 def run_server(server: LocalServer, what: str = "decision") -> None:
@@ -463,28 +446,10 @@ def run_server(server: LocalServer, what: str = "decision") -> None:
             server.serve_forever()
 
 
-def serve(
-    candidates_path: str | Path | Iterable[Candidate],
-    decisions_path: str | Path,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    image_base: str | Path | None = None,
-    reviewer: str | None = None,
-    criteria_set: str = DEFAULT_CRITERIA_SET,
-    title: str | None = None,
-) -> None:
-    """Run the review server until interrupted; prints its URL first."""
-    server = make_server(
-        candidates_path,
-        decisions_path,
-        host,
-        port,
-        image_base=image_base,
-        reviewer=reviewer,
-        criteria_set=criteria_set,
-        title=title,
-    )
+def serve(*args: Any, **kwargs: Any) -> None:
+    """Run a :class:`ReviewServer` (made from these arguments) until interrupted; prints
+    its URL first and the verification counts last."""
+    server = ReviewServer(*args, **kwargs)
     run_server(server)
     _, report = server.state()
     print(_summary(report), flush=True)
@@ -518,10 +483,7 @@ def review(
     ``candidates`` is a candidates JSONL or the candidates themselves (``vlmrobust
     idis-review`` passes those of a variant manifest, with its ``criteria_set``)."""
     try:
-        if isinstance(candidates, str | os.PathLike):
-            rows = read_candidates(candidates)
-        else:
-            rows = as_candidates(candidates)
+        rows = _candidate_list(candidates)
         found = read_decisions(
             decisions, [c.sample_id for c in rows], missing_ok=True, criteria_set=criteria_set
         )

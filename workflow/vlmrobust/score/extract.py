@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Extraction",
+    "braced_group",
     "clean_latex",
     "extract_label",
     "extract_letter",
@@ -97,19 +98,30 @@ _UNWRAP = re.compile(
 _DEGREE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ\b|\\degree\b|\^\s*\{\s*°\s*\}")
 
 
+def braced_group(text: str, start: int) -> tuple[str, int] | None:
+    """The content of the ``{...}`` group opening at ``start`` (nested braces handled)
+    and the index after its closing brace; None when no group opens there or it is
+    never closed."""
+    if start >= len(text) or text[start] != "{":
+        return None
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : i], i + 1
+    return None
+
+
 def find_boxed(text: str) -> list[tuple[int, str]]:
     """``(position, content)`` of every closed ``\\boxed{...}`` / ``\\fbox{...}``, in order."""
     out = []
     for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-            i += 1
-        if depth == 0:
-            out.append((m.start(), text[m.end() : i - 1]))
+        group = braced_group(text, m.end() - 1)
+        if group is not None:
+            out.append((m.start(), group[0]))
     return out
 
 

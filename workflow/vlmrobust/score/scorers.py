@@ -117,9 +117,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.benchmarks import BENCHMARKS
+from ..core.idis import IMAGENET9_CLASSES, WATERBIRDS_LABELS, option_letters
 from ..core.records import Sample
 from .extract import (
     Extraction,
+    braced_group,
     clean_latex,
     extract_label,
     extract_letter,
@@ -777,22 +779,16 @@ class GenericScorer(Scorer):
 # --------------------------------------------------------------------------- Idis: class names
 
 #: ImageNet-9 label -> the names that read as it (module docstring): the label and the
-#: class name of its ImageNet-9 folder; each may also be plural (``s`` / ``es``)
+#: class name of its ImageNet-9 folder (:data:`vlmrobust.core.idis.IMAGENET9_CLASSES`);
+#: each may also be plural (``s`` / ``es``)
 IMAGENET9_NAMES: dict[str, tuple[str, ...]] = {
-    "Dog": ("dog",),
-    "Bird": ("bird",),
-    "Vehicle": ("vehicle", "wheeled vehicle"),
-    "Reptile": ("reptile",),
-    "Carnivore": ("carnivore",),
-    "Insect": ("insect",),
-    "Instrument": ("instrument", "musical instrument"),
-    "Primate": ("primate",),
-    "Fish": ("fish",),
+    label: tuple(dict.fromkeys((label.lower(), name))) for name, label in IMAGENET9_CLASSES
 }
-#: Waterbirds label -> the names that read as it (optionally plural)
+#: Waterbirds label -> the names that read as it (optionally plural): the label, and
+#: the label as two words (``land bird``, ``land-bird``)
 WATERBIRDS_NAMES: dict[str, tuple[str, ...]] = {
-    "Landbird": ("landbird", "land bird", "land-bird"),
-    "Waterbird": ("waterbird", "water bird", "water-bird"),
+    label: tuple(label.lower().replace("bird", f"{sep}bird") for sep in ("", " ", "-"))
+    for label in WATERBIRDS_LABELS
 }
 
 
@@ -809,7 +805,8 @@ def _name_patterns(names: dict[str, tuple[str, ...]]) -> dict[str, re.Pattern[st
 
 _IMAGENET9_PATTERNS = _name_patterns(IMAGENET9_NAMES)
 _WATERBIRDS_PATTERNS = _name_patterns(WATERBIRDS_NAMES)
-_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+#: the markers that decide the ``imagenet9`` / ``waterbirds`` span (no cue is read)
+_DECISIVE = {"answer-tag": "the last <answer>", "boxed": "the last \\boxed{}"}
 
 
 def _named(span: str, patterns: dict[str, re.Pattern[str]]) -> list[str]:
@@ -825,12 +822,9 @@ def _judge_named(sample: Sample, text: str, patterns: dict[str, re.Pattern[str]]
             f"the answer {sample.answer!r} of {sample.sample_id} is not one of "
             f"{', '.join(patterns)}"
         )
-    marks = [(m.start(), m.group(1), "answer-tag") for m in _TAG.finditer(text)]
-    marks += [(pos, content, "boxed") for pos, content in find_boxed(text)]
-    if marks:
-        _, span, rule = max(marks, key=lambda m: m[0])
-        where = "the last <answer>" if rule == "answer-tag" else "the last \\boxed{}"
-        candidates = [(span, rule, where)]
+    last = next((m for m in final_markers(text) if m.method in _DECISIVE), None)
+    if last is not None:
+        candidates = [(last.segment, last.method, _DECISIVE[last.method])]
     else:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         candidates = [(lines[-1] if lines else "", "last-line", "the last line")]
@@ -861,23 +855,8 @@ class WaterbirdsScorer(Scorer):
 
 # --------------------------------------------------------------------------- Idis: MathVerse
 
-_EXPR_NAMES = {"pi": math.pi, "sqrt": math.sqrt}
-
-
-def _braced(text: str, start: int) -> tuple[str, int] | None:
-    """The content of the ``{...}`` group opening at ``start`` and the index after it."""
-    if start >= len(text) or text[start] != "{":
-        return None
-    depth, i = 0, start
-    while i < len(text):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : i], i + 1
-        i += 1
-    return None
+#: the names an arithmetic expression may hold (``_eval_node`` evaluates them)
+_EXPR_NAMES = frozenset({"pi", "sqrt"})
 
 
 def _latex_to_python(text: str) -> str | None:
@@ -888,11 +867,11 @@ def _latex_to_python(text: str) -> str | None:
         m = re.search(r"\\frac\s*(?=\{)|\\sqrt\s*(?:\[([^\]]*)\])?\s*(?=\{)", s)
         if not m:
             break
-        first = _braced(s, m.end())
+        first = braced_group(s, m.end())
         if first is None:
             return None
         if s[m.start() :].startswith("\\frac"):
-            second = _braced(s, first[1])
+            second = braced_group(s, first[1])
             if second is None:
                 return None
             repl, end = f"(({first[0]})/({second[0]}))", second[1]
@@ -911,7 +890,7 @@ def _latex_to_python(text: str) -> str | None:
     s = re.sub(r"\s+", " ", s).strip()
     if not s or re.search(r"[^0-9.+\-*/() a-z]", s):
         return None
-    if set(re.findall(r"[a-z]+", s)) - set(_EXPR_NAMES):
+    if set(re.findall(r"[a-z]+", s)) - _EXPR_NAMES:
         return None
     s = re.sub(r"(?<=[\d.)])\s*(?=[(a-z])", "*", s)
     s = re.sub(r"(?<=pi)\s*(?=[\d(a-z])", "*", s)
@@ -950,15 +929,20 @@ def _eval_node(node: ast.AST) -> float:
     raise ValueError(f"not arithmetic: {type(node).__name__}")
 
 
+def _value_part(text: str) -> str:
+    """An answer as a reader sees it, without a final period; of an equation, the part
+    after the last ``=``."""
+    s = clean_latex(str(text)).strip().rstrip(".").strip()
+    return s.rsplit("=", 1)[1].strip() if "=" in s else s
+
+
 def math_value(text: str | None) -> float | None:
     """The value of an answer that is one number or a LaTeX-light arithmetic expression
     (``14 cm``, ``60°``, ``\\frac{1}{2}``, ``2\\sqrt{3}``, ``4\\pi``, ``3^2``; the part
     after the last ``=``), else None (a symbolic answer such as ``y=2x+1``)."""
     if text is None:
         return None
-    s = clean_latex(str(text)).strip().rstrip(".").strip()
-    if "=" in s:
-        s = s.rsplit("=", 1)[1].strip()
+    s = _value_part(text)
     if not s:
         return None
     value = to_number(s)
@@ -978,9 +962,7 @@ def math_value(text: str | None) -> float | None:
 
 def _stated_decimals(text: str) -> int:
     """Decimals of an answer written as a plain decimal number (``3.46`` -> 2), else 0."""
-    s = clean_latex(text).strip().rstrip(".")
-    if "=" in s:
-        s = s.rsplit("=", 1)[1].strip()
+    s = _value_part(text)
     m = re.fullmatch(r"(?:approximately|approx\.?|about|≈|~)?\s*[-+]?\d*\.(\d+)\s*\D*", s, re.I)
     return len(m.group(1)) if m else 0
 
@@ -1072,13 +1054,6 @@ _LV_LIST = re.compile(r"\b[A-Z](?:\s*,\s*[A-Z]\b)+(?:,?\s*(?:and|or)\s*[A-Z]\b)?
 _LV_LETTER = re.compile(r"(?<![A-Za-z0-9])\(?([A-Z])\)?(?![A-Za-z0-9])")
 
 
-def _gold_letters(answer: str) -> list[str] | None:
-    parts = [p for p in re.split(r"\s*(?:,|;|&|\band\b|\s)\s*", answer.strip()) if p]
-    if not parts or not all(len(p) == 1 and p.isalpha() for p in parts):
-        return None
-    return sorted({p.upper() for p in parts})
-
-
 def _logicvista_letters(sample: Sample, gold: list[str]) -> str:
     question = sample.question
     named = [m.group(2) for m in _LV_RANGE.finditer(question)]
@@ -1112,7 +1087,7 @@ class LogicVistaScorer(Scorer):
     def judge(self, sample: Sample, text: str) -> Score:
         if sample.answer_type == "number":
             return _judge_number(sample, text, None)
-        gold = _gold_letters(sample.answer)
+        gold = option_letters(sample.answer)
         if gold is None:
             raise ValueError(
                 f"the answer {sample.answer!r} of {sample.sample_id} is not option letters"
