@@ -281,3 +281,19 @@ def test_snakemake_refuses_the_configuration_before_printing_a_command(tmp_path,
     assert proc.returncode != 0
     assert expected in out
     assert SECRET not in out
+
+
+def test_command_line_strings_become_the_choice_they_spell():
+    # snakemake --config hands nested values over as strings ('1'); a key that takes a
+    # string or an integer (`classes: all-other | N`) gets the integer, not the string
+    from vlmrobust.core.config import validate_config
+
+    config = _config()
+    config["conditions"]["idis-typographic"]["classes"] = "1"
+    assert validate_config(config)["conditions"]["idis-typographic"]["classes"] == 1
+    config = _config()
+    config["conditions"]["idis-typographic"]["classes"] = "all-other"
+    assert validate_config(config)["conditions"]["idis-typographic"]["classes"] == "all-other"
+    config["conditions"]["idis-typographic"]["classes"] = "0"  # fits no choice: an error
+    with pytest.raises(ConfigError, match="conditions.idis-typographic.classes"):
+        validate_config(config)

@@ -226,6 +226,22 @@ def _expects_string(schema: dict) -> bool:
     return True
 
 
+def _coerce_choice(data: str, schema: dict, root: dict) -> Any:
+    try:
+        parsed = yaml.safe_load(data)
+    except yaml.YAMLError:
+        return data
+    if isinstance(parsed, str):
+        return data
+    choices = [
+        {**c, "$defs": root.get("$defs", {})} for c in schema.get("oneOf", schema.get("anyOf", []))
+    ]
+    fits = [Draft202012Validator(c).is_valid for c in choices]
+    if any(f(parsed) for f in fits) and not any(f(data) for f in fits):
+        return parsed
+    return data
+
+
 def coerce_strings(data: Any, schema: Any, root: dict | None = None) -> Any:
     """Read strings as YAML where the schema expects no string.
 
@@ -244,6 +260,10 @@ def coerce_strings(data: Any, schema: Any, root: dict | None = None) -> Any:
             return data
         if not isinstance(parsed, str):
             data = parsed
+    elif isinstance(data, str) and ("oneOf" in schema or "anyOf" in schema):
+        # a choice of a string or something else (`classes: all-other | <integer>`): the
+        # string is read as YAML when only what it spells fits one of the choices
+        data = _coerce_choice(data, schema, root)
     branches = [schema] + [
         sub[b] for sub in schema.get("allOf", []) for b in ("then", "else") if b in sub
     ]
