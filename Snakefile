@@ -45,6 +45,7 @@ include: "workflow/rules/inference.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/masking.smk"
 include: "workflow/rules/judges.smk"
+include: "workflow/rules/idis.smk"
 include: "workflow/rules/studies.smk"
 
 

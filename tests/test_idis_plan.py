@@ -90,3 +90,68 @@ def test_math_judge_files_and_spec(config):
     llm = {"backend": "openai", "model": "gpt-oss-120b", "base_url": "http://h:8000/v1"}
     spec = _plan(config, [(("judge", "mathverse"), llm)]).math_judge_spec()
     assert spec["cache_dir"] == "results/cache/llm"  # the run's LLM cache
+
+
+def test_attribute_files_per_extractor_of_every_idis_output(config):
+    plan = _plan(config)
+    assert plan.attribute_extractors == ["lexical"]
+    files = plan.attribute_files("demo-idis-perception")
+    # 2 models x 5 conditions x 2 prompts
+    assert len(files) == 20
+    assert files[0] == (
+        "results/judged-attributes/lexical/demo-base/demo-idis-perception/clean/idis-perception.jsonl"
+    )
+    assert len(plan.attribute_files("demo-idis-waterbirds")) == 2 * 1 * 2
+    assert plan.attribute_files("demo-chart") == []  # no attribute task
+    assert plan.idis_task("demo-idis-math") == "math"
+    two = {"lexical": {"backend": "offline"}, "alt": {"backend": "offline"}}
+    plan2 = _plan(config, [(("judge", "attributes", "extractors"), two)])
+    assert len(plan2.attribute_files("demo-idis-math")) == 2 * 2 * 5
+    llm = {"backend": "openai", "model": "deepseek-chat", "prompt": "alternative"}
+    plan3 = _plan(config, [(("judge", "attributes", "extractors"), {"ds": llm})])
+    assert plan3.attribute_spec("ds")["cache_dir"] == "results/cache/llm"
+
+
+def test_area_files_only_for_conditions_that_place_distractors(config):
+    plan = _plan(config)
+    assert plan.area_files("demo-idis-perception") == [
+        "results/areas/demo-idis-perception/idis-objects.jsonl",
+        "results/areas/demo-idis-perception/idis-typographic.jsonl",
+        "results/areas/demo-idis-perception/idis-size.jsonl",
+    ]  # not clean, not the resolutions
+    assert [f.rsplit("/", 1)[1] for f in plan.area_files("demo-idis-math")] == [
+        "idis-diagram.jsonl",
+        "idis-handwritten.jsonl",
+        "idis-mathwriting.jsonl",
+    ]  # not the textual one
+
+
+def test_blocked_files_and_their_checks(config):
+    plan = _plan(config)
+    assert plan.blocked_files("demo-idis-perception") == [
+        "results/blocked/demo-reasoning/demo-idis-perception/idis-objects/idis-perception.jsonl"
+    ]
+    assert plan.blocked_files("demo-idis-math") == []  # no idis-objects there
+    assert plan.blocking_spec() == {
+        "settings": ["none", "distractor", "target"],
+        "max_new_tokens": 24,
+        "limit": None,
+    }
+    only = _plan(config, [(("idis", "blocking", "datasets"), ["demo-idis-waterbirds"])])
+    assert only.blocked_files("demo-idis-perception") == []
+    with pytest.raises(ConfigError, match=r"idis\.blocking\.conditions: unknown condition 'nope'"):
+        _plan(config, [(("idis", "blocking", "conditions"), ["nope"])])
+    with pytest.raises(ConfigError, match=r"idis\.blocking\.models: 'demo-extra' is not in"):
+        _plan(config, [(("idis", "blocking", "models"), ["demo-extra"])])
+    with pytest.raises(ConfigError, match=r"idis\.blocking\.datasets: 'x' is not a dataset"):
+        _plan(config, [(("idis", "blocking", "datasets"), ["x"])])
+    with pytest.raises(ConfigError, match=r"name at least one extractor"):
+        _plan(config, [(("judge", "attributes", "extractors"), {})])
+
+
+def test_an_extractor_setting_is_checked_by_its_schema(config):
+    bad = {"lexical": {"backend": "offline", "prompt": "alternative"}}
+    with pytest.raises(ConfigError, match="prompt"):
+        _plan(config, [(("judge", "attributes", "extractors"), bad)])
+    with pytest.raises(ConfigError, match="model"):
+        _plan(config, [(("judge", "attributes", "extractors"), {"x": {"backend": "openai"}})])

@@ -45,9 +45,11 @@ def test_demo_folders_and_files(plan):
         "masking/demo-visargs",
     ]
     idis = STUDIES["idis"]
-    assert idis.figure_files(plan, "demo-idis-math") == [
+    assert idis.figure_files(plan, "demo-idis-math")[:4] == [
         "figures/idis/demo-idis-math/length_accuracy.png",
         "figures/idis/demo-idis-math/length_accuracy.pdf",
+        "figures/idis/demo-idis-math/length_accuracy_semantics.png",
+        "figures/idis/demo-idis-math/length_accuracy_semantics.pdf",
     ]
     # the MathVerse judge's verdicts are the study's correctness on a mathverse dataset
     math_inputs = idis.inputs(plan, "demo-idis-math")

@@ -1,5 +1,6 @@
 # Helpers shared by the workflow steps (validation of the configuration, input functions).
 import json
+import os
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -60,6 +61,59 @@ def condition_inputs(wildcards):
 def math_judge_spec(wildcards):
     """The MathVerse judge's configuration as JSON (config judge.mathverse)."""
     return json.dumps(PLAN.math_judge_spec(), sort_keys=True)
+
+
+def attribute_spec(wildcards):
+    """One attribute extractor's setting as JSON (config judge.attributes.extractors)."""
+    return json.dumps(PLAN.attribute_spec(wildcards.extractor), sort_keys=True)
+
+
+def attribute_resources(wildcards):
+    """The vocabulary or prompt file an extractor's labels depend on."""
+    from vlmrobust.judges.attributes import resource_files
+
+    spec = PLAN.attribute_spec(wildcards.extractor)
+    task = PLAN.idis_task(wildcards.dataset)
+    return [os.path.relpath(p) for p in resource_files(spec, task)]
+
+
+def idis_task(wildcards):
+    """The attribute task of a dataset (perception, math, waterbirds)."""
+    return PLAN.idis_task(wildcards.dataset)
+
+
+def areas_spec(wildcards):
+    """The distractor-area setting as JSON (config idis.areas)."""
+    return json.dumps(PLAN.areas_spec(), sort_keys=True)
+
+
+def blocking_inputs(wildcards):
+    """What one attention-blocking job reads: the outputs, their main attribute labels,
+    the variants, the samples and (a demo model) the checkpoint."""
+    w = wildcards
+    extractor = PLAN.attribute_extractors[0]
+    return {
+        "outputs": PLAN.output_path(w.model, w.dataset, w.condition, w.prompt),
+        "attributes": PLAN.attributes_path(
+            extractor, w.model, w.dataset, w.condition, w.prompt
+        ),
+        "manifest": PLAN.manifest_path(w.dataset, w.condition),
+        "samples": PLAN.samples_path(w.dataset),
+        "model": model_input(w),
+    }
+
+
+def blocking_spec(wildcards):
+    """The attention-blocking job as JSON: the model's inference job (one shard), what
+    is blocked, and how answers are scored."""
+    w = wildcards
+    spec = {
+        "infer": PLAN.infer_spec(w.model, w.dataset, w.prompt, 0, 1),
+        **PLAN.blocking_spec(),
+        "scorer": PLAN.score_params(w.dataset)["scorer"],
+        "unparsed_choice": PLAN.unparsed_choice(w.dataset),
+    }
+    return json.dumps(spec, sort_keys=True)
 
 
 def all_targets():
@@ -157,13 +211,26 @@ def import_input(wildcards):
     }
     if spec["references"]:
         files["references"] = spec["references"]
+    if spec["format"] == "jsonl":  # question ids name the condition's variants
+        files["manifest"] = PLAN.manifest_path(spec["dataset"], spec["condition"])
     return files
+
+
+def import_manifest_arg(wildcards, input):
+    """`--manifest` for a jsonl import (its question ids name variants)."""
+    return f"--manifest {input.manifest}" if "manifest" in input.keys() else ""
 
 
 def import_spec(wildcards):
     spec = IMPORTS[wildcards.imported]
+    markers = (REGISTRY[spec["model"]].get("options") or {}).get("thinking_markers")
     return json.dumps(
-        {**spec, "adapter": DATASETS[spec["dataset"]]["adapter"]}, sort_keys=True
+        {
+            **spec,
+            "adapter": DATASETS[spec["dataset"]]["adapter"],
+            "thinking_markers": markers,
+        },
+        sort_keys=True,
     )
 
 
@@ -298,6 +365,7 @@ def study_caption(kind):
     """The report caption of a study's tables, figures or pages (a params function)."""
 
     def caption(wildcards):
-        return getattr(STUDY_FOLDERS[wildcards.folder][0], f"{kind}_caption")
+        study = STUDY_FOLDERS[wildcards.folder][0]
+        return study.view_caption(kind, wildcards.name)
 
     return caption

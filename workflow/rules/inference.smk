@@ -125,6 +125,7 @@ rule import_outputs:
         "../../envs/data.yaml"
     params:
         spec=import_spec,
+        manifest=import_manifest_arg,
     shell:
         "vlmrobust import-outputs --spec {params.spec:q} --samples {input.samples}"
-        " --released {input.released} --out {output} > {log} 2>&1"
+        " {params.manifest} --released {input.released} --out {output} > {log} 2>&1"

@@ -85,3 +85,29 @@ rule judge_mathverse:
     shell:
         "vlmrobust judge-mathverse --outputs {input.outputs} --samples {input.samples}"
         " --spec {params.spec:q} --out {output} > {log} 2>&1"
+
+
+# Idis: every attribute extractor reads every reasoning trace of an Idis dataset
+# (adapter imagenet9, mathverse or waterbirds) and sorts its literal evidence phrases
+# into the task's categories; the variant says which are the distractor's.
+rule judge_attributes:
+    input:
+        outputs="results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
+        samples="results/samples/{dataset}/samples.jsonl",
+        manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
+        resources=attribute_resources,
+    output:
+        "results/judged-attributes/{extractor}/{model}/{dataset}/{condition}/{prompt}.jsonl",
+    log:
+        "logs/judge-attributes/{extractor}/{model}/{dataset}/{condition}/{prompt}.log",
+    wildcard_constraints:
+        extractor=alternation(PLAN.attribute_extractors),
+    conda:
+        "../../envs/judge.yaml"
+    params:
+        spec=attribute_spec,
+        task=idis_task,
+    shell:
+        "vlmrobust judge-attributes --outputs {input.outputs} --samples {input.samples}"
+        " --manifest {input.manifest} --task {params.task} --extractor {wildcards.extractor}"
+        " --spec {params.spec:q} --out {output} > {log} 2>&1"

@@ -309,15 +309,26 @@ def cmd_gather(args: argparse.Namespace) -> int:
 
 
 def cmd_import_outputs(args: argparse.Namespace) -> int:
-    """A released lmms-eval / VLMEvalKit file as the outputs of one job (config `imports`)."""
+    """A released lmms-eval / VLMEvalKit / JSONL file as the outputs of one job (config
+    `imports`); format jsonl needs --manifest (its question ids name variants)."""
     from .core.io import write_jsonl
-    from .core.records import read_samples
+    from .core.records import read_samples, read_variants
     from .score.released import import_outputs
 
     spec = _json_arg(args.spec, "--spec")
-    rows, missing = import_outputs(spec, read_samples(args.samples), args.released)
+    if not isinstance(spec, dict):
+        raise ConfigError("--spec must be a JSON object")
+    jsonl = spec.get("format") == "jsonl"
+    if jsonl and not args.manifest:
+        raise ConfigError(
+            "import-outputs: format jsonl needs --manifest (the condition's variant "
+            "manifest, results/variants/<dataset>/<condition>/manifest.jsonl)"
+        )
+    variants = read_variants(args.manifest) if args.manifest else None
+    rows, missing = import_outputs(spec, read_samples(args.samples), args.released, variants)
     if missing:
-        log.warning("%s: %d samples have no released answer", args.released, missing)
+        what = "variants" if jsonl else "samples"
+        log.warning("%s: %d %s have no released answer", args.released, missing, what)
     failed = sum(1 for r in rows if r.released and r.released.get("verdict_error"))
     if failed:
         log.warning(
@@ -503,6 +514,119 @@ def cmd_judge_mathverse(args: argparse.Namespace) -> int:
         summary["correct"],
         summary["failed"],
     )
+    return 0
+
+
+def cmd_judge_attributes(args: argparse.Namespace) -> int:
+    from .judges.attributes import judge_attributes
+
+    if args.config is not None:
+        plan = _job_names(args, "model", "dataset", "condition", "prompt")
+        m, d, c, p = args.model, args.dataset, args.condition, args.prompt
+        args.extractor = args.extractor or plan.attribute_extractors[0]
+        _fill(
+            args,
+            outputs=plan.output_path(m, d, c, p),
+            samples=plan.samples_path(d),
+            manifest=plan.manifest_path(d, c),
+            task=plan.idis_task(d),
+            spec=json.dumps(plan.attribute_spec(args.extractor)),
+            out=plan.attributes_path(args.extractor, m, d, c, p),
+        )
+    _need(args, "outputs", "samples", "manifest", "task", "extractor", "spec", "out")
+    summary = judge_attributes(
+        args.outputs,
+        args.samples,
+        args.manifest,
+        _json_arg(args.spec, "--spec"),
+        args.task,
+        args.extractor,
+        args.out,
+    )
+    log.info("%s: %s", args.out, summary)
+    return 0
+
+
+def cmd_idis_areas(args: argparse.Namespace) -> int:
+    from .perturb.areas import measure_areas
+
+    if args.config is not None:
+        plan = _job_names(args, "dataset", "condition")
+        d, c = args.dataset, args.condition
+        _fill(
+            args,
+            manifest=plan.manifest_path(d, c),
+            samples=plan.samples_path(d),
+            spec=json.dumps(plan.areas_spec()),
+            out=plan.area_path(d, c),
+        )
+    _need(args, "manifest", "samples", "spec", "out")
+    summary = measure_areas(args.manifest, args.samples, _json_arg(args.spec, "--spec"), args.out)
+    log.info("%s: %s", args.out, summary)
+    return 0
+
+
+def cmd_block_attention(args: argparse.Namespace) -> int:
+    from .clients.vlm import make_backend
+    from .infer.blocking import block_attention
+    from .infer.run import Job
+    from .score import score_outputs
+
+    if args.config is not None:
+        plan = _job_names(args, "model", "dataset", "condition", "prompt")
+        m, d, c, p = args.model, args.dataset, args.condition, args.prompt
+        extractor = plan.attribute_extractors[0]
+        spec = {
+            "infer": plan.infer_spec(m, d, p, 0, 1),
+            **plan.blocking_spec(),
+            "scorer": plan.score_params(d)["scorer"],
+            "unparsed_choice": plan.unparsed_choice(d),
+        }
+        _fill(
+            args,
+            spec=json.dumps(spec),
+            outputs=plan.output_path(m, d, c, p),
+            attributes=plan.attributes_path(extractor, m, d, c, p),
+            manifest=plan.manifest_path(d, c),
+            samples=plan.samples_path(d),
+            out=plan.blocked_path(m, d, c, p),
+        )
+    _need(args, "spec", "outputs", "attributes", "manifest", "samples", "out")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    spec = _json_arg(args.spec, "--spec")
+    job = Job(**spec["infer"])
+    unparsed = spec.get("unparsed_choice") or "wrong"
+
+    def score(row: dict[str, Any], sample: Any) -> int | None:
+        """A re-answer scored as the outputs are (the dataset's scorer, no LLM fallback)."""
+        scored = score_outputs(
+            {sample.sample_id: sample},
+            [row],
+            spec["scorer"],
+            unparsed_choice=unparsed,
+        )
+        return int(scored[0]["correct"])
+
+    backend = make_backend(job.model, job.model_spec)
+    try:
+        summary = block_attention(
+            Path(args.outputs),
+            Path(args.samples),
+            Path(args.manifest),
+            Path(args.attributes),
+            backend,
+            Path(args.out),
+            settings=tuple(spec["settings"]),
+            max_new_tokens=int(spec["max_new_tokens"]),
+            limit=spec.get("limit"),
+            score=score,
+        )
+    finally:
+        backend.close()
+    log.info("%s: %s", args.out, json.dumps(summary, sort_keys=True, default=str))
     return 0
 
 
@@ -906,6 +1030,10 @@ COMMANDS: dict[str, Command] = {
             arg("--spec", required=True, help="the `imports` entry as JSON"),
             arg("--samples", required=True, help="samples JSONL of the dataset"),
             arg("--released", required=True, help="the released file"),
+            arg(
+                "--manifest",
+                help="the condition's variant manifest JSONL (required for format jsonl)",
+            ),
             arg("--out", required=True, help="outputs JSONL"),
         ),
     ),
@@ -996,6 +1124,48 @@ COMMANDS: dict[str, Command] = {
             arg("--outputs", help="outputs JSONL of a mathverse dataset"),
             arg("--samples", help="samples JSONL (meta.question_for_eval)"),
             arg("--out", help="judged JSONL (one row per output: extracted, verdict)"),
+        ),
+    ),
+    "judge-attributes": Command(
+        cmd_judge_attributes,
+        "outputs -> Idis attribute labels of each reasoning trace (one extractor)",
+        (
+            *SPEC,
+            *MCP,
+            arg(
+                "--extractor",
+                help="extractor name (judge.attributes.extractors; default the first)",
+            ),
+            arg("--task", choices=["perception", "math", "waterbirds"], help="attribute task"),
+            arg("--outputs", help="outputs JSONL of an Idis dataset"),
+            arg("--samples", help="samples JSONL (the target's label or concept family)"),
+            arg("--manifest", help="variant manifest JSONL (the distractors' classes)"),
+            arg("--out", help="attributes JSONL (one row per output)"),
+        ),
+    ),
+    "idis-areas": Command(
+        cmd_idis_areas,
+        "variants -> distractor and target areas and r_area per variant",
+        (
+            *SPEC,
+            *job("dataset", "condition"),
+            arg("--manifest", help="variant manifest JSONL"),
+            arg("--samples", help="samples JSONL (target masks, original images)"),
+            arg("--out", help="areas JSONL (one row per variant)"),
+        ),
+    ),
+    "block-attention": Command(
+        cmd_block_attention,
+        "outputs -> final answers re-generated with attention to attribute phrases blocked",
+        (
+            *SPEC,
+            *MCP,
+            arg("--outputs", help="outputs JSONL of a local model"),
+            arg("--attributes", help="the main extractor's attributes JSONL of those outputs"),
+            arg("--manifest", help="variant manifest JSONL"),
+            arg("--samples", help="samples JSONL"),
+            arg("--threads", type=int, default=0, help="torch CPU threads (0: torch's)"),
+            arg("--out", help="blocked JSONL (one row per output and setting)"),
         ),
     ),
     "judge-agreement": Command(

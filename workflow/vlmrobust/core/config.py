@@ -547,7 +547,38 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                 f"config: models: unknown model id {mid!r} (not in {config['model_registry']}; "
                 f"known: {', '.join(registry['models'])})"
             )
+    _check_blocking(config, registry["models"])
     return config
+
+
+def _check_blocking(config: dict, models: dict) -> None:
+    """``idis.blocking`` names run models answered locally and conditions of the run."""
+    blocking = config["idis"]["blocking"]
+    for mid in blocking["models"]:
+        if mid not in config["models"]:
+            raise ConfigError(f"config: idis.blocking.models: {mid!r} is not in the run's `models`")
+        if models[mid]["backend"] != "hf":
+            raise ConfigError(
+                f"config: idis.blocking.models: {mid!r} has backend "
+                f"{models[mid]['backend']!r}; attention blocking needs a local checkpoint "
+                "(backend 'hf')"
+            )
+    for cond in blocking["conditions"]:
+        if cond not in config["conditions"]:
+            raise ConfigError(
+                f"config: idis.blocking.conditions: unknown condition {cond!r} "
+                f"(defined under `conditions`: {', '.join(config['conditions'])})"
+            )
+    for name in blocking["datasets"] or []:
+        if name not in config["datasets"]:
+            raise ConfigError(
+                f"config: idis.blocking.datasets: {name!r} is not a dataset of the run"
+            )
+    if blocking["models"] and not config["judge"]["attributes"]["extractors"]:
+        raise ConfigError(
+            "config: idis.blocking: blocking needs the attribute phrases of a trace; "
+            "name at least one extractor under judge.attributes.extractors"
+        )
 
 
 DEMO_ROOT = "results/raw/demo"

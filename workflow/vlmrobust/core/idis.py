@@ -26,11 +26,25 @@ __all__ = [
     "IMAGENET9_FOLDERS",
     "IMAGENET9_LABELS",
     "IMAGENET9_QUESTION",
+    "AREA_PERTURBATIONS",
+    "IDIS_TASKS",
     "MATHVERSE_VERSIONS",
     "WATERBIRDS_LABELS",
     "WATERBIRDS_QUESTION",
+    "attribute_categories",
     "option_letters",
 ]
+
+#: the attribute-analysis task of each Idis base benchmark (adapter -> task): which
+#: attribute categories a trace is sorted into (docs/studies/idis.md)
+IDIS_TASKS: dict[str, str] = {
+    "imagenet9": "perception",
+    "mathverse": "math",
+    "waterbirds": "waterbirds",
+}
+#: perturbations whose variants carry a distractor area (placed objects, figures or
+#: rendered text, or the released edited images)
+AREA_PERTURBATIONS = ("objects", "typographic", "size", "diagram", "handwritten", "idis-release")
 
 #: (class name, label) of the nine ImageNet-9 classes, in class order (00 ... 08)
 IMAGENET9_CLASSES: tuple[tuple[str, str], ...] = (
@@ -79,3 +93,109 @@ def option_letters(text: str) -> list[str] | None:
     if not parts or not all(len(p) == 1 and "A" <= p.upper() <= "Z" for p in parts):
         return None
     return sorted({p.upper() for p in parts})
+
+
+#: the attribute categories a perception trace is sorted into: one per ImageNet-9 label
+#: (lower case) and ``other``
+_PERCEPTION_CATEGORIES = (*(label.lower() for label in IMAGENET9_LABELS), "other")
+_LABEL_BY_CLASS_NAME = {name: label for name, label in IMAGENET9_CLASSES}
+
+
+def _perception_category(label: str, what: str) -> str:
+    """The attribute category of an ImageNet-9 label (``Vehicle`` -> ``vehicle``; the
+    class name ``wheeled vehicle`` is read as its label too); ``irrelevant`` -> ``other``."""
+    text = str(label).strip()
+    if text.lower() == "irrelevant":
+        return "other"
+    text = _LABEL_BY_CLASS_NAME.get(text.lower(), text)
+    if text.lower() not in _PERCEPTION_CATEGORIES[:-1]:
+        raise ValueError(
+            f"{what} {label!r} is not an ImageNet-9 label ({', '.join(IMAGENET9_LABELS)}) "
+            "nor 'irrelevant'"
+        )
+    return text.lower()
+
+
+def attribute_categories(
+    task: str, distractor_classes: list[str] | tuple[str, ...] | None, target_label: str | None
+) -> dict[str, list[str]]:
+    """Which attribute categories of a trace count as *distractor* and as *target*
+    attributes (the Idis paper, §6): ``{"distractor": [...], "target": [...]}``.
+
+    - ``perception`` (visual and typographic variants alike): target = the category of
+      the sample's label (``Vehicle`` -> ``vehicle``); distractor = the categories of
+      ``distractor_classes`` (the class the placed objects belong to, or the rendered
+      class name; ``irrelevant`` -> ``other``). A distractor class equal to the target
+      class (aligned semantics) shares the target's category, so it gives no distractor
+      category: aligned traces have a target ratio but no distractor ratio. A clean
+      image (no distractor classes) has no distractor category either.
+    - ``math``: distractor = ``distractor_related``, target = ``target_related``.
+    - ``waterbirds``: the background is the distractor: distractor = ``env``,
+      target = ``bio``.
+
+    An unknown task or perception label is an error naming it."""
+    if task == "math":
+        return {"distractor": ["distractor_related"], "target": ["target_related"]}
+    if task == "waterbirds":
+        return {"distractor": ["env"], "target": ["bio"]}
+    if task != "perception":
+        raise ValueError(f"attribute task {task!r} is not one of perception, math, waterbirds")
+    if not target_label:
+        raise ValueError("perception attribute categories need the sample's label (meta.label)")
+    target = _perception_category(target_label, "target label")
+    distractor: list[str] = []
+    for cls in distractor_classes or []:
+        cat = _perception_category(cls, "distractor class")
+        if cat == target:
+            return {"distractor": [], "target": [target]}
+        if cat not in distractor:
+            distractor.append(cat)
+    return {"distractor": distractor, "target": [target]}
+
+
+# -- attribute roles (the Idis attribute judge's categories) ----------------------------
+
+
+def attribute_roles(
+    task: str,
+    judge_row: dict,
+    variant_params: dict | None,
+    sample_meta: dict | None,
+) -> dict[str, list[str]]:
+    """The trace's distractor and target attribute phrases, from one attribute judge row:
+    ``{"distractor": [phrases], "target": [phrases]}``, the judge's kept phrases of the
+    categories :func:`attribute_categories` names for the task, in the row's order (a
+    category the row does not list has none).
+
+    The categories come from the variant's ``params["distractor_classes"]`` and the
+    sample's ``meta["label"]`` (perception; read only there): an aligned variant (a
+    distractor class equal to the target class) and a clean one have no distractor
+    phrases, so their distractor ratio is not defined and aligned is reported
+    separately. Math: ``distractor_related`` / ``target_related``; waterbirds: ``env`` /
+    ``bio``. Pure (reads only its arguments); the attention-blocking stage and the
+    attribute metrics share it. A judge row with an error has no attributes: an error
+    naming its key.
+    """
+    key = judge_row.get("key", "?")
+    if judge_row.get("error"):
+        raise ValueError(
+            f"attribute judge row {key!r} failed ({judge_row['error']}): it has no attributes"
+        )
+    if task == "perception":
+        classes = (variant_params or {}).get("distractor_classes")
+        label = (sample_meta or {}).get("label")
+        if not label:
+            raise ValueError(
+                f"attribute judge row {key!r}: the sample has no meta.label (the perception target)"
+            )
+    else:
+        classes = label = None
+    categories = attribute_categories(task, classes, label)
+    attributes = judge_row.get("attributes") or {}
+    return {
+        role: [p for c in cats for p in attributes.get(c) or []]
+        for role, cats in categories.items()
+    }
+
+
+__all__ += ["attribute_roles"]

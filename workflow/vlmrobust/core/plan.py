@@ -455,6 +455,104 @@ class RunPlan:
             spec["cache_dir"] = self.llm_cache_dir
         return spec
 
+    # ------------------------------------------------------------------ Idis analyses
+
+    def idis_task(self, dataset: str) -> str | None:
+        """The attribute-analysis task of a dataset (``perception``, ``math``,
+        ``waterbirds``) from its adapter, or None."""
+        from .idis import IDIS_TASKS
+
+        return IDIS_TASKS.get(self.datasets[dataset]["adapter"])
+
+    @property
+    def attribute_extractors(self) -> list[str]:
+        """The attribute extractors (config ``judge.attributes.extractors``), main first."""
+        return list(self.config["judge"]["attributes"]["extractors"])
+
+    @staticmethod
+    def attributes_path(extractor: str, model: str, dataset: str, condition: str, prompt: str):
+        return f"results/judged-attributes/{extractor}/{model}/{dataset}/{condition}/{prompt}.jsonl"
+
+    def attribute_files(self, dataset: str, extractors: list[str] | None = None) -> list[str]:
+        """Attribute labels of every output of an Idis dataset (a dataset whose adapter
+        has an attribute task), by every extractor (or those given)."""
+        if self.idis_task(dataset) is None:
+            return []
+        return [
+            self.attributes_path(e, model, dataset, condition, prompt)
+            for e in (self.attribute_extractors if extractors is None else extractors)
+            for condition in self.datasets[dataset]["conditions"]
+            for model in self.models_of(dataset)
+            for prompt in self.prompts_of(dataset)
+            if self.has_outputs(model, dataset, condition, prompt)
+        ]
+
+    def attribute_spec(self, extractor: str) -> dict[str, Any]:
+        """One extractor's setting, an LLM's cache under the run's."""
+        spec = dict(self.config["judge"]["attributes"]["extractors"][extractor])
+        if spec.get("backend", "offline") != "offline" and spec.get("cache_dir") is None:
+            spec["cache_dir"] = self.llm_cache_dir
+        return spec
+
+    @staticmethod
+    def area_path(dataset: str, condition: str) -> str:
+        return f"results/areas/{dataset}/{condition}.jsonl"
+
+    def area_files(self, dataset: str) -> list[str]:
+        """Distractor areas of an Idis dataset's conditions that place distractors."""
+        from .idis import AREA_PERTURBATIONS
+
+        if self.idis_task(dataset) is None:
+            return []
+        return [
+            self.area_path(dataset, c)
+            for c in self.datasets[dataset]["conditions"]
+            if self.conditions[c]["perturbation"] in AREA_PERTURBATIONS
+        ]
+
+    @staticmethod
+    def blocked_path(model: str, dataset: str, condition: str, prompt: str) -> str:
+        return f"results/blocked/{model}/{dataset}/{condition}/{prompt}.jsonl"
+
+    def blocking_prompt(self, dataset: str) -> str:
+        """The prompt setting whose outputs the attention-blocking step re-answers."""
+        chosen = self.config["idis"]["blocking"]["prompt"]
+        return chosen if chosen is not None else self.prompts_of(dataset)[0]
+
+    def blocked_files(self, dataset: str) -> list[str]:
+        """Attention-blocking re-answers (config ``idis.blocking``): its models that run
+        locally (``hf``) x its conditions the dataset has, under the blocking prompt;
+        only for a dataset with an attribute task and an attribute extractor."""
+        blocking = self.config["idis"]["blocking"]
+        if self.idis_task(dataset) is None or not self.attribute_extractors:
+            return []
+        if blocking["datasets"] is not None and dataset not in blocking["datasets"]:
+            return []
+        prompt = self.blocking_prompt(dataset)
+        if prompt not in self.prompts_of(dataset):
+            return []
+        return [
+            self.blocked_path(model, dataset, condition, prompt)
+            for model in self.models_of(dataset)
+            if model in blocking["models"] and self.registry[model]["backend"] == "hf"
+            for condition in blocking["conditions"]
+            if condition in self.datasets[dataset]["conditions"]
+            and self.has_outputs(model, dataset, condition, prompt)
+        ]
+
+    def blocking_spec(self) -> dict[str, Any]:
+        """What the attention-blocking step needs besides its files."""
+        blocking = self.config["idis"]["blocking"]
+        return {
+            "settings": list(blocking["settings"]),
+            "max_new_tokens": int(blocking["max_new_tokens"]),
+            "limit": blocking["limit"],
+        }
+
+    def areas_spec(self) -> dict[str, Any]:
+        """The distractor-area step's setting (config ``idis.areas``)."""
+        return dict(self.config["idis"]["areas"])
+
     def judged_files(self) -> list[str]:
         """Distractor-reference labels of every output under a distraction condition."""
         distraction = self.conditions_with("distraction")

@@ -121,6 +121,7 @@ __all__ = [
     "default_prompt",
     "interleave",
     "mathvista_problem",
+    "prompt_role",
     "prompt_versions",
 ]
 
@@ -454,6 +455,18 @@ WATERBIRDS_MITIGATION = (
     "First identify the bird. Base your reasoning only on the bird's own visual attributes, "
     "not on the background."
 )
+
+
+def prompt_role(name: str) -> tuple[str, int | None]:
+    """What a prompt setting is to the Idis study: ``("mitigation", None)`` for a
+    mitigation prompt (``*-mitigate``), ``("budget", N)`` for a thinking-budget prompt
+    (``*-budget-N``), else ``("main", None)``."""
+    if name.endswith("-mitigate"):
+        return "mitigation", None
+    match = re.fullmatch(r".+-budget-(\d+)", name)
+    if match:
+        return "budget", int(match.group(1))
+    return "main", None
 
 
 def _prefixed(instruction: str, prefix: str | None = None) -> TextFn:

@@ -39,6 +39,56 @@ Metrics (columns of :data:`vlmrobust.metrics.core.METRIC_COLUMNS` plus
                   with all D draws answered and measured count (``n`` = those
                   questions; the others are counted in the note). Same bootstrap for
                   ``rank_accuracy``.
+
+The analysis rows (the Idis paper, §6 and its appendices), each made only when its input
+is given (:func:`compute_idis_metrics`; readers in :mod:`vlmrobust.metrics.idis_attributes`).
+Every extra column is text, "" where it does not apply:
+
+``accuracy`` / ``mean_length`` with ``subset``  the same, over the group's responses to
+                  samples of one label (perception: ``Dog`` ...) or one Waterbirds group
+                  (``aligned`` | ``conflicting``); no rank curves per subset.
+``length_quantile``  the reasoning-length quantile ``bin`` ("0.10", "0.25", "0.50",
+                  "0.75", "0.90"; numpy's linear interpolation) of the group (and of
+                  each subset); ``n`` = responses with a length.
+
+A *judged trace* is a response with an attribute row of one extractor (``extractor``
+column) and no judge error. Its ``total`` counts every attribute (``other`` included);
+``r_attr`` = distractor-category attributes / total and ``r_target`` = target-category
+attributes / total, with the categories of :func:`vlmrobust.core.idis.attribute_categories`
+(r_attr is undefined for aligned and clean perception traces, both are undefined for a
+trace with no attribute). Only the (model, prompt setting, condition) an extractor
+judged count; judge errors, responses without an attribute row, zero-attribute traces
+and traces without a distractor category are left out of the ratios and counted in the
+note. Per group and extractor:
+
+``attributes_total``  mean total over the judged traces (question bootstrap as above).
+``r_attr`` / ``r_target``  mean ratio over the traces where it is defined.
+``bin_accuracy``  accuracy of the traces whose r_attr falls in ``bin`` ("0.0-0.1" ...
+                  "0.9-1.0", width 0.1, left-closed, 1.0 in the last); ``n`` = traces.
+``area_bin_r_attr``  mean r_attr of the traces whose variant's r_area falls in ``bin``
+                  ("0.0-0.2" ... "0.8-1.0").
+
+Per model, prompt setting and extractor, over the judged traces of every condition
+(group columns ""): ``pearson_length_attributes`` (Pearson's r of reasoning length and
+total; ``n`` = pairs), ``length_bin_attributes`` (mean total per length quintile,
+``bin`` = "<shortest>-<longest>" length of the bin), ``pearson_attr_accuracy``
+(Pearson's r of r_attr and correct). Per model and prompt setting,
+``extractor_pearson`` (``extractor`` = "<main> vs <other>", the main extractor =
+``spec.extractors[0]``): Pearson's r of per-trace r_attr over the traces both judged
+with r_attr defined, or of r_target when r_attr is undefined on every common trace
+(Waterbirds has both; clean perception only r_target). Pearson's r is
+``scipy.stats.pearsonr``; NaN (with a note) below 3 pairs or with a constant side.
+
+``r_area``        mean r_area over the group's variants with a known one (``n`` =
+                  variants; the unknown ones are counted in the note).
+``sampling_within_sd`` / ``sampling_delta`` / ``sampling_p_longer``  per condition,
+                  kind and semantics (and pooled, ``all``: a base image is then a
+                  sample and semantics), ``distractors`` = "1-<max>", ``n`` = base
+                  images with responses at both n = 1 and n = max:
+                  :func:`vlmrobust.metrics.idis_attributes.sampling_stats`.
+``blocked_accuracy``  per condition and ``block`` (none | distractor | target): mean
+                  correct over the attention-blocking rows with a verdict; ``n`` = those
+                  rows; errors and rows without a verdict counted in the note.
 """
 
 from __future__ import annotations
@@ -60,6 +110,21 @@ from .core import (
     model_info,
     spec_models,
 )
+from .idis_attributes import (
+    AREA_BINS,
+    QUANTILES,
+    R_ATTR_BINS,
+    area_bin,
+    length_bins,
+    pearson,
+    r_attr_bin,
+    read_areas,
+    read_attributes,
+    read_blocked,
+    read_sample_meta,
+    sampling_stats,
+    trace_ratios,
+)
 
 __all__ = [
     "EXTRA_COLUMNS",
@@ -67,9 +132,13 @@ __all__ = [
     "POOLED",
     "apply_math_judge",
     "compute_idis_metrics",
+    "read_areas",
+    "read_attributes",
+    "read_blocked",
     "read_math_judged",
     "rank_curve",
     "read_idis_variants",
+    "read_sample_meta",
     "response_lengths",
 ]
 
@@ -85,7 +154,18 @@ IDIS_PERTURBATIONS = (
     "idis-release",
 )
 #: the Idis metrics' own columns (text): what a group is, and a curve point's rank
-EXTRA_COLUMNS = ("kind", "semantics", "distractors", "size", "resolution", "rank")
+EXTRA_COLUMNS = (
+    "kind",
+    "semantics",
+    "distractors",
+    "size",
+    "resolution",
+    "rank",
+    "subset",
+    "bin",
+    "extractor",
+    "block",
+)
 #: the semantics value of a kind pooled over its semantics
 POOLED = "all"
 GROUP_COLUMNS = ("condition", "kind", "semantics", "distractors", "size", "resolution")
@@ -100,8 +180,9 @@ def _text(value: Any) -> str:
 
 
 def read_idis_variants(paths: Iterable[str]) -> pd.DataFrame:
-    """One row per variant of the manifests: dataset, condition, variant_id, sample_id
-    and the group fields from its params (text; "" where a field does not apply)."""
+    """One row per variant of the manifests: dataset, condition, variant_id, sample_id,
+    the group fields from its params (text; "" where a field does not apply) and
+    ``distractor_classes`` (a tuple; empty when the params name none)."""
     rows = []
     for path in paths:
         for rec in read_jsonl(path):
@@ -117,10 +198,13 @@ def read_idis_variants(paths: Iterable[str]) -> pd.DataFrame:
                     "distractors": _text(params.get("n")),
                     "size": _text(params.get("size")),
                     "resolution": _text(params.get("resolution")),
+                    "distractor_classes": tuple(
+                        str(c) for c in params.get("distractor_classes") or ()
+                    ),
                 }
             )
     cols = ["dataset", "condition", "variant_id", "sample_id", *GROUP_COLUMNS[1:]]
-    return pd.DataFrame(rows, columns=cols).drop_duplicates()
+    return pd.DataFrame(rows, columns=[*cols, "distractor_classes"]).drop_duplicates()
 
 
 def response_lengths(scored: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -334,13 +418,23 @@ def compute_idis_metrics(
     variants: pd.DataFrame,
     spec: Mapping[str, Any],
     judged: pd.DataFrame | None = None,
+    *,
+    samples: pd.DataFrame | None = None,
+    attributes: pd.DataFrame | None = None,
+    areas: pd.DataFrame | None = None,
+    blocked: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The Idis metrics of one dataset (module docstring); returns (table, warnings).
 
     ``spec``: dataset, models (registry fields by id), model_order, clean_condition,
-    draws (responses per question), bootstrap {resamples, seed, level}. ``judged``: the
-    MathVerse judge's verdicts (:func:`read_math_judged`), which then decide correctness
-    (:func:`apply_math_judge`)."""
+    draws (responses per question), bootstrap {resamples, seed, level}, extractors
+    (attribute extractor names, the main one first; default: those in ``attributes``,
+    sorted). ``judged``: the MathVerse judge's verdicts (:func:`read_math_judged`), which
+    then decide correctness (:func:`apply_math_judge`). The analysis inputs, each
+    optional (its rows are made only when given): ``samples``
+    (:func:`~vlmrobust.metrics.idis_attributes.read_sample_meta`: subset rows and the
+    perception target label), ``attributes`` (``read_attributes``), ``areas``
+    (``read_areas``), ``blocked`` (``read_blocked``)."""
     warnings: list[str] = []
     models, order = spec_models(spec)
     dataset = str(spec["dataset"])
@@ -380,34 +474,414 @@ def compute_idis_metrics(
             f"dataset {dataset}, condition {c}: {n} response(s) whose variant carries no "
             "Idis parameters (kind) in the manifest; left out"
         )
-    df = df[(df["kind"] != "") | is_clean]
+    df = df[(df["kind"] != "") | is_clean].copy()
+    _add_analysis_columns(df, dataset, samples, areas, warnings)
 
     rows: list[dict[str, Any]] = list(judge_rows)
-    for model in [m for m in order if m in set(df["model"])]:
+    present = [m for m in order if m in set(df["model"])]
+    for model in present:
         info = model_info(models, model)
         for prompt in sorted(set(df.loc[df["model"] == model, "prompt_setting"])):
             mp = df[(df["model"] == model) & (df["prompt_setting"] == prompt)]
+            head = {"model": model, **info, "benchmark": dataset, "prompt": prompt}
             for key, g in _groups(mp):
-                base = {
-                    "model": model,
-                    **info,
-                    "benchmark": dataset,
-                    "prompt": prompt,
-                    **{c: key[c] for c in GROUP_COLUMNS},
-                    "rank": "",
-                }
+                base = {**head, **{c: key[c] for c in GROUP_COLUMNS}, "rank": ""}
                 n_failed = failed.get((model, f"{dataset}:{prompt}", key["condition"]), 0)
                 fnote = failed_note(n_failed) if n_failed else ""
                 group_rows = _group_rows(g, base, draws, boot, fnote)
                 rows += group_rows
+                rows += _subset_rows(g, base, boot, fnote)
+                if areas is not None:
+                    rows += _area_rows(g, base)
                 if draws > 1 and not any(r["metric"] == "rank_accuracy" for r in group_rows):
                     warnings.append(
                         f"model {model}, dataset {dataset}, prompt {prompt}, condition "
                         f"{key['condition']}: no question has {draws} measured responses; "
                         "no length-rank curve"
                     )
+            rows += _sampling_rows(mp, head)
+    if attributes is not None:
+        extractors = _extractors(spec, attributes, dataset)
+        traces = _judged_traces(df, attributes, dataset, extractors, warnings)
+        for model in present:
+            info = model_info(models, model)
+            for prompt in sorted(set(traces.loc[traces["model"] == model, "prompt_setting"])):
+                head = {"model": model, **info, "benchmark": dataset, "prompt": prompt}
+                mp = traces[(traces["model"] == model) & (traces["prompt_setting"] == prompt)]
+                rows += _attribute_rows(mp, head, extractors, boot, areas is not None)
+    if blocked is not None:
+        rows += _blocked_rows(blocked, dataset, models, order, warnings)
+    rows = [{**dict.fromkeys(EXTRA_COLUMNS, ""), **r} for r in rows]
     out = pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame(columns=cols)
     return out, warnings
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+def _add_analysis_columns(
+    df: pd.DataFrame,
+    dataset: str,
+    samples: pd.DataFrame | None,
+    areas: pd.DataFrame | None,
+    warnings: list[str],
+) -> None:
+    """Per response (in place): key, distractor_classes (tuple), target_label and
+    subset (from the samples), r_area (from the areas; NaN when unknown)."""
+    if "key" not in df.columns:
+        df["key"] = ""
+    keys = df["key"].fillna("").astype(str)
+    made = df["variant_id"].astype(str) + "#" + df["draw"].astype(str)
+    df["key"] = keys.where(keys != "", made)
+    if "distractor_classes" not in df.columns:
+        df["distractor_classes"] = [()] * len(df)
+    df["distractor_classes"] = [c if isinstance(c, tuple) else () for c in df["distractor_classes"]]
+    df["target_label"], df["subset"] = "", ""
+    if samples is not None and len(samples):
+        meta = samples[samples["dataset"] == dataset].set_index("sample_id")
+        label = df["sample_id"].map(meta["label"]).fillna("")
+        group = df["sample_id"].map(meta["group"]).fillna("")
+        df["target_label"] = label
+        df["subset"] = group.where(group != "", label)
+    df["r_area"] = math.nan
+    if areas is not None:
+        a = areas[(areas["dataset"] == dataset)].drop_duplicates(["condition", "variant_id"])
+        r = a.set_index(["condition", "variant_id"])["r_area"]
+        idx = pd.MultiIndex.from_arrays([df["condition"], df["variant_id"]])
+        df["r_area"] = r.reindex(idx).to_numpy(float)
+        measured = df[df["condition"].isin(set(a["condition"]))]
+        unknown = measured[measured["r_area"].isna()].drop_duplicates(["condition", "variant_id"])
+        for c, n in unknown.groupby("condition").size().items():
+            warnings.append(
+                f"dataset {dataset}, condition {c}: {n} variant(s) without a known r_area "
+                "(no area row, or an unknown area); left out of r_area and area_bin_r_attr"
+            )
+
+
+def _subset_rows(g: pd.DataFrame, base: Mapping[str, Any], boot, fnote: str) -> list[dict]:
+    """length_quantile of the group, and per subset (sample label or Waterbirds group)
+    accuracy, mean_length and length_quantile."""
+    rows = _quantile_rows(g, base)
+    for subset, s in g[g["subset"] != ""].groupby("subset", sort=True):
+        at = {**base, "subset": str(subset)}
+        rows.append(_mean_row("accuracy", s, "correct", at, boot, fnote))
+        measured = s.dropna(subset=["length"])
+        if len(measured):
+            lnote = NOTE_COMPLETION if measured["from_completion"].any() else ""
+            rows.append(
+                _mean_row("mean_length", measured, "length", at, boot, join_notes(lnote, fnote))
+            )
+        rows += _quantile_rows(s, at)
+    return rows
+
+
+def _quantile_rows(g: pd.DataFrame, base: Mapping[str, Any]) -> list[dict]:
+    lengths = g["length"].dropna().to_numpy(float)
+    if not len(lengths):
+        return []
+    note = NOTE_COMPLETION if g.loc[g["length"].notna(), "from_completion"].any() else ""
+    values = np.quantile(lengths, [float(q) for q in QUANTILES])
+    return [
+        metric_row("length_quantile", **base, bin=q, value=float(x), n=len(lengths), note=note)
+        for q, x in zip(QUANTILES, values, strict=True)
+    ]
+
+
+def _area_rows(g: pd.DataFrame, base: Mapping[str, Any]) -> list[dict]:
+    """r_area: mean r_area over the group's variants with a known one."""
+    per_variant = g.drop_duplicates(["condition", "variant_id"])
+    known = per_variant["r_area"].dropna()
+    if not len(known):
+        return []
+    unknown = len(per_variant) - len(known)
+    note = f"{unknown} variant(s) without a known r_area left out" if unknown else ""
+    return [metric_row("r_area", **base, value=float(known.mean()), n=len(known), note=note)]
+
+
+def _sampling_rows(mp: pd.DataFrame, head: Mapping[str, Any]) -> list[dict]:
+    """sampling_within_sd, sampling_delta and sampling_p_longer (idis_attributes.
+    sampling_stats) per condition, kind and semantics, and pooled over semantics."""
+    d = mp[(mp["kind"] != "none") & mp["distractors"].map(_is_num)].copy()
+    if d.empty:
+        return []
+    d["n"] = d["distractors"].astype(float).astype(int)
+    d["unit"] = d["sample_id"].astype(str) + "\x00" + d["semantics"].astype(str)
+    keyed: list[tuple[tuple[str, str, str], pd.DataFrame]] = [
+        ((str(c), str(k), str(s)), g)
+        for (c, k, s), g in d.groupby(["condition", "kind", "semantics"], sort=True)
+    ]
+    for (c, k), g in d[d["kind"].isin(_POOLED_KINDS)].groupby(["condition", "kind"], sort=True):
+        if g["semantics"].nunique() > 1:
+            keyed.append(((str(c), str(k), POOLED), g))
+    rows = []
+    for (c, k, s), g in keyed:
+        st = sampling_stats(g)
+        if st is None:
+            continue
+        base = {**head, "condition": c, "kind": k, "semantics": s}
+        base |= {"distractors": f"1-{st['max']}", "n": st["units"]}
+        sd_note = f"SD over {st['variants_sd']} variant(s) with >= 2 draws"
+        ci_note = "95% interval: delta -/+ 1.96 sqrt(se_1^2 + se_max^2), se over images"
+        lo, hi = st["ci"]
+        rows += [
+            metric_row("sampling_within_sd", **base, value=st["within_sd"], note=sd_note),
+            metric_row(
+                "sampling_delta", **base, value=st["delta"], ci_low=lo, ci_high=hi, note=ci_note
+            ),
+            metric_row("sampling_p_longer", **base, value=st["p_longer"], note="ties count half"),
+        ]
+    return rows
+
+
+def _extractors(spec: Mapping[str, Any], attributes: pd.DataFrame, dataset: str) -> list[str]:
+    """The extractors, the main one first: ``spec.extractors`` (those with rows), then
+    any other extractor of the rows, sorted."""
+    have = set(attributes.loc[attributes["dataset"] == dataset, "extractor"])
+    named = [str(e) for e in spec.get("extractors") or []]
+    return [e for e in named if e in have] + sorted(have - set(named))
+
+
+def _judged_traces(
+    df: pd.DataFrame,
+    attributes: pd.DataFrame,
+    dataset: str,
+    extractors: Sequence[str],
+    warnings: list[str],
+) -> pd.DataFrame:
+    """One row per (response, extractor) for every (model, prompt, condition) the
+    extractor judged: the response's columns plus ``status`` (ok | error | missing),
+    total, r_attr, r_target and no_label. Judge errors, responses without an attribute
+    row and perception traces without a sample label are counted in ``warnings``."""
+    keys = ["model", "condition", "prompt_setting", "key"]
+    keep = [*keys, "task", "counts", "error"]
+    frames = []
+    for ex in extractors:
+        a = attributes[(attributes["dataset"] == dataset) & (attributes["extractor"] == ex)]
+        dup = a.duplicated(keys, keep="last")
+        if dup.any():
+            warnings.append(
+                f"extractor {ex}, dataset {dataset}: {int(dup.sum())} repeated attribute "
+                "row(s) for the same response; the last one kept"
+            )
+            a = a[~dup]
+        judged = a[["model", "prompt_setting", "condition"]].drop_duplicates()
+        resp = df.merge(judged, on=["model", "prompt_setting", "condition"])
+        m = resp.merge(
+            a[keep].rename(columns={"error": "judge_error"}), on=keys, how="left", indicator=True
+        )
+        m["extractor"] = ex
+        m["status"] = np.where(
+            m["_merge"] == "left_only", "missing", np.where(m["judge_error"] != "", "error", "ok")
+        )
+        m = m.drop(columns="_merge")
+        ok = m["status"] == "ok"
+        ratios = trace_ratios(m[ok])
+        for c in ("total", "r_attr", "r_target"):
+            m[c] = ratios[c].reindex(m.index)
+        m["no_label"] = ratios["no_label"].reindex(m.index).fillna(False).astype(bool)
+        for sel, text in (
+            (m["status"] == "error", "attribute judge error(s); left out"),
+            (m["status"] == "missing", "response(s) without an attribute row; left out"),
+            (m["no_label"], "perception trace(s) whose sample has no label: no ratios"),
+        ):
+            for (mo, c), n in m[sel].groupby(["model", "condition"]).size().items():
+                warnings.append(
+                    f"extractor {ex}, model {mo}, dataset {dataset}, condition {c}: {n} {text}"
+                )
+        frames.append(m)
+    if not frames:
+        return df.head(0).assign(extractor="", status="", total=np.nan, r_attr=np.nan)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _trace_notes(g: pd.DataFrame, ratio: str | None = None) -> str:
+    """What a trace metric left out of the group ``g`` (rows of one extractor)."""
+    ok = g[g["status"] == "ok"]
+    n_err = int((g["status"] == "error").sum())
+    n_miss = int((g["status"] == "missing").sum())
+    notes = [
+        f"{n_err} judge error(s) left out" if n_err else "",
+        f"{n_miss} response(s) without an attribute row left out" if n_miss else "",
+    ]
+    if ratio:
+        zero = int((ok["total"] == 0).sum())
+        nolab = int(ok["no_label"].sum())
+        notes.append(f"{zero} zero-attribute trace(s) left out" if zero else "")
+        notes.append(f"{nolab} trace(s) without a sample label left out" if nolab else "")
+        if ratio == "r_attr":
+            undefined = int(((ok["total"] > 0) & ~ok["no_label"] & ok["r_attr"].isna()).sum())
+            notes.append(
+                f"{undefined} trace(s) without a distractor category (aligned or clean) left out"
+                if undefined
+                else ""
+            )
+    return join_notes(*notes)
+
+
+def _attribute_rows(
+    mp: pd.DataFrame,
+    head: Mapping[str, Any],
+    extractors: Sequence[str],
+    boot,
+    with_areas: bool,
+) -> list[dict]:
+    """The attribute metrics of one model and prompt setting (module docstring)."""
+    rows: list[dict] = []
+    for ex in extractors:
+        me = mp[mp["extractor"] == ex]
+        if me.empty:
+            continue
+        for key, g in _groups(me):
+            base = {**head, **{c: key[c] for c in GROUP_COLUMNS}, "extractor": ex}
+            ok = g[g["status"] == "ok"]
+            if len(ok):
+                rows.append(_mean_row("attributes_total", ok, "total", base, boot, _trace_notes(g)))
+            for ratio in ("r_attr", "r_target"):
+                defined = ok.dropna(subset=[ratio])
+                if len(defined):
+                    note = _trace_notes(g, ratio)
+                    rows.append(_mean_row(ratio, defined, ratio, base, boot, note))
+            defined = ok.dropna(subset=["r_attr"])
+            bins = defined["r_attr"].map(r_attr_bin)
+            for b in R_ATTR_BINS:
+                sel = defined[bins == b]
+                if len(sel):
+                    rows.append(
+                        metric_row(
+                            "bin_accuracy",
+                            **base,
+                            bin=b,
+                            value=float(sel["correct"].mean()),
+                            n=len(sel),
+                        )
+                    )
+            if with_areas:
+                known = defined.dropna(subset=["r_area"])
+                abins = known["r_area"].map(area_bin)
+                for b in AREA_BINS:
+                    sel = known[abins == b]
+                    if len(sel):
+                        rows.append(
+                            metric_row(
+                                "area_bin_r_attr",
+                                **base,
+                                bin=b,
+                                value=float(sel["r_attr"].mean()),
+                                n=len(sel),
+                            )
+                        )
+        rows += _trace_correlation_rows(me, {**head, "extractor": ex})
+    rows += _extractor_pearson_rows(mp, head, extractors)
+    return rows
+
+
+def _trace_correlation_rows(me: pd.DataFrame, base: Mapping[str, Any]) -> list[dict]:
+    """pearson_length_attributes, length_bin_attributes and pearson_attr_accuracy over
+    every judged trace of one model, prompt setting and extractor (all conditions)."""
+    ok = me[me["status"] == "ok"]
+    rows = []
+    if len(ok):
+        lnote = NOTE_COMPLETION if ok["from_completion"].any() else ""
+        r, n, note = pearson(ok["length"], ok["total"])
+        rows.append(
+            metric_row(
+                "pearson_length_attributes", **base, value=r, n=n, note=join_notes(note, lnote)
+            )
+        )
+        for b in length_bins(ok["length"], ok["total"]):
+            rows.append(
+                metric_row(
+                    "length_bin_attributes",
+                    **base,
+                    bin=b["bin"],
+                    value=b["value"],
+                    n=b["n"],
+                    note=lnote,
+                )
+            )
+        defined = ok.dropna(subset=["r_attr"])
+        if len(defined):
+            r, n, note = pearson(defined["r_attr"], defined["correct"])
+            rows.append(metric_row("pearson_attr_accuracy", **base, value=r, n=n, note=note))
+    return rows
+
+
+def _extractor_pearson_rows(
+    mp: pd.DataFrame, head: Mapping[str, Any], extractors: Sequence[str]
+) -> list[dict]:
+    """extractor_pearson: the main extractor against each other one, per-trace r_attr
+    over the traces both judged (r_target when r_attr is undefined on every such
+    trace)."""
+    if len(extractors) < 2:
+        return []
+    ok = mp[mp["status"] == "ok"]
+    cols = ["condition", "key", "r_attr", "r_target"]
+    main = ok[ok["extractor"] == extractors[0]][cols]
+    rows = []
+    for other in extractors[1:]:
+        both = main.merge(ok[ok["extractor"] == other][cols], on=["condition", "key"])
+        if both.empty:
+            continue
+        ratio, note = "r_attr", ""
+        if both[["r_attr_x", "r_attr_y"]].isna().any(axis=1).all():
+            ratio, note = "r_target", "r_target (r_attr undefined on every common trace)"
+        r, n, pnote = pearson(both[f"{ratio}_x"], both[f"{ratio}_y"])
+        rows.append(
+            metric_row(
+                "extractor_pearson",
+                **head,
+                extractor=f"{extractors[0]} vs {other}",
+                value=r,
+                n=n,
+                note=join_notes(note, pnote),
+            )
+        )
+    return rows
+
+
+def _blocked_rows(
+    blocked: pd.DataFrame,
+    dataset: str,
+    models: Mapping[str, Mapping[str, Any]],
+    order: Sequence[str],
+    warnings: list[str],
+) -> list[dict]:
+    """blocked_accuracy per model, prompt setting, condition and block setting: mean
+    correct over the rows with a verdict; errors and rows without a verdict counted."""
+    b = blocked[blocked["dataset"] == dataset]
+    rows: list[dict] = []
+    present = set(b["model"])
+    for model in [m for m in order if m in present] + sorted(present - set(order)):
+        info = model_info(models, model)
+        bm = b[b["model"] == model]
+        for (prompt, cond, block), g in bm.groupby(["prompt_setting", "condition", "block"]):
+            err = g["error"] != ""
+            valid = g[~err & g["correct"].notna()]
+            n_err, n_none = int(err.sum()), int((~err & g["correct"].isna()).sum())
+            if n_err:
+                warnings.append(
+                    f"model {model}, dataset {dataset}, condition {cond}, block {block}: "
+                    f"{n_err} attention-blocking error(s); left out"
+                )
+            note = join_notes(
+                f"{n_err} error(s) left out" if n_err else "",
+                f"{n_none} row(s) without a verdict left out" if n_none else "",
+            )
+            rows.append(
+                metric_row(
+                    "blocked_accuracy",
+                    model=model,
+                    **info,
+                    benchmark=dataset,
+                    prompt=str(prompt),
+                    condition=str(cond),
+                    block=str(block),
+                    value=float(valid["correct"].mean()) if len(valid) else math.nan,
+                    n=len(valid),
+                    note=note,
+                )
+            )
+    return rows
 
 
 def group_label(row: Mapping[str, Any] | pd.Series) -> str:

@@ -20,14 +20,21 @@ command does that); this module reads no dataset itself.
   is installed, ``tsv``, ``csv``, ``json``, ``jsonl``; columns ``index``, ``question``,
   ``answer``, ``prediction``, optionally ``thinking``): the id is ``id`` when the file
   has such a column whose values are the dataset's ids (MMMU), else ``index``.
+- :func:`import_jsonl` reads any JSONL of responses (format ``jsonl``, e.g. the
+  released Idis outputs: several sampled responses per question): each row holds a
+  question id naming a VARIANT of the condition's manifest (or a sample, by its
+  ``sample_id`` or ``meta["source_id"]``, that has exactly one variant there, as on the
+  clean condition), the response text and optionally the reasoning trace, the draw, the
+  condition and the reasoning length; the fields are named by the ``imports`` entry
+  (:func:`import_outputs`). Its rows keep their draw (``key`` = ``<variant_id>#<draw>``).
 - :func:`score_released` imports a file, scores it and writes a CSV (``sample_id`` =
   the dataset's own id, ``prediction``, ``correct`` 0/1, ``score``, ``method``,
   ``rule``, ``reason``, ...).
 
 Imported rows have ``prompt == "released"``, ``prompt_version`` = the format,
-``backend`` = the format, ``source`` = the format, ``draw == 0``, no image hashes
-(the released files do not say which image bytes were used) and ``finish_reason
-"unknown"``.
+``backend`` = the format, ``source`` = the format, ``draw == 0`` (``jsonl``: the
+row's draw), no image hashes (the released files do not say which image bytes were
+used) and ``finish_reason "unknown"``.
 
 Command line: ``vlmrobust score-released --format lmms-eval --dataset distract-bench
 --questions questions.jsonl --samples model.samples.jsonl --out x.csv``.
@@ -37,29 +44,39 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..clients.vlm.thinking import split_thinking
 from ..core.io import atomic_write, read_jsonl
-from ..core.records import OutputRow, Sample, output_key
+from ..core.records import OutputRow, Sample, Variant, output_key
 from ..core.released import load_released_references
 from . import score_outputs
 
 __all__ = [
     "FORMATS",
+    "IMPORT_FORMATS",
     "format_released_summary",
+    "import_jsonl",
     "import_lmms_eval",
+    "import_outputs",
     "import_vlmevalkit",
     "released_summary",
     "score_released",
 ]
 
 FORMATS = ("lmms-eval", "vlmevalkit")
+#: the formats an ``imports`` entry may name: ``jsonl`` needs the condition's manifest
+IMPORT_FORMATS = (*FORMATS, "jsonl")
 #: VLMEvalKit's marker of a failed API call in ``prediction``
 VLMEVALKIT_FAIL = "Failed to obtain answer"
+#: the error of an imported row whose response is missing or empty
+NO_RESPONSE = "the released row holds no response"
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -298,6 +315,220 @@ def import_vlmevalkit(
     return rows
 
 
+# --------------------------------------------------------------------------- jsonl
+
+
+def _get_path(rec: Any, path: str) -> Any:
+    """The value at a dotted path (``a.b`` reaches into nested objects); None if absent."""
+    value: Any = rec
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _whole_number(value: Any, what: str, where: str) -> int:
+    """A non-negative integer from an int, an integral float or a digit string."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}: {what} {value!r} is not a whole number >= 0")
+    return value
+
+
+def _id_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).strip()
+
+
+class _VariantIds:
+    """Question ids -> variants of one condition: a variant id, or a sample (its
+    ``sample_id`` or ``meta["source_id"]``) with exactly one variant in the manifest."""
+
+    def __init__(self, variants: Sequence[Variant], samples: Sequence[Sample], condition: str):
+        self.condition = condition
+        self.by_id = {v.variant_id: v for v in variants}
+        self.by_sample: dict[str, list[Variant]] = {}
+        for v in variants:
+            self.by_sample.setdefault(v.sample_id, []).append(v)
+        self.source: dict[str, str] = {}
+        for s in samples:
+            if "source_id" in s.meta:
+                self.source.setdefault(_id_text(s.meta["source_id"]), s.sample_id)
+
+    def __call__(self, value: Any, where: str) -> Variant:
+        key = _id_text(value)
+        found = self.by_id.get(key)
+        if found is not None:
+            return found
+        sample_id = key if key in self.by_sample else self.source.get(key)
+        own = self.by_sample.get(sample_id or "", [])
+        if len(own) == 1:
+            return own[0]
+        if own:
+            some = ", ".join(v.variant_id for v in own[:3])
+            raise ValueError(
+                f"{where}: question id {key!r} names sample {sample_id!r}, which has "
+                f"{len(own)} variants under condition {self.condition!r} (e.g. {some}); "
+                "the row must name one of them by its variant id"
+            )
+        some = ", ".join(list(self.by_id)[:3])
+        raise ValueError(
+            f"{where}: question id {key!r} names no variant of condition "
+            f"{self.condition!r} ({len(self.by_id)} variants; ids look like {some}) nor a "
+            "sample with exactly one variant there; are the manifest and the released "
+            "file of the same dataset and condition?"
+        )
+
+
+def _token_counter(tokenizer: str | None) -> Callable[[str], int] | None:
+    """Counts a text's tokens with a Hugging Face tokenizer (a local folder or hub id),
+    special tokens left out; None without a tokenizer."""
+    if not tokenizer:
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+    except Exception as exc:  # noqa: BLE001 - any failure names the config key
+        raise ValueError(
+            f"imports: tokenizer {tokenizer!r} could not be loaded ({type(exc).__name__}: {exc})"
+        ) from exc
+    return lambda text: len(tok.encode(text, add_special_tokens=False))
+
+
+def import_jsonl(
+    path: str | Path,
+    variants: Sequence[Variant],
+    samples: Sequence[Sample],
+    model: str,
+    condition: str,
+    *,
+    id_field: str = "question_id",
+    response_field: str = "response",
+    thinking_field: str | None = None,
+    draw_field: str | None = None,
+    condition_field: str | None = None,
+    tokens_field: str | None = None,
+    tokenizer: str | None = None,
+    markers: Sequence[Sequence[str]] | None = None,
+) -> tuple[list[OutputRow], dict[str, int]]:
+    """Rows of any JSONL of responses as output rows of ``condition`` (module docstring).
+
+    Every field name is a dotted path. ``id_field`` names a variant of ``variants`` (the
+    condition's manifest) or a sample with exactly one variant there. ``thinking_field``
+    None: the response is split at the thinking ``markers`` (the model family's; None =
+    the defaults of :func:`split_thinking`); else that field is the trace and the
+    response the answer (``raw_text`` = trace and response, a blank line between).
+    ``draw_field`` None: a question's rows are draws 0, 1, 2, ... in file order.
+    ``condition_field``: only rows whose field equals ``condition`` are read; the others
+    are counted. ``tokens_field`` gives ``thinking_tokens``; where it is None or a row
+    lacks it, ``tokenizer`` (when given) counts the thinking part's tokens. A row without
+    a response is kept with an error. Returns the rows in manifest order, then draw,
+    and counts: ``read``, ``other_condition`` (rows skipped), ``without_response``,
+    ``without_tokens`` (rows whose reasoning length stays unknown).
+    """
+    path = Path(path)
+    resolve = _VariantIds(variants, samples, condition)
+    order = {v.variant_id: i for i, v in enumerate(variants)}
+    count_tokens = _token_counter(tokenizer)
+    counts = {"read": 0, "other_condition": 0, "without_response": 0, "without_tokens": 0}
+    seen_conditions: dict[str, int] = {}
+    next_draw: dict[str, int] = {}
+    first_line: dict[tuple[str, int], int] = {}
+    rows: list[OutputRow] = []
+    for lineno, rec in enumerate(read_jsonl(path), 1):
+        where = f"{path}:{lineno}"
+        if condition_field is not None:
+            value = _get_path(rec, condition_field)
+            if _missing(value) or str(value).strip() != condition:
+                counts["other_condition"] += 1
+                label = "(none)" if _missing(value) else str(value).strip()
+                seen_conditions[label] = seen_conditions.get(label, 0) + 1
+                continue
+        qid = _get_path(rec, id_field)
+        if _missing(qid):
+            raise ValueError(
+                f"{where}: no {id_field!r} field (the question id: a variant id of the "
+                "condition's manifest, or a sample id; imports[].id_field names the field)"
+            )
+        variant = resolve(qid, where)
+        vid = variant.variant_id
+        if draw_field is None:
+            draw = next_draw[vid] = next_draw.get(vid, -1) + 1
+        else:
+            raw_draw = _get_path(rec, draw_field)
+            if _missing(raw_draw):
+                raise ValueError(f"{where}: no {draw_field!r} field (imports[].draw_field)")
+            draw = _whole_number(raw_draw, f"draw ({draw_field})", where)
+        if (vid, draw) in first_line:
+            raise ValueError(
+                f"{where}: variant {vid!r} draw {draw} appears twice (first at line "
+                f"{first_line[vid, draw]}); each (question, draw) may be released once"
+            )
+        first_line[vid, draw] = lineno
+        counts["read"] += 1
+
+        value = _get_path(rec, response_field)
+        response = None if _missing(value) else str(value)
+        if thinking_field is None:
+            thinking, answer = split_thinking(response, markers) if response else (None, "")
+            raw = response or ""
+        else:
+            trace = _get_path(rec, thinking_field)
+            thinking = None if _missing(trace) else str(trace).strip()
+            answer = (response or "").strip()
+            raw = "\n\n".join(p for p in (thinking, answer) if p)
+        error = None
+        if response is None:
+            error = NO_RESPONSE
+            counts["without_response"] += 1
+
+        tokens = None
+        if tokens_field is not None:
+            found = _get_path(rec, tokens_field)
+            if not _missing(found):
+                tokens = _whole_number(found, f"reasoning length ({tokens_field})", where)
+        if tokens is None and count_tokens is not None and thinking is not None:
+            tokens = count_tokens(thinking)
+        if tokens is None and error is None:
+            counts["without_tokens"] += 1
+
+        rows.append(
+            OutputRow(
+                key=output_key(vid, draw),
+                variant_id=vid,
+                sample_id=variant.sample_id,
+                dataset=variant.dataset,
+                condition=condition,
+                prompt="released",
+                prompt_version="jsonl",
+                model=model,
+                backend="jsonl",
+                model_revision="unknown",
+                draw=draw,
+                raw_text=raw,
+                answer_text=answer,
+                thinking=thinking,
+                finish_reason="error" if error else "unknown",
+                thinking_tokens=tokens,
+                image_sha256=[],
+                error=error,
+                source="jsonl",
+            )
+        )
+    if condition_field is not None and not counts["read"] and counts["other_condition"]:
+        seen = ", ".join(f"{k!r} ({n})" for k, n in sorted(seen_conditions.items()))
+        raise ValueError(
+            f"{path}: no row's {condition_field!r} equals condition {condition!r} "
+            f"(found {seen}); imports[].condition must be the file's name of the condition"
+        )
+    rows.sort(key=lambda r: (order[r.variant_id], r.draw))
+    return rows, counts
+
+
 # --------------------------------------------------------------------------- rescoring
 
 
@@ -454,17 +685,67 @@ def released_labels(spec: Mapping[str, Any], released: str | Path, questions: Ma
 
 
 def import_outputs(
-    spec: Mapping[str, Any], samples: list[Sample], released: str | Path
+    spec: Mapping[str, Any],
+    samples: list[Sample],
+    released: str | Path,
+    variants: Sequence[Variant] | None = None,
 ) -> tuple[list[OutputRow], int]:
-    """The output rows of one ``imports`` entry (``spec``: model, dataset, condition,
-    prompt, format, id_field, released_labels, references) and the number of samples
-    without a released answer. The rows stand for the run's prompt setting, so they sit
-    where a run would put them; released labels ride along in ``released``."""
+    """The output rows of one ``imports`` entry and the number of questions without a
+    released answer: samples (lmms-eval, VLMEvalKit) or variants of the condition's
+    manifest (``jsonl``). The rows stand for the run's prompt setting, so they sit where
+    a run would put them; released labels ride along in ``released``.
+
+    ``spec``: model, dataset, condition, prompt, format, id_field, released_labels,
+    references; format ``jsonl`` also reads response_field (default ``response``),
+    thinking_field, draw_field, condition_field, tokens_field, tokenizer and
+    thinking_markers (the model's registry ``options.thinking_markers``; None = the
+    defaults), see :func:`import_jsonl`, and needs ``variants`` (the manifest's rows).
+    """
     from dataclasses import replace
 
     questions = {str(s.meta.get("source_id", s.sample_id)): s for s in samples}
     dataset = samples[0].dataset if samples else spec["dataset"]
-    if spec["format"] == "lmms-eval":
+    fmt = spec["format"]
+    if fmt == "jsonl":
+        if variants is None:
+            raise ValueError(
+                f"imports: format jsonl ({spec['model']}/{spec['dataset']}/"
+                f"{spec['condition']}) needs the condition's variant manifest "
+                "(import-outputs --manifest): its question ids name variants"
+            )
+        if spec.get("released_labels"):
+            raise ValueError("imports: released_labels is supported for lmms-eval files only")
+        rows, counts = import_jsonl(
+            released,
+            variants,
+            samples,
+            spec["model"],
+            spec["condition"],
+            id_field=spec.get("id_field") or "question_id",
+            response_field=spec.get("response_field") or "response",
+            thinking_field=spec.get("thinking_field"),
+            draw_field=spec.get("draw_field"),
+            condition_field=spec.get("condition_field"),
+            tokens_field=spec.get("tokens_field"),
+            tokenizer=spec.get("tokenizer"),
+            markers=spec.get("thinking_markers"),
+        )
+        if counts["other_condition"]:
+            log.info(
+                "%s: %d rows of other conditions skipped (%s is not %r)",
+                released,
+                counts["other_condition"],
+                spec.get("condition_field"),
+                spec["condition"],
+            )
+        for name, what in (
+            ("without_response", "rows hold no response (kept as failures)"),
+            ("without_tokens", "answered rows have no reasoning length (tokens_field/tokenizer)"),
+        ):
+            if counts[name]:
+                log.warning("%s: %d of %d %s", released, counts[name], counts["read"], what)
+        missing = len(variants) - len({r.variant_id for r in rows})
+    elif fmt == "lmms-eval":
         rows = import_lmms_eval(
             released,
             dataset,
@@ -473,7 +754,7 @@ def import_outputs(
             spec["condition"],
             id_field=spec.get("id_field") or "doc_id",
         )
-    else:
+    elif fmt == "vlmevalkit":
         rows = import_vlmevalkit(
             released,
             dataset,
@@ -482,11 +763,28 @@ def import_outputs(
             spec["condition"],
             id_column=spec.get("id_field"),
         )
+    else:
+        raise ValueError(
+            f"imports: unknown format {fmt!r}; expected one of {', '.join(IMPORT_FORMATS)}"
+        )
     rows = [replace(r, prompt=spec["prompt"]) for r in rows]
     labels = released_labels(spec, released, questions)
     if labels:
+        if fmt == "jsonl":
+            per_sample: dict[str, int] = {}
+            for v in variants or ():
+                per_sample[v.sample_id] = per_sample.get(v.sample_id, 0) + 1
+            several = [sid for sid in labels if per_sample.get(sid, 0) > 1]
+            if several:
+                raise ValueError(
+                    f"imports: references are verdicts per sample, but sample "
+                    f"{several[0]!r} has {per_sample[several[0]]} variants under condition "
+                    f"{spec['condition']!r}"
+                )
         rows = [replace(r, released=labels.get(r.sample_id)) for r in rows]
-    return rows, len(samples) - len({r.sample_id for r in rows})
+    if fmt != "jsonl":
+        missing = len(samples) - len({r.sample_id for r in rows})
+    return rows, missing
 
 
 def use_released_correctness(scored: list[dict[str, Any]], rows: list[OutputRow]) -> int:

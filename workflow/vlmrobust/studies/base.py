@@ -104,6 +104,11 @@ class Study(ABC):
         """Every HTML page (text) by file stem."""
         return {}
 
+    def view_caption(self, kind: str, name: str) -> str:
+        """The report caption of one table, figure or page (default: the study's one
+        caption of that kind)."""
+        return getattr(self, f"{kind}_caption")
+
     # ------------------------------------------------------------------ files (generic)
 
     def folder(self, scope: str) -> str:

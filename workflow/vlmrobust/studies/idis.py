@@ -17,21 +17,36 @@ from typing import Any
 import pandas as pd
 
 from ..core.plan import RunPlan
+from ..core.prompts import prompt_role
 from ..metrics.core import read_inputs
 from ..metrics.idis import (
     EXTRA_COLUMNS,
     IDIS_PERTURBATIONS,
     compute_idis_metrics,
+    read_areas,
+    read_attributes,
+    read_blocked,
     read_idis_variants,
     read_math_judged,
+    read_sample_meta,
 )
-from ..report.figures.idis import idis_figure_names, idis_figures
-from ..report.tables.idis import idis_table_names, idis_tables
+from ..report.figures.idis import FIGURE_CAPTIONS, idis_figure_names, idis_view
+from ..report.tables.idis import TABLE_CAPTIONS, idis_table_names
 from .base import Inputs, Study, model_fields
 
 #: base benchmarks of the study: their datasets belong to it even without a distractor
 #: condition (Waterbirds: the mitigation prompt only)
 IDIS_ADAPTERS = ("imagenet9", "mathverse", "waterbirds")
+#: the kind of distractor each perturbation adds (the released benchmark: its ``kind``)
+PERTURBATION_KINDS = {
+    "objects": "visual",
+    "diagram": "visual",
+    "typographic": "typographic",
+    "handwritten": "typographic",
+    "textual": "textual",
+    "size": "size",
+    "resize": "resolution",
+}
 
 
 class IdisStudy(Study):
@@ -69,16 +84,37 @@ class IdisStudy(Study):
             and plan.models_of(d)
         ]
 
+    def kinds(self, plan: RunPlan, scope: str) -> list[str]:
+        """The distractor kinds among a dataset's Idis conditions, in a fixed order."""
+        found = set()
+        for c in plan.datasets[scope]["conditions"]:
+            spec = plan.conditions[c]
+            kind = PERTURBATION_KINDS.get(spec["perturbation"])
+            if spec["perturbation"] == "idis-release":
+                kind = spec.get("kind")
+            if kind:
+                found.add(kind)
+        return [k for k in ("visual", "typographic", "textual", "size", "resolution") if k in found]
+
     def spec(self, plan: RunPlan, scope: str) -> dict[str, Any]:
         models = plan.models_of(scope)
         prompts = plan.prompts_of(scope)
+        roles = {p: prompt_role(p) for p in prompts}
         return {
             "models": model_fields(plan, models),
             "model_order": models,
             "dataset": scope,
+            "adapter": plan.datasets[scope]["adapter"],
+            "task": plan.idis_task(scope),
+            "kinds": self.kinds(plan, scope),
             "clean_condition": plan.clean,
             "draws": plan.draws(scope)[0],
             "main_prompt": prompts[0],
+            "prompts": prompts,
+            "mitigation_prompts": [p for p, (role, _) in roles.items() if role == "mitigation"],
+            "budget_prompts": {p: n for p, (role, n) in roles.items() if role == "budget"},
+            "extractors": plan.attribute_extractors if plan.idis_task(scope) else [],
+            "blocking": bool(plan.blocked_files(scope)),
             "bootstrap": plan.bootstrap,
         }
 
@@ -95,7 +131,11 @@ class IdisStudy(Study):
                 if plan.has_outputs(m, scope, c, p)
             ],
             "manifests": [plan.manifest_path(scope, c) for c in conditions if c in idis],
+            "samples": [plan.samples_path(scope)],
             "math_judged": plan.math_judged_files(scope),
+            "attributes": plan.attribute_files(scope),
+            "areas": plan.area_files(scope),
+            "blocked": plan.blocked_files(scope),
         }
 
     def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:
@@ -103,7 +143,20 @@ class IdisStudy(Study):
         variants = read_idis_variants(inputs.get("manifests") or [])
         judged_paths = inputs.get("math_judged") or []
         judged = read_math_judged(judged_paths) if judged_paths else None
-        return compute_idis_metrics(scored, variants, spec, judged)
+        samples = inputs.get("samples") or []
+        attributes = inputs.get("attributes") or []
+        areas = inputs.get("areas") or []
+        blocked = inputs.get("blocked") or []
+        return compute_idis_metrics(
+            scored,
+            variants,
+            spec,
+            judged,
+            samples=read_sample_meta(samples) if samples else None,
+            attributes=read_attributes(attributes) if attributes else None,
+            areas=read_areas(areas) if areas else None,
+            blocked=read_blocked(blocked) if blocked else None,
+        )
 
     def table_names(self, spec: Mapping[str, Any]) -> list[str]:
         return idis_table_names(spec)
@@ -111,11 +164,19 @@ class IdisStudy(Study):
     def figure_names(self, spec: Mapping[str, Any]) -> list[str]:
         return idis_figure_names(spec)
 
+    def view_caption(self, kind: str, name: str) -> str:
+        captions = {"table": TABLE_CAPTIONS, "figure": FIGURE_CAPTIONS}.get(kind, {})
+        return captions.get(name) or super().view_caption(kind, name)
+
+    def view(self, kind: str, name: str, metrics, inputs, spec):
+        # one job writes one file: build only the view asked for
+        return idis_view(kind, name, metrics, spec)
+
     def tables(self, metrics, inputs, spec):
-        return idis_tables(metrics, spec)
+        return {n: idis_view("table", n, metrics, spec) for n in self.table_names(spec)}
 
     def figures(self, metrics, inputs, spec):
-        return idis_figures(metrics, spec)
+        return {n: idis_view("figure", n, metrics, spec) for n in self.figure_names(spec)}
 
 
 STUDY = IdisStudy()

@@ -1,0 +1,49 @@
+# Idis analyses on files (vlmrobust.perturb.areas, vlmrobust.infer.blocking): the
+# distractor area of every variant that places distractors, and the attention-blocking
+# re-answers of chosen outputs (config idis).
+
+
+# r_area = A_dist / (A_dist + A_target): the areas the perturbation recorded (exact),
+# else the change mask between the edited and the original image.
+rule idis_areas:
+    input:
+        manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
+        samples="results/samples/{dataset}/samples.jsonl",
+    output:
+        "results/areas/{dataset}/{condition}.jsonl",
+    log:
+        "logs/idis-areas/{dataset}/{condition}.log",
+    conda:
+        "../../envs/data.yaml"
+    params:
+        spec=areas_spec,
+    shell:
+        "vlmrobust idis-areas --manifest {input.manifest} --samples {input.samples}"
+        " --spec {params.spec:q} --out {output} > {log} 2>&1"
+
+
+# The final answer generated again after the model's own trace, with the attention from
+# the answer to the distractor (or target) attribute phrases blocked; scored like the
+# outputs. A local checkpoint's job: the model's GPU resources.
+rule block_attention:
+    input:
+        unpack(blocking_inputs),
+    output:
+        "results/blocked/{model}/{dataset}/{condition}/{prompt}.jsonl",
+    log:
+        "logs/block-attention/{model}/{dataset}/{condition}/{prompt}.log",
+    wildcard_constraints:
+        model=alternation(LOCAL_MODELS),
+    conda:
+        "../../envs/infer.yaml"
+    threads: config["threads"]["infer"]
+    resources:
+        gpu=infer_resource("gpu"),
+        mem_mb=infer_resource("mem_mb"),
+        runtime=infer_resource("runtime"),
+    params:
+        spec=blocking_spec,
+    shell:
+        "vlmrobust block-attention --spec {params.spec:q} --outputs {input.outputs}"
+        " --attributes {input.attributes} --manifest {input.manifest}"
+        " --samples {input.samples} --threads {threads} --out {output} > {log} 2>&1"
