@@ -95,6 +95,7 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
         "distract-bench": 506,
         "visargs": 1611,
         "imagenet9": 4050,
+        "imagenet9-sampling": 4050,
         "mathverse": 3152,
         "logicvista": None,
         "waterbirds": None,
@@ -125,6 +126,7 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
         "mathvista": 16384,
         "mathvision": 16384,
         "imagenet9": 2048,
+        "imagenet9-sampling": 2048,
         "waterbirds": 2048,
         "mathverse": 8192,
     }

@@ -271,7 +271,9 @@ def test_snakemake_refuses_the_configuration_before_printing_a_command(tmp_path,
         text = text.replace("\nseed: 0\n", "\nseed: 0\nseed: 1\n")
         expected = "key 'seed' is given twice"
     else:
-        text += f"judge:\n  reference: {{backend: openai, model: m, api_key_env: {SECRET}}}\n"
+        reference = f"  reference: {{backend: openai, model: m, api_key_env: {SECRET}}}\n"
+        assert "\njudge:\n" in text  # the demo's judges: add one beside them
+        text = text.replace("\njudge:\n", "\njudge:\n" + reference, 1)
         expected = "key 'judge.reference.api_key_env': not the name of an environment variable"
     path = tmp_path / "run.yaml"
     path.write_text(text)

@@ -25,6 +25,7 @@ from vlmrobust.perturb.placement import (
     PlacementError,
     box_gap,
     boxes_conflict,
+    mask_blocked,
     paste_layers,
     place_boxes,
     place_fitting,
@@ -743,6 +744,54 @@ def test_size_that_does_not_fit_is_excluded(tmp_path, segments):
     variants, report = _build(tmp_path / "s.jsonl", "size", spec, tmp_path)
     assert [v.variant_id for v in variants] == ["p-mid__size-tiny"]
     assert report["excluded_by_reason"] == {"no-room": 1}
+
+
+def test_mask_blocked_is_exact_for_every_position():
+    mask = np.zeros((5, 5), dtype=bool)
+    mask[2, 3] = True
+    # a 2x2 box: top-left (x, y) covers (2, 3) iff x in {2, 3} and y in {1, 2}
+    expected = np.zeros((4, 4), dtype=bool)
+    expected[1:3, 2:4] = True
+    assert (mask_blocked(mask, 2, 2) == expected).all()
+    # with a margin of 1 the widened box reaches one pixel further each way
+    wide = np.zeros((4, 4), dtype=bool)
+    wide[0:4, 1:4] = True
+    assert (mask_blocked(mask, 2, 2, margin=1) == wide).all()
+
+
+def test_a_box_may_sit_inside_the_targets_box_but_not_on_its_pixels():
+    # a ring-shaped target: its bounding box is the whole canvas, its hole is free
+    ring = np.ones((20, 20), dtype=bool)
+    ring[6:14, 6:14] = False
+    for seed in range(5):
+        (box,) = place_boxes([(6, 6)], (20, 20), np.random.default_rng(seed), forbidden_mask=ring)
+        x0, y0, x1, y1 = box
+        assert x0 >= 6 and x1 <= 14 and y0 >= 6 and y1 <= 14
+        assert not ring[y0:y1, x0:x1].any()
+    with pytest.raises(PlacementError, match="the forbidden pixels"):
+        place_boxes([(9, 9)], (20, 20), np.random.default_rng(0), forbidden_mask=ring)
+    with pytest.raises(PlacementError):  # the bounding box leaves no room at all
+        place_boxes([(6, 6)], (20, 20), np.random.default_rng(0), forbidden=[(0, 0, 20, 20)])
+
+
+def test_size_avoid_is_checked(tmp_path, segments, perception):
+    spec = {"perturbation": "size", "segments": str(segments), "avoid": "mask"}
+    with pytest.raises(
+        ValueError, match=r"conditions\.size\.avoid: 'mask' is not one of box, pixels"
+    ):
+        _build(perception, "size", spec, tmp_path)
+    ok = {"perturbation": "size", "segments": str(segments), "canvas": 256, "avoid": "pixels"}
+    variants, report = _build(perception, "size", ok, tmp_path / "ok")
+    samples = {s.sample_id: s for s in read_samples(perception)}
+    assert variants and report["excluded"] + len(variants) == 9
+    for v in variants:
+        masks = samples[v.sample_id].meta.get("target_masks")
+        if not masks or masks[0] is None:
+            continue
+        target = _target_pixels(masks[0], 256)
+        for x0, y0, x1, y1 in v.params["boxes"]:  # beside the target's pixels, margin kept
+            m = round(0.01 * 256)
+            assert not target[max(0, y0 - m) : y1 + m, max(0, x0 - m) : x1 + m].any()
 
 
 # ---------------------------------------------------------------- resize

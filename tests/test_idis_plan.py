@@ -94,19 +94,19 @@ def test_math_judge_files_and_spec(config):
 
 def test_attribute_files_per_extractor_of_every_idis_output(config):
     plan = _plan(config)
-    assert plan.attribute_extractors == ["lexical"]
+    assert plan.attribute_extractors == ["lexical", "lexical-minimal"]
     files = plan.attribute_files("demo-idis-perception")
-    # 2 models x 5 conditions x 2 prompts
-    assert len(files) == 20
+    # 2 extractors x 2 models x 5 conditions x 2 prompts
+    assert len(files) == 40
     assert files[0] == (
         "results/judged-attributes/lexical/demo-base/demo-idis-perception/clean/idis-perception.jsonl"
     )
-    assert len(plan.attribute_files("demo-idis-waterbirds")) == 2 * 1 * 2
+    assert len(plan.attribute_files("demo-idis-waterbirds")) == 2 * 2 * 1 * 2
     assert plan.attribute_files("demo-chart") == []  # no attribute task
     assert plan.idis_task("demo-idis-math") == "math"
-    two = {"lexical": {"backend": "offline"}, "alt": {"backend": "offline"}}
-    plan2 = _plan(config, [(("judge", "attributes", "extractors"), two)])
-    assert len(plan2.attribute_files("demo-idis-math")) == 2 * 2 * 5
+    one = {"lexical": {"backend": "offline"}}
+    plan2 = _plan(config, [(("judge", "attributes", "extractors"), one)])
+    assert len(plan2.attribute_files("demo-idis-math")) == 2 * 5
     llm = {"backend": "openai", "model": "deepseek-chat", "prompt": "alternative"}
     plan3 = _plan(config, [(("judge", "attributes", "extractors"), {"ds": llm})])
     assert plan3.attribute_spec("ds")["cache_dir"] == "results/cache/llm"
@@ -141,10 +141,15 @@ def test_blocked_files_and_their_checks(config):
     assert only.blocked_files("demo-idis-perception") == []
     with pytest.raises(ConfigError, match=r"idis\.blocking\.conditions: unknown condition 'nope'"):
         _plan(config, [(("idis", "blocking", "conditions"), ["nope"])])
-    with pytest.raises(ConfigError, match=r"idis\.blocking\.models: 'demo-extra' is not in"):
-        _plan(config, [(("idis", "blocking", "models"), ["demo-extra"])])
-    with pytest.raises(ConfigError, match=r"idis\.blocking\.datasets: 'x' is not a dataset"):
-        _plan(config, [(("idis", "blocking", "datasets"), ["x"])])
+    with pytest.raises(ConfigError, match=r"idis\.blocking\.models: unknown model id 'nope'"):
+        _plan(config, [(("idis", "blocking", "models"), ["nope"])])
+    with pytest.raises(ConfigError, match=r"'gpt-4o' has backend 'openai'; attention blocking"):
+        _plan(config, [(("idis", "blocking", "models"), ["gpt-4o"])])
+    # a registry model the run does not evaluate, a dataset it does not have: nothing to do
+    other = _plan(config, [(("idis", "blocking", "models"), ["demo-extra"])])
+    assert other.blocked_files("demo-idis-perception") == []
+    gone = _plan(config, [(("idis", "blocking", "datasets"), ["x"])])
+    assert gone.blocked_files("demo-idis-perception") == []
     with pytest.raises(ConfigError, match=r"name at least one extractor"):
         _plan(config, [(("judge", "attributes", "extractors"), {})])
 

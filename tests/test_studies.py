@@ -41,6 +41,7 @@ def test_demo_folders_and_files(plan):
         "distraction/demo-distract",
         "idis/demo-idis-perception",
         "idis/demo-idis-math",
+        "idis/demo-idis-budget",
         "idis/demo-idis-waterbirds",
         "masking/demo-visargs",
     ]

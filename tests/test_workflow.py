@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -35,8 +36,9 @@ def test_default_run_writes_every_manifest(demo_run):
     manifests = sorted(demo_run.glob("results/variants/*/*/manifest.jsonl"))
     # seven demo families x (clean, corrupt) + the constructed demo-distract x 3 + the
     # demo's VisArgs-like images x (clean, mask-specific, mask-random) + the Idis slice:
-    # perception x 5, math x 5, the figure and table pools and Waterbirds x clean
-    assert len(manifests) == 7 * 2 + 3 + 3 + 5 + 5 + 3
+    # perception x 5, math x 5, the budget slice x 2, the figure and table pools and
+    # Waterbirds x clean
+    assert len(manifests) == 7 * 2 + 3 + 3 + 5 + 5 + 2 + 3
     for manifest in manifests:
         dataset = manifest.parent.parent.name
         samples = read_jsonl(demo_run / f"results/samples/{dataset}/samples.jsonl")
@@ -75,7 +77,9 @@ def test_every_answer_is_scored(demo_run):
         ("demo-visargs", c) for c in ("clean", "mask-specific", "mask-random")
     } | {("demo-idis-perception", c) for c in IDIS_PERCEPTION} | {
         ("demo-idis-math", c) for c in IDIS_MATH
-    } | {("demo-idis-waterbirds", "clean")}
+    } | {("demo-idis-waterbirds", "clean")} | {
+        ("demo-idis-budget", c) for c in ("clean", "idis-objects")
+    }
     summary = [r for r in summary if not r["dataset"].startswith("demo-idis")]
     per_model = {}
     for r in summary:
@@ -383,3 +387,65 @@ def test_a_job_by_hand_writes_what_the_workflow_wrote(demo_run, tmp_path):
          str(tmp_path / "s.csv")], demo_run)  # fmt: skip
     made = demo_run / "results/scored/demo-base/demo-chart/corrupt/default.csv"
     assert (tmp_path / "s.csv").read_bytes() == made.read_bytes()
+
+
+def test_idis_analyses_from_the_demo(demo_run):
+    """Attributes, areas, attention blocking and every Idis view of the default run."""
+    import csv
+
+    from vlmrobust.core.plan import RunPlan
+    from vlmrobust.studies import STUDIES
+
+    perception = "demo-idis-perception"
+    # two extractors (the full and the minimal vocabulary) on every Idis output
+    for extractor in ("lexical", "lexical-minimal"):
+        rows = read_jsonl(
+            demo_run
+            / f"results/judged-attributes/{extractor}/demo-reasoning/{perception}/idis-objects/idis-perception.jsonl"
+        )
+        outputs = read_jsonl(
+            demo_run
+            / f"results/outputs/demo-reasoning/{perception}/idis-objects/idis-perception.jsonl"
+        )
+        assert [r["key"] for r in rows] == [o["key"] for o in outputs]
+        assert all(r["method"] in ("lexical", "empty") and r["error"] is None for r in rows)
+        assert all(
+            sum(r["counts"].values()) == sum(map(len, r["attributes"].values())) for r in rows
+        )
+    # composited objects: exact areas, r_area = A_dist / (A_dist + A_target)
+    for area in read_jsonl(demo_run / f"results/areas/{perception}/idis-objects.jsonl"):
+        if area["r_area"] is not None:
+            assert area["method"] == "exact"
+            total = area["distractor_area"] + area["target_area"]
+            assert area["r_area"] == pytest.approx(area["distractor_area"] / total)
+    # attention blocking: one row per re-answered output and setting, scored
+    blocked = read_jsonl(
+        demo_run / f"results/blocked/demo-reasoning/{perception}/idis-objects/idis-perception.jsonl"
+    )
+    assert blocked and {r["block"] for r in blocked} == {"none", "distractor", "target"}
+    assert all(r["correct"] in (0, 1) for r in blocked if r["error"] is None)
+    with open(demo_run / f"results/metrics/idis/{perception}/metrics.csv") as fh:
+        metrics = list(csv.DictReader(fh))
+    found = {r["metric"] for r in metrics}
+    for metric in (
+        "accuracy",
+        "rank_accuracy",
+        "attributes_total",
+        "r_target",
+        "extractor_pearson",
+        "r_area",
+        "sampling_delta",
+        "blocked_accuracy",
+        "length_quantile",
+    ):
+        assert metric in found, metric
+    # every Idis table and figure of every scope, and the report lists them
+    cwd = Path.cwd()
+    os.chdir(demo_run)
+    try:
+        files = STUDIES["idis"].targets(RunPlan.load("config/config.yaml"))
+    finally:
+        os.chdir(cwd)
+    assert len(files) > 100
+    for path in files:
+        assert (demo_run / path).is_file(), path

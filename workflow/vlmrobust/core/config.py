@@ -552,11 +552,16 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
 
 
 def _check_blocking(config: dict, models: dict) -> None:
-    """``idis.blocking`` names run models answered locally and conditions of the run."""
+    """``idis.blocking`` names registry models answered locally and conditions of the
+    run. Its datasets may name datasets the run does not have (a command-line
+    ``--config datasets=...`` replaces them): those have nothing to re-answer."""
     blocking = config["idis"]["blocking"]
     for mid in blocking["models"]:
-        if mid not in config["models"]:
-            raise ConfigError(f"config: idis.blocking.models: {mid!r} is not in the run's `models`")
+        if mid not in models:
+            raise ConfigError(
+                f"config: idis.blocking.models: unknown model id {mid!r} "
+                f"(not in {config['model_registry']})"
+            )
         if models[mid]["backend"] != "hf":
             raise ConfigError(
                 f"config: idis.blocking.models: {mid!r} has backend "
@@ -568,11 +573,6 @@ def _check_blocking(config: dict, models: dict) -> None:
             raise ConfigError(
                 f"config: idis.blocking.conditions: unknown condition {cond!r} "
                 f"(defined under `conditions`: {', '.join(config['conditions'])})"
-            )
-    for name in blocking["datasets"] or []:
-        if name not in config["datasets"]:
-            raise ConfigError(
-                f"config: idis.blocking.datasets: {name!r} is not a dataset of the run"
             )
     if blocking["models"] and not config["judge"]["attributes"]["extractors"]:
         raise ConfigError(

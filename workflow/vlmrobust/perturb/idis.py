@@ -481,15 +481,15 @@ def _target_class(sample: Sample, objects: ObjectLists) -> str:
     return label
 
 
-def _target_region(sample: Sample, canvas: int) -> tuple[list[int] | None, int | None]:
-    """The target's bounding box and pixel count on the canvas (None, None without a
-    target mask). The mask is resized like the image (bicubic); any channel > 16 is
-    the target."""
+def _target_pixels(sample: Sample, canvas: int) -> np.ndarray | None:
+    """The target's pixels on the canvas (a boolean ``(canvas, canvas)`` array; None
+    without a target mask). The mask is resized like the image (bicubic); any channel
+    > 16 is the target."""
     sid = sample.sample_id
     masks = sample.meta.get("target_masks")
     path = masks[0] if isinstance(masks, list) and masks else None
     if path is None:
-        return None, None
+        return None
     what = f"sample {sid!r}: meta.target_masks[0]"
     mask = _open_shown(str(path), what)
     size = _shown_size(sample.images[0], f"sample {sid!r}")
@@ -497,12 +497,19 @@ def _target_region(sample: Sample, canvas: int) -> tuple[list[int] | None, int |
         raise ValueError(
             f"{what} {path} is {mask.width}x{mask.height} but the image is {size[0]}x{size[1]}"
         )
-    arr = np.asarray(to_canvas(mask, canvas))
-    target = (arr > 16).any(axis=2)
-    box = mask_bbox(target)
-    if box is None:
+    target = (np.asarray(to_canvas(mask, canvas)) > 16).any(axis=2)
+    if not target.any():
         raise ValueError(f"{what} {path} has no target pixel (no channel above 16)")
-    return list(box), int(target.sum())
+    return target
+
+
+def _target_region(sample: Sample, canvas: int) -> tuple[list[int] | None, int | None]:
+    """The target's bounding box and pixel count on the canvas (None, None without a
+    target mask; :func:`_target_pixels`)."""
+    target = _target_pixels(sample, canvas)
+    if target is None:
+        return None, None
+    return list(mask_bbox(target)), int(target.sum())
 
 
 def _perception_target(
@@ -1267,9 +1274,13 @@ SIZE_DEFAULTS: dict[str, Any] = {
     "segments": None,
     "canvas": 1024,
     "margin": 0.01,
+    "avoid": "box",
     "objects_file": None,
 }
 _SIZE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+#: what a size variant's cut-outs keep clear of: the target's bounding box, or only its
+#: pixels (a cut-out may then sit in a free corner of the box without covering the target)
+SIZE_AVOID = ("box", "pixels")
 
 
 def _prepare_size(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -1302,6 +1313,10 @@ def _prepare_size(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
     out["n"] = _int(condition, "n", out["n"])
     if out["n"] > most:
         raise ValueError(f"{_key(condition, 'n')}: {out['n']} objects, a category has {most}")
+    if out["avoid"] not in SIZE_AVOID:
+        raise ValueError(
+            f"{_key(condition, 'avoid')}: {out['avoid']!r} is not one of {', '.join(SIZE_AVOID)}"
+        )
     _check_layout(condition, out)
     if out["segments"] is None:
         raise ValueError(
@@ -1319,6 +1334,7 @@ def _plan_size(
     sid = sample.sample_id
     objects, target, target_box, target_area = _perception_target(sample, "size", spec)
     canvas = spec["canvas"]
+    pixels = _target_pixels(sample, canvas) if spec["avoid"] == "pixels" else None
     n, sem = spec["n"], spec["semantics"]
     # the same objects (and files) at every size of the sample: only the size changes
     shared = rng_for(seed, condition, sid, "objects")
@@ -1335,7 +1351,8 @@ def _plan_size(
                 sizes,
                 (canvas, canvas),
                 rng,
-                forbidden=[target_box] if target_box else [],
+                forbidden=[target_box] if target_box and pixels is None else [],
+                forbidden_mask=pixels,
                 margin=round(spec["margin"] * canvas),
             )
         except PlacementError as exc:

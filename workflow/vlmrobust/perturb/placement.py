@@ -17,7 +17,10 @@ is valid every valid position is enumerated (the forbidden top-left positions of
 are one rectangle per obstacle) and one is drawn from those, so a box that fits is
 always placed. When a box has no valid position the whole arrangement is drawn again
 (``restarts``); when every restart fails, :class:`PlacementError` says which box could
-not be placed. :func:`place_fitting` retries with smaller sizes (a caller-made size
+not be placed. A *forbidden mask* (a boolean canvas, e.g. the target's own pixels) is a
+finer obstacle than a box: a box may then lie anywhere its rectangle, widened by the
+margin, covers no True pixel (checked exactly for every position with an integral
+image), so a distractor may sit inside the target's bounding box without covering it. :func:`place_fitting` retries with smaller sizes (a caller-made size
 function of a scale factor) and reports the factor it needed.
 
 :func:`paste_layers` pastes images at their boxes: RGBA / LA layers through their alpha
@@ -40,6 +43,7 @@ __all__ = [
     "box_gap",
     "boxes_conflict",
     "mask_bbox",
+    "mask_blocked",
     "paste_layers",
     "place_boxes",
     "place_fitting",
@@ -88,6 +92,29 @@ def _check_sizes(sizes: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
     return out
 
 
+def mask_blocked(mask: np.ndarray, w: int, h: int, margin: int = 0) -> np.ndarray:
+    """For every top-left position of a ``w`` x ``h`` box on the canvas of ``mask``
+    (``(H - h + 1, W - w + 1)``), whether the box widened by ``margin`` on each side
+    covers a True pixel of ``mask`` (an integral-image sum, exact)."""
+    m = np.asarray(mask, dtype=bool)
+    height, width = m.shape
+    ny, nx = height - h + 1, width - w + 1
+    if ny < 1 or nx < 1:
+        return np.ones((max(ny, 0), max(nx, 0)), dtype=bool)
+    integral = np.zeros((height + 1, width + 1), dtype=np.int64)
+    integral[1:, 1:] = m.cumsum(axis=0).cumsum(axis=1)
+    ys, xs = np.arange(ny), np.arange(nx)
+    y0, y1 = np.clip(ys - margin, 0, height), np.clip(ys + h + margin, 0, height)
+    x0, x1 = np.clip(xs - margin, 0, width), np.clip(xs + w + margin, 0, width)
+    total = (
+        integral[np.ix_(y1, x1)]
+        - integral[np.ix_(y0, x1)]
+        - integral[np.ix_(y1, x0)]
+        + integral[np.ix_(y0, x0)]
+    )
+    return total > 0
+
+
 def _place_one(
     w: int,
     h: int,
@@ -96,6 +123,7 @@ def _place_one(
     margin: int,
     rng: np.random.Generator,
     tries: int,
+    blocked: np.ndarray | None = None,
 ) -> Box | None:
     width, height = canvas
     nx, ny = width - w + 1, height - h + 1
@@ -104,11 +132,13 @@ def _place_one(
     for _ in range(tries):
         x, y = int(rng.integers(nx)), int(rng.integers(ny))
         box = (x, y, x + w, y + h)
+        if blocked is not None and blocked[y, x]:
+            continue
         if not any(boxes_conflict(box, o, margin) for o in obstacles):
             return box
     # every top-left position: the ones that conflict with obstacle o form the rectangle
     # x in (o.x0 - m - w, o.x1 + m), y in (o.y0 - m - h, o.y1 + m)
-    free = np.ones((ny, nx), dtype=bool)
+    free = np.ones((ny, nx), dtype=bool) if blocked is None else ~blocked
     for o in obstacles:
         x0, x1 = max(0, o[0] - margin - w + 1), min(nx, o[2] + margin)
         y0, y1 = max(0, o[1] - margin - h + 1), min(ny, o[3] + margin)
@@ -127,29 +157,48 @@ def place_boxes(
     rng: np.random.Generator,
     *,
     forbidden: Sequence[Sequence[int]] = (),
+    forbidden_mask: np.ndarray | None = None,
     margin: int = 0,
     tries: int = 32,
     restarts: int = 8,
 ) -> list[Box]:
     """Boxes of ``sizes`` ``(w, h)`` inside ``canvas`` ``(W, H)``, in the order of
-    ``sizes``, none conflicting (under ``margin``) with another or with a ``forbidden``
-    box; see the module docstring for how positions are drawn. Raises
-    :class:`PlacementError` when a box does not fit after ``restarts`` redraws."""
+    ``sizes``, none conflicting (under ``margin``) with another, with a ``forbidden``
+    box or with a True pixel of ``forbidden_mask`` (a ``(H, W)`` boolean array); see the
+    module docstring for how positions are drawn. Raises :class:`PlacementError` when a
+    box does not fit after ``restarts`` redraws."""
     sizes = _check_sizes(sizes)
     width, height = int(canvas[0]), int(canvas[1])
     if margin < 0:
         raise ValueError(f"margin must be >= 0, got {margin}")
+    if forbidden_mask is not None and np.shape(forbidden_mask) != (height, width):
+        raise ValueError(
+            f"forbidden_mask is {np.shape(forbidden_mask)}, the canvas {height}x{width} (H, W)"
+        )
     fixed = [tuple(int(v) for v in b) for b in forbidden]
     for i, (w, h) in enumerate(sizes):
         if w > width or h > height:
             raise PlacementError(f"box {i} ({w}x{h}) is larger than the {width}x{height} canvas")
     order = sorted(range(len(sizes)), key=lambda i: -sizes[i][0] * sizes[i][1])
+    blocked = (
+        {}
+        if forbidden_mask is None
+        else {s: mask_blocked(forbidden_mask, *s, margin) for s in set(sizes)}
+    )
     failed = 0
     for _attempt in range(restarts + 1):
         placed: dict[int, Box] = {}
         obstacles: list[Box] = list(fixed)  # type: ignore[arg-type]
         for i in order:
-            box = _place_one(*sizes[i], (width, height), obstacles, margin, rng, tries)
+            box = _place_one(
+                *sizes[i],
+                (width, height),
+                obstacles,
+                margin,
+                rng,
+                tries,
+                blocked.get(sizes[i]),
+            )
             if box is None:
                 failed = i
                 break
@@ -158,8 +207,11 @@ def place_boxes(
         else:
             return [placed[i] for i in range(len(sizes))]
     w, h = sizes[failed]
+    beside = f"{len(fixed)} forbidden box(es)" + (
+        ", the forbidden pixels" if forbidden_mask is not None else ""
+    )
     raise PlacementError(
-        f"no room for box {failed} ({w}x{h}) beside {len(fixed)} forbidden box(es) and the "
+        f"no room for box {failed} ({w}x{h}) beside {beside} and the "
         f"other boxes on a {width}x{height} canvas (margin {margin} px, "
         f"{restarts + 1} arrangements tried)"
     )
