@@ -15,6 +15,7 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from vlmrobust.metrics.core import METRIC_COLUMNS  # noqa: E402
+from vlmrobust.metrics.idis import EXTRA_COLUMNS  # noqa: E402
 from vlmrobust.report.figures.idis import (  # noqa: E402
     FIGURE_BUILDERS,
     FIGURE_CAPTIONS,
@@ -30,19 +31,7 @@ from vlmrobust.report.tables.idis import (  # noqa: E402
 )
 from vlmrobust.report.tables.render import Table, to_latex, to_markdown  # noqa: E402
 
-EXTRA = (
-    "kind",
-    "semantics",
-    "distractors",
-    "size",
-    "resolution",
-    "rank",
-    "subset",
-    "bin",
-    "extractor",
-    "block",
-)
-COLUMNS = [*METRIC_COLUMNS, *EXTRA]
+COLUMNS = [*METRIC_COLUMNS, *EXTRA_COLUMNS]
 TEXT = [c for c in COLUMNS if c not in ("severity", "value", "ci_low", "ci_high", "n")]
 
 MODELS = {"m1": {"name": "Model One"}, "m2": {"name": "Model Two"}}

@@ -27,6 +27,7 @@ CONDITIONS = {
         "perturbation": "size",
         "segments": "results/raw/demo-idis/segments",
         "avoid": "pixels",
+        "sizes": {"small": 0.01, "medium": 0.025, "large": 0.05},
     },
     "idis-res": {"perturbation": "resize", "resolutions": [128, 512]},
 }
@@ -264,3 +265,15 @@ def test_mitigation_table_on_waterbirds(idis_review):
     for row in table:
         overall = [v for k, v in row.items() if k.startswith("Overall")]
         assert overall == ["60.0", "50.0"]
+
+
+def test_sizes_table_has_every_size(idis_review):
+    # the cut-outs keep clear of the target's pixels (avoid: pixels): every size fits
+    report = json.loads(
+        (idis_review / f"results/variants/{PERCEPTION}/idis-size/report.json").read_text()
+    )
+    assert report["variants"] == 2 * 3 and report["excluded"] == 0
+    text = (idis_review / f"results/tables/idis/{PERCEPTION}/sizes.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| idis-perception "))
+    # accuracy 60.0 at each size; r_attr 50.0 (one object of one class, the target once)
+    assert [c.strip() for c in row.split("|")[3:-1]] == ["60.0", "50.0"] * 3

@@ -718,6 +718,25 @@ def _trace_notes(g: pd.DataFrame, ratio: str | None = None) -> str:
     return join_notes(*notes)
 
 
+def _bin_rows(
+    metric: str,
+    frame: pd.DataFrame,
+    by: str,
+    bin_of: Any,
+    bins: Sequence[str],
+    column: str,
+    base: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """One row per non-empty bin of ``frame[by]`` (``bin_of`` names a value's bin): the
+    mean of ``column`` over the rows in it, ``n`` = those rows."""
+    labels = frame[by].map(bin_of)
+    return [
+        metric_row(metric, **base, bin=b, value=float(sel[column].mean()), n=len(sel))
+        for b in bins
+        if len(sel := frame[labels == b])
+    ]
+
+
 def _attribute_rows(
     mp: pd.DataFrame,
     head: Mapping[str, Any],
@@ -742,34 +761,14 @@ def _attribute_rows(
                     note = _trace_notes(g, ratio)
                     rows.append(_mean_row(ratio, defined, ratio, base, boot, note))
             defined = ok.dropna(subset=["r_attr"])
-            bins = defined["r_attr"].map(r_attr_bin)
-            for b in R_ATTR_BINS:
-                sel = defined[bins == b]
-                if len(sel):
-                    rows.append(
-                        metric_row(
-                            "bin_accuracy",
-                            **base,
-                            bin=b,
-                            value=float(sel["correct"].mean()),
-                            n=len(sel),
-                        )
-                    )
+            rows += _bin_rows(
+                "bin_accuracy", defined, "r_attr", r_attr_bin, R_ATTR_BINS, "correct", base
+            )
             if with_areas:
                 known = defined.dropna(subset=["r_area"])
-                abins = known["r_area"].map(area_bin)
-                for b in AREA_BINS:
-                    sel = known[abins == b]
-                    if len(sel):
-                        rows.append(
-                            metric_row(
-                                "area_bin_r_attr",
-                                **base,
-                                bin=b,
-                                value=float(sel["r_attr"].mean()),
-                                n=len(sel),
-                            )
-                        )
+                rows += _bin_rows(
+                    "area_bin_r_attr", known, "r_area", area_bin, AREA_BINS, "r_attr", base
+                )
         rows += _trace_correlation_rows(me, {**head, "extractor": ex})
     rows += _extractor_pearson_rows(mp, head, extractors)
     return rows

@@ -80,13 +80,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import Image
 from scipy import ndimage
 
 from ..clients.vlm.media import to_rgb
 from ..core.io import write_jsonl
 from ..core.records import Sample, Variant, read_samples, read_variants
 from .idis import load_objects
+from .variants import open_shown
 
 __all__ = [
     "AREA_DEFAULTS",
@@ -251,15 +252,6 @@ def change_mask(
 # ---------------------------------------------------------------- images
 
 
-def _open(path: str, what: str) -> Image.Image:
-    try:
-        with Image.open(path) as im:
-            im.load()
-            return ImageOps.exif_transpose(im)
-    except Exception as exc:
-        raise ValueError(f"{what}: cannot read image {path}: {exc}") from None
-
-
 def _size(path: str, what: str) -> list[int]:
     try:
         with Image.open(path) as im:
@@ -273,13 +265,13 @@ def _size(path: str, what: str) -> list[int]:
 @lru_cache(maxsize=8)
 def _original(path: str, what: str) -> Image.Image:
     """A sample's image in RGB (shared by the variants of one sample; do not modify)."""
-    return to_rgb(_open(path, what))
+    return to_rgb(open_shown(path, what))
 
 
 @lru_cache(maxsize=8)
 def _target(path: str, size: tuple[int, int], what: str) -> np.ndarray:
     """A target mask (any channel > 16) resized (nearest) to ``size`` (do not modify)."""
-    arr = np.asarray(to_rgb(_open(path, what)))
+    arr = np.asarray(to_rgb(open_shown(path, what)))
     mask = Image.fromarray(((arr > TARGET_THRESHOLD).any(axis=2) * 255).astype(np.uint8))
     if mask.size != size:
         mask = mask.resize(size, _NEAREST)
@@ -287,7 +279,7 @@ def _target(path: str, size: tuple[int, int], what: str) -> np.ndarray:
 
 
 def _mask_count(path: str, variant_id: str) -> int:
-    img = _open(path, f"variant {variant_id!r}: mask")
+    img = open_shown(path, f"variant {variant_id!r}: mask")
     return int((np.asarray(img.convert("L")) > MASK_THRESHOLD).sum())
 
 
@@ -349,7 +341,7 @@ def _target_mask_path(sample: Sample) -> str | None:
 
 def _change(v: Variant, sample: Sample, spec: dict[str, Any]) -> dict[str, Any]:
     what = f"variant {v.variant_id!r}"
-    edited = _open(v.images[0], what)
+    edited = open_shown(v.images[0], what)
     canvas = [edited.width, edited.height]
     path = _target_mask_path(sample)
     if path is None:
@@ -388,7 +380,7 @@ def _distractor_prompts(v: Variant, sample: Sample) -> list[str]:
 
 def _segmented(v: Variant, sample: Sample, segmenter: Segmenter, name: str) -> dict[str, Any]:
     what = f"variant {v.variant_id!r}"
-    image = to_rgb(_open(v.images[0], what))
+    image = to_rgb(open_shown(v.images[0], what))
     canvas = [image.width, image.height]
     target_prompt = _target_prompt(v, sample)
     if target_prompt is None:

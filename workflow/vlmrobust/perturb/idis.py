@@ -85,7 +85,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import yaml
-from PIL import Image, ImageDraw, ImageFont, ImageOps
+from PIL import Image, ImageDraw, ImageFont
 
 from ..clients.image_edit import ImageEditCache, cached_edit, make_api_editor
 from ..clients.vlm.media import to_rgb
@@ -94,7 +94,15 @@ from ..core.records import Sample, read_samples
 from ..core.seeding import derive_seed, rng_for
 from .masking import _is_number
 from .placement import PlacementError, mask_bbox, paste_layers, place_boxes, place_fitting
-from .variants import Excluded, Perturbation, VariantPlan, _check_keys, _key, register
+from .variants import (
+    Excluded,
+    Perturbation,
+    VariantPlan,
+    _check_keys,
+    _key,
+    open_shown,
+    register,
+)
 
 __all__ = [
     "DEFAULT_OBJECTS_FILE",
@@ -218,16 +226,6 @@ def to_canvas(image: Image.Image, canvas: int) -> Image.Image:
     return rgb.resize((canvas, canvas), _BICUBIC)
 
 
-def _open_shown(path: str, what: str) -> Image.Image:
-    """Open and decode ``path`` with its EXIF orientation applied (as the stage does)."""
-    try:
-        with Image.open(path) as im:
-            im.load()
-            return ImageOps.exif_transpose(im)
-    except Exception as exc:
-        raise ValueError(f"{what}: cannot read image {path}: {exc}") from None
-
-
 def _shown_size(path: str, what: str) -> tuple[int, int]:
     """The size of an image as shown (EXIF orientation 5-8 swaps width and height)."""
     try:
@@ -242,7 +240,7 @@ def _shown_size(path: str, what: str) -> tuple[int, int]:
 @lru_cache(maxsize=64)
 def _cutout(path: str) -> Image.Image:
     """An RGBA cut-out cropped to the bounding box of its alpha > 0 (do not modify)."""
-    rgba = _open_shown(path, "cut-out").convert("RGBA")
+    rgba = open_shown(path, "cut-out").convert("RGBA")
     bbox = rgba.getchannel("A").getbbox()
     if bbox is None:
         raise ValueError(f"cut-out {path} is fully transparent")
@@ -491,7 +489,7 @@ def _target_pixels(sample: Sample, canvas: int) -> np.ndarray | None:
     if path is None:
         return None
     what = f"sample {sid!r}: meta.target_masks[0]"
-    mask = _open_shown(str(path), what)
+    mask = open_shown(str(path), what)
     size = _shown_size(sample.images[0], f"sample {sid!r}")
     if mask.size != size:
         raise ValueError(
@@ -945,7 +943,7 @@ def _apply_math(
     base.paste(target, (tb[0], tb[1]))
     layers = []
     for path, box in zip(params["files"], params["boxes"], strict=True):
-        figure = _open_shown(path, "distractor figure")
+        figure = open_shown(path, "distractor figure")
         if figure.mode not in ("RGBA", "LA"):
             figure = to_rgb(figure)
         layers.append((_layer(figure, box), box))

@@ -439,16 +439,20 @@ class _Task:
     seed: int
 
 
-def _load_image(sample_id: str, path: str) -> Image.Image:
-    """Open and decode ``path``; orientation from EXIF is applied (as viewers and
-    ``transformers.image_utils.load_image`` do), so the perturbed pixels are the ones a
-    model is shown."""
+def open_shown(path: str, what: str) -> Image.Image:
+    """Open and decode ``path`` with its EXIF orientation applied (as viewers and
+    ``transformers.image_utils.load_image`` do), so the pixels are the ones a model is
+    shown; an unreadable file is an error naming ``what`` and the path."""
     try:
         with Image.open(path) as im:
             im.load()
             return ImageOps.exif_transpose(im)
     except Exception as exc:
-        raise ValueError(f"sample {sample_id!r}: cannot read image {path}: {exc}") from exc
+        raise ValueError(f"{what}: cannot read image {path}: {exc}") from exc
+
+
+def _load_image(sample_id: str, path: str) -> Image.Image:
+    return open_shown(path, f"sample {sample_id!r}")
 
 
 def _check_image(sample_id: str, path: str) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...metrics.idis import POOLED, group_label, sort_key
+from ...metrics.idis import EXTRA_COLUMNS, GROUP_COLUMNS, POOLED, group_label, sort_key
 from ..common import Footnotes
 from .render import DASH, Table, fmt_count, fmt_pct, is_missing
 
@@ -50,21 +50,6 @@ __all__ = [
 ]
 
 _KEY = ["model", "prompt", "condition", "kind", "semantics", "distractors", "size", "resolution"]
-#: the fields that name a group of responses
-GROUP_FIELDS = ("condition", "kind", "semantics", "distractors", "size", "resolution")
-#: the text columns the Idis metrics add (a frame lacking one gets it as "")
-EXTRA_TEXT = (
-    "kind",
-    "semantics",
-    "distractors",
-    "size",
-    "resolution",
-    "rank",
-    "subset",
-    "bin",
-    "extractor",
-    "block",
-)
 #: kinds whose groups carry a semantics and a number of distractors
 DISTRACTOR_KINDS = ("visual", "typographic", "textual")
 SEMANTICS_ORDER = (
@@ -135,7 +120,7 @@ def prepare_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
     """The metrics with every Idis column present: text columns as str ("" where not
     applicable or absent), value / ci_low / ci_high as floats, n as a number."""
     m = metrics.copy()
-    for c in ("metric", "model", "prompt", "condition", "note", *EXTRA_TEXT):
+    for c in ("metric", "model", "prompt", "condition", "note", *EXTRA_COLUMNS):
         if c not in m.columns:
             m[c] = ""
         m[c] = m[c].fillna("").astype(str)
@@ -210,7 +195,7 @@ def pool_rows(rows: pd.DataFrame) -> dict[str, float] | None:
 
 def prefer_group(
     rows: pd.DataFrame,
-    fields: Iterable[str] = GROUP_FIELDS,
+    fields: Iterable[str] = GROUP_COLUMNS,
     semantics: tuple[str, ...] = (POOLED, "conflicting", ""),
 ) -> pd.DataFrame:
     """The rows of one group among several: rows over every group (all ``fields`` "")
@@ -440,7 +425,7 @@ def extractor_agreement_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) ->
         mm = m[m["model"] == model]
         records = sorted(
             mm.to_dict("records"),
-            key=lambda r: (r["prompt"], r["extractor"], sort_key([r[f] for f in GROUP_FIELDS])),
+            key=lambda r: (r["prompt"], r["extractor"], sort_key([r[f] for f in GROUP_COLUMNS])),
         )
         for r in records:
             cells.append(
