@@ -363,7 +363,21 @@ def test_block_attention_end_to_end(env, tmp_path):
         max_new_tokens=4,
         score=score,
     )
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    # a skipped output has a row per setting with no answer and the reason
+    reasons = {
+        "e#0": "generation-error",
+        "nj#0": "no-judge-row",
+        "je#0": "judge-error",
+        "nt#0": "no-trace",
+        "ut#0": "unclosed-trace",
+    }
+    assert [(r["key"], r["block"], r["error"], r["correct"]) for r in written[6:]] == [
+        (k, b, f"skipped: {why}", None)
+        for k, why in reasons.items()
+        for b in ("none", "distractor", "target")
+    ]
+    rows = written[:6]
     assert [(r["key"], r["block"]) for r in rows] == [
         (k, b)
         for k in ("s1__conflicting-n1#0", "s2__conflicting-n1#0")
@@ -398,7 +412,7 @@ def test_block_attention_end_to_end(env, tmp_path):
     assert summary == {
         "outputs": 7,
         "reanswered": 2,
-        "rows": 6,
+        "rows": 6 + 5 * 3,
         "errors": 0,
         "skipped": {
             "generation-error": 1,

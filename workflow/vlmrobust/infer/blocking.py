@@ -30,8 +30,9 @@ setting), ``error`` (the re-answer failed; ``answer_text`` empty, ``correct`` nu
 
 An aligned variant (perception) has no distractor phrases, so its ``distractor`` rows
 block nothing and equal ``none``: the study reports aligned separately. Output rows
-that cannot be re-answered are skipped and counted by reason in the summary, never
-silently: ``generation-error`` (the original generation failed), ``no-judge-row``,
+that cannot be re-answered are skipped, each with a row per setting (no answer,
+``error`` = ``skipped: <reason>``, so the metrics count them) and counted by reason in
+the summary: ``generation-error`` (the original generation failed), ``no-judge-row``,
 ``judge-error``, ``no-trace`` (no thinking markers) and ``unclosed-trace`` (the model
 stopped while thinking: it never began an answer).
 """
@@ -42,7 +43,7 @@ import logging
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,22 @@ def _request(
     )
 
 
+def _skipped_row(row: Mapping[str, Any], setting: str, reason: str) -> dict[str, Any]:
+    """The row of an output that was not re-answered: no answer, ``error`` the reason."""
+    return {
+        "key": row["key"],
+        "variant_id": row["variant_id"],
+        "sample_id": row["sample_id"],
+        "draw": row.get("draw"),
+        "block": setting,
+        "answer_text": "",
+        "correct": None,
+        "blocked_tokens": 0,
+        "phrases": 0,
+        "error": f"skipped: {reason}",
+    }
+
+
 def block_attention(
     outputs_path: Path,
     samples_path: Path,
@@ -179,19 +196,22 @@ def block_attention(
             if limit is not None and reanswered >= limit:
                 break
             key = row["key"]
-            if row.get("error"):
-                skipped["generation-error"] += 1
-                continue
             jrow = judged.get(key)
-            if jrow is None:
-                skipped["no-judge-row"] += 1
-                continue
-            if jrow.get("error"):
-                skipped["judge-error"] += 1
-                continue
             found = trace_prefill(row.get("raw_text") or "", markers)
-            if isinstance(found, str):
-                skipped[found] += 1
+            reason = (
+                "generation-error"
+                if row.get("error")
+                else "no-judge-row"
+                if jrow is None
+                else "judge-error"
+                if jrow.get("error")
+                else found
+                if isinstance(found, str)
+                else None
+            )
+            if reason is not None:  # a row per setting says so: counted where it is read
+                skipped[reason] += 1
+                rows += [_skipped_row(row, setting, reason) for setting in settings]
                 continue
             prefill, start, end = found
             variant = variants.get(row["variant_id"])
