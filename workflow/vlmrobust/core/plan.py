@@ -508,6 +508,7 @@ class RunPlan:
             self.area_path(dataset, c)
             for c in self.datasets[dataset]["conditions"]
             if self.conditions[c]["perturbation"] in AREA_PERTURBATIONS
+            and self.conditions[c].get("kind") != "textual"  # released textual: no image
         ]
 
     @staticmethod
