@@ -613,3 +613,27 @@ def test_idis_view_builds_one_view_and_names_an_unknown_one():
         idis_view("chart", "summary", EMPTY, full_spec())
     spec = {"dataset": "waterbirds", "kinds": [], "mitigation_prompts": ["m"]}
     assert list(idis_figures(EMPTY, spec)) == ["mitigation", "length_distribution"]
+
+
+def test_row_notes_say_every_group_instead_of_listing_them():
+    from vlmrobust.report.tables.idis import RowNotes
+
+    notes = RowNotes()
+    rows = pd.DataFrame(
+        [
+            {"condition": "clean", "kind": "none", "note": "length = completion tokens"},
+            {"condition": "o", "kind": "visual", "semantics": "aligned", "distractors": "1",
+             "note": "length = completion tokens"},
+            {"condition": "o", "kind": "visual", "semantics": "conflicting", "distractors": "1",
+             "note": "2 zero-attribute trace(s) left out"},
+        ]
+    )  # fmt: skip
+    notes.add("Model One", rows)
+    notes.add("Model Two", rows.iloc[:1])
+    notes.add("Model Three", rows.iloc[:2])
+    assert notes.lines() == (
+        "Model One, clean, aligned n=1: length = completion tokens.",
+        "Model One, conflicting n=1: 2 zero-attribute trace(s) left out.",
+        "Model Two, clean: length = completion tokens.",
+        "Model Three, every group: length = completion tokens.",
+    )

@@ -884,11 +884,15 @@ def _blocked_rows(
 
 
 def group_label(row: Mapping[str, Any] | pd.Series) -> str:
-    """A group as a short label: ``clean``, ``visual conflicting n=3``, ``size large``,
+    """A group as a short label: ``clean``, ``conflicting n=3``, ``size large``,
     ``512 px`` ..."""
     kind = str(row.get("kind", ""))
     if kind == "none":
         return "clean"
+    if row.get("size"):
+        return f"size {row['size']}"
+    if row.get("resolution"):
+        return f"{row['resolution']} px"
     parts: list[str] = []
     if row.get("semantics"):
         parts.append(str(row["semantics"]))
@@ -896,10 +900,6 @@ def group_label(row: Mapping[str, Any] | pd.Series) -> str:
         parts.append(kind)
     if row.get("distractors"):
         parts.append(f"n={row['distractors']}")
-    if row.get("size"):
-        parts.append(f"size {row['size']}")
-    if row.get("resolution"):
-        parts.append(f"{row['resolution']} px")
     return " ".join(parts) or str(row.get("condition", ""))
 
 

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from ...metrics.idis import EXTRA_COLUMNS, GROUP_COLUMNS, POOLED, group_label, sort_key
-from ..common import Footnotes
 from .render import DASH, Table, fmt_count, fmt_pct, is_missing
 
 __all__ = [
@@ -251,23 +250,38 @@ def subset_values(
 
 class RowNotes:
     """The notes of the metric rows a view shows, one footnote line per (model, note)
-    with the groups it applies to."""
+    with the groups it applies to ("every group" when it applies to every group of that
+    model the view shows, more than one)."""
 
     def __init__(self) -> None:
-        self._notes = Footnotes(joiner=", ")
+        self._groups: dict[str, list[str]] = {}
+        self._where: dict[tuple[str, str], list[str]] = {}
 
     def add(self, subject: str, rows: pd.DataFrame | Mapping[str, Any] | None) -> None:
         if rows is None:
             return
         records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else [rows]
         for r in records:
+            where = group_label(r) if r.get("kind") or r.get("condition") else ""
+            seen = self._groups.setdefault(subject, [])
+            if where not in seen:
+                seen.append(where)
             note = str(r.get("note") or "")
             if note:
-                where = group_label(r) if r.get("kind") or r.get("condition") else ""
-                self._notes.add(subject, where, note, missing=False)
+                wheres = self._where.setdefault((subject, note), [])
+                if where not in wheres:
+                    wheres.append(where)
 
     def lines(self) -> tuple[str, ...]:
-        return self._notes.lines()
+        out = []
+        for (subject, note), wheres in self._where.items():
+            every = len(wheres) > 1 and set(wheres) == set(self._groups[subject])
+            named = [w for w in wheres if w]
+            where = "every group" if every else ", ".join(named)
+            text = note if note.endswith((".", "!", "?")) else note + "."
+            head = ", ".join(p for p in (subject, where) if p)
+            out.append(f"{head}: {text}" if head else text)
+        return tuple(out)
 
 
 def _fmt_ci(value: Any, low: Any, high: Any) -> str:
