@@ -119,8 +119,10 @@ def _request(
     )
 
 
-def _skipped_row(row: Mapping[str, Any], setting: str, reason: str) -> dict[str, Any]:
-    """The row of an output that was not re-answered: no answer, ``error`` the reason."""
+def _row(
+    row: Mapping[str, Any], setting: str, phrases: int = 0, error: str | None = None
+) -> dict[str, Any]:
+    """A blocked row of an output and a setting, before its re-answer (none yet)."""
     return {
         "key": row["key"],
         "variant_id": row["variant_id"],
@@ -130,8 +132,8 @@ def _skipped_row(row: Mapping[str, Any], setting: str, reason: str) -> dict[str,
         "answer_text": "",
         "correct": None,
         "blocked_tokens": 0,
-        "phrases": 0,
-        "error": f"skipped: {reason}",
+        "phrases": phrases,
+        "error": error,
     }
 
 
@@ -211,7 +213,7 @@ def block_attention(
             )
             if reason is not None:  # a row per setting says so: counted where it is read
                 skipped[reason] += 1
-                rows += [_skipped_row(row, setting, reason) for setting in settings]
+                rows += [_row(row, setting, error=f"skipped: {reason}") for setting in settings]
                 continue
             prefill, start, end = found
             variant = variants.get(row["variant_id"])
@@ -233,18 +235,7 @@ def block_attention(
             for setting in settings:
                 phrases = roles[setting]
                 spans = phrase_spans(prefill, phrases, start, end)
-                out_row: dict[str, Any] = {
-                    "key": key,
-                    "variant_id": row["variant_id"],
-                    "sample_id": row["sample_id"],
-                    "draw": row.get("draw"),
-                    "block": setting,
-                    "answer_text": "",
-                    "correct": None,
-                    "blocked_tokens": 0,
-                    "phrases": len(phrases),
-                    "error": None,
-                }
+                out_row = _row(row, setting, len(phrases))
                 t0 = time.perf_counter()
                 try:
                     text, blocked = backend.answer_with_blocked(req, prefill, spans, max_new_tokens)

@@ -86,6 +86,7 @@ import yaml
 from ..core.idis import IDIS_TASKS, IMAGENET9_LABELS
 from ..core.io import read_jsonl, write_jsonl
 from ..core.records import Sample, read_samples, read_variants
+from .base import samples_by_id
 
 __all__ = [
     "CATEGORIES",
@@ -920,14 +921,7 @@ def extract_rows(
     is not in ``params``, is a ValueError naming it."""
     if task not in TASKS:
         raise ValueError(f"task {task!r} is not one of {', '.join(TASKS)}")
-    if not isinstance(samples, Mapping):
-        samples = {s.sample_id: s for s in samples}
-    unknown = sorted({str(_get(r, "sample_id")) for r in rows} - set(samples))
-    if unknown:
-        raise ValueError(
-            f"{len(unknown)} output row(s) answer samples that are not among the "
-            f"{len(samples)} samples given (e.g. {unknown[0]!r})"
-        )
+    samples = samples_by_id(rows, samples)
     return extractor.extract_many(_items(list(rows), samples, task, params), extractor_name)
 
 

@@ -11,7 +11,7 @@ answer that breaks the schema becomes a row with ``error`` set, never a verdict.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -97,3 +97,23 @@ class LLMJudge:
         if problem is not None:  # e.g. an old or damaged cache entry, or a lax backend
             return self.make_row(key, error=f"judge answer rejected: {problem}", **extra)
         return self.make_row(key, **self.verdict_fields(response.parsed_json), **extra)
+
+
+def samples_by_id(
+    rows: Sequence[Any], samples: Mapping[str, Any] | Iterable[Any]
+) -> Mapping[str, Any]:
+    """``samples`` by sample id, checked to hold every output row's sample (a row
+    answering an unknown sample is an error naming it)."""
+    if not isinstance(samples, Mapping):
+        samples = {s.sample_id: s for s in samples}
+    ids = {
+        str(r.get("sample_id") if isinstance(r, Mapping) else getattr(r, "sample_id", None))
+        for r in rows
+    }
+    unknown = sorted(ids - set(samples))
+    if unknown:
+        raise ValueError(
+            f"{len(unknown)} output row(s) answer samples that are not among the "
+            f"{len(samples)} samples given (e.g. {unknown[0]!r})"
+        )
+    return samples

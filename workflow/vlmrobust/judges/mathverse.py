@@ -53,6 +53,7 @@ from typing import Any
 
 from ..core.io import read_jsonl, write_jsonl
 from ..core.records import Sample, read_samples
+from .base import samples_by_id
 
 __all__ = [
     "EXTRACT_SCHEMA",
@@ -448,14 +449,7 @@ def judge_rows(
     dict) against its sample; one result per row, in order. ``judge`` is a judge of
     :func:`make_mathverse_judge`, or an LLM backend (wrapped in
     :class:`MathVerseLLMJudge`). A row whose sample is unknown is an error naming it."""
-    if not isinstance(samples, Mapping):
-        samples = {s.sample_id: s for s in samples}
-    unknown = sorted({str(_get(r, "sample_id")) for r in rows} - set(samples))
-    if unknown:
-        raise ValueError(
-            f"{len(unknown)} output row(s) answer samples that are not among the "
-            f"{len(samples)} samples given (e.g. {unknown[0]!r})"
-        )
+    samples = samples_by_id(rows, samples)
     if not hasattr(judge, "judge_many") and hasattr(judge, "complete_many"):
         judge = MathVerseLLMJudge(judge)
     return judge.judge_many(list(rows), samples)
