@@ -214,14 +214,18 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         "judge_mathverse": "5",
         "compare_masking": "2",
         "judge_hallucination": "2",
+        # its 17 Idis outputs, each labelled by the two attribute extractors
+        "judge_attributes": str(17 * 2),
     }
-    # Every study reruns: 3 + 3 Idis metrics, 5 + 3 + 4 + 3 tables, 2 + 2 + 2 + 3
-    # figures, 2 pages.
+    # Every study reruns where demo-extra answers (not the Idis budget slice, which is
+    # demo-reasoning's only): 3 + 3 Idis metrics; 5 + 3 + 4 tables and 6 + 3 + 3 Idis
+    # ones (perception, math, Waterbirds); 2 + 2 + 2 figures and 12 + 7 + 5 Idis ones;
+    # 2 pages.
     aggregation = {
         "score_summary": "1",
         "metrics": "6",
-        "table": "15",
-        "figure": "9",
+        "table": "24",
+        "figure": "30",
         "page": "2",
         "check_requests": "1",
         "all": "1",
@@ -229,7 +233,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     assert jobs == {**per_model, **aggregation}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
-    assert len(models) == 1 + 40 * 3 + 1 + 5 + 2 + 2 and set(models) == {"demo-extra"}
+    assert len(models) == 1 + 40 * 3 + 1 + 5 + 2 + 2 + 34 and set(models) == {"demo-extra"}
 
 
 def test_report_shows_every_table_and_figure(demo_run):
