@@ -132,10 +132,16 @@ def test_blocked_files_and_their_checks(config):
         "results/blocked/demo-reasoning/demo-idis-perception/idis-objects/idis-perception.jsonl"
     ]
     assert plan.blocked_files("demo-idis-math") == []  # no idis-objects there
-    assert plan.blocking_spec() == {
+    spec = plan.blocking_spec("demo-reasoning", "demo-idis-perception", "idis-perception")
+    assert spec["infer"] == plan.infer_spec(
+        "demo-reasoning", "demo-idis-perception", "idis-perception", 0, 1
+    )
+    assert {k: v for k, v in spec.items() if k != "infer"} == {
         "settings": ["none", "distractor", "target"],
         "max_new_tokens": 24,
         "limit": None,
+        "scorer": "imagenet9",
+        "unparsed_choice": "wrong",
     }
     only = _plan(config, [(("idis", "blocking", "datasets"), ["demo-idis-waterbirds"])])
     assert only.blocked_files("demo-idis-perception") == []

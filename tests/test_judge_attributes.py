@@ -28,7 +28,6 @@ from vlmrobust.judges.attributes import (
     question_entities,
     split_sentences,
     summarize,
-    task_of_adapter,
     trace_text,
 )
 
@@ -77,16 +76,6 @@ def test_question_entities():
         "2.5 cm",
         "AC",
         "36°",
-    ]
-
-
-def test_task_of_adapter():
-    assert [task_of_adapter(a) for a in ("imagenet9", "mathverse", "waterbirds", "mmmu", None)] == [
-        "perception",
-        "math",
-        "waterbirds",
-        None,
-        None,
     ]
 
 

@@ -104,16 +104,9 @@ def blocking_inputs(wildcards):
 
 
 def blocking_spec(wildcards):
-    """The attention-blocking job as JSON: the model's inference job (one shard), what
-    is blocked, and how answers are scored."""
+    """The attention-blocking job as JSON (RunPlan.blocking_spec)."""
     w = wildcards
-    spec = {
-        "infer": PLAN.infer_spec(w.model, w.dataset, w.prompt, 0, 1),
-        **PLAN.blocking_spec(),
-        "scorer": PLAN.score_params(w.dataset)["scorer"],
-        "unparsed_choice": PLAN.unparsed_choice(w.dataset),
-    }
-    return json.dumps(spec, sort_keys=True)
+    return json.dumps(PLAN.blocking_spec(w.model, w.dataset, w.prompt), sort_keys=True)
 
 
 def all_targets():

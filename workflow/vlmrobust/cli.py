@@ -576,15 +576,9 @@ def cmd_block_attention(args: argparse.Namespace) -> int:
         plan = _job_names(args, "model", "dataset", "condition", "prompt")
         m, d, c, p = args.model, args.dataset, args.condition, args.prompt
         extractor = plan.attribute_extractors[0]
-        spec = {
-            "infer": plan.infer_spec(m, d, p, 0, 1),
-            **plan.blocking_spec(),
-            "scorer": plan.score_params(d)["scorer"],
-            "unparsed_choice": plan.unparsed_choice(d),
-        }
         _fill(
             args,
-            spec=json.dumps(spec),
+            spec=json.dumps(plan.blocking_spec(m, d, p)),
             outputs=plan.output_path(m, d, c, p),
             attributes=plan.attributes_path(extractor, m, d, c, p),
             manifest=plan.manifest_path(d, c),

@@ -26,12 +26,15 @@ __all__ = [
     "IMAGENET9_FOLDERS",
     "IMAGENET9_LABELS",
     "IMAGENET9_QUESTION",
+    "ATTRIBUTE_CATEGORIES",
+    "ATTRIBUTE_TASKS",
     "AREA_PERTURBATIONS",
     "IDIS_TASKS",
     "MATHVERSE_VERSIONS",
     "WATERBIRDS_LABELS",
     "WATERBIRDS_QUESTION",
     "attribute_categories",
+    "attribute_roles",
     "option_letters",
 ]
 
@@ -95,9 +98,17 @@ def option_letters(text: str) -> list[str] | None:
     return sorted({p.upper() for p in parts})
 
 
-#: the attribute categories a perception trace is sorted into: one per ImageNet-9 label
-#: (lower case) and ``other``
-_PERCEPTION_CATEGORIES = (*(label.lower() for label in IMAGENET9_LABELS), "other")
+#: the attribute categories a trace of each task is sorted into: perception, one per
+#: ImageNet-9 label (lower case) and ``other``; math, per sentence; waterbirds, the bird
+#: and its background
+ATTRIBUTE_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "perception": (*(label.lower() for label in IMAGENET9_LABELS), "other"),
+    "math": ("target_related", "distractor_related", "other"),
+    "waterbirds": ("bio", "env"),
+}
+#: the attribute tasks (the values of :data:`IDIS_TASKS`)
+ATTRIBUTE_TASKS: tuple[str, ...] = tuple(ATTRIBUTE_CATEGORIES)
+_PERCEPTION_CATEGORIES = ATTRIBUTE_CATEGORIES["perception"]
 _LABEL_BY_CLASS_NAME = {name: label for name, label in IMAGENET9_CLASSES}
 
 
@@ -139,7 +150,7 @@ def attribute_categories(
     if task == "waterbirds":
         return {"distractor": ["env"], "target": ["bio"]}
     if task != "perception":
-        raise ValueError(f"attribute task {task!r} is not one of perception, math, waterbirds")
+        raise ValueError(f"attribute task {task!r} is not one of {', '.join(ATTRIBUTE_TASKS)}")
     if not target_label:
         raise ValueError("perception attribute categories need the sample's label (meta.label)")
     target = _perception_category(target_label, "target label")
@@ -196,6 +207,3 @@ def attribute_roles(
         role: [p for c in cats for p in attributes.get(c) or []]
         for role, cats in categories.items()
     }
-
-
-__all__ += ["attribute_roles"]

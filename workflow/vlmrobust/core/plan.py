@@ -541,13 +541,17 @@ class RunPlan:
             and self.has_outputs(model, dataset, condition, prompt)
         ]
 
-    def blocking_spec(self) -> dict[str, Any]:
-        """What the attention-blocking step needs besides its files."""
+    def blocking_spec(self, model: str, dataset: str, prompt: str) -> dict[str, Any]:
+        """One attention-blocking job besides its files: the model's inference job (one
+        shard), what is blocked, and how the re-answers are scored."""
         blocking = self.config["idis"]["blocking"]
         return {
+            "infer": self.infer_spec(model, dataset, prompt, 0, 1),
             "settings": list(blocking["settings"]),
             "max_new_tokens": int(blocking["max_new_tokens"]),
             "limit": blocking["limit"],
+            "scorer": self.datasets[dataset]["scorer"],
+            "unparsed_choice": self.unparsed_choice(dataset),
         }
 
     def areas_spec(self) -> dict[str, Any]:

@@ -83,7 +83,7 @@ from typing import Any
 
 import yaml
 
-from ..core.idis import IDIS_TASKS, IMAGENET9_LABELS
+from ..core.idis import ATTRIBUTE_CATEGORIES, ATTRIBUTE_TASKS, IMAGENET9_LABELS
 from ..core.io import read_jsonl, write_jsonl
 from ..core.records import Sample, read_samples, read_variants
 from .base import samples_by_id
@@ -108,7 +108,6 @@ __all__ = [
     "resource_files",
     "split_sentences",
     "summarize",
-    "task_of_adapter",
     "trace_text",
     "waterbirds_prompt",
 ]
@@ -122,10 +121,10 @@ OBJECTS_FILE = RESOURCES / "objects.yaml"
 SPEC_ROOT = "judge.attributes.extractors"
 DEFAULT_MAX_TOKENS = 4096
 
-TASKS: tuple[str, ...] = ("perception", "math", "waterbirds")
-PERCEPTION_CATEGORIES: tuple[str, ...] = (*(label.lower() for label in IMAGENET9_LABELS), "other")
-MATH_CATEGORIES: tuple[str, ...] = ("target_related", "distractor_related", "other")
-WATERBIRDS_CATEGORIES: tuple[str, ...] = ("bio", "env")
+TASKS = ATTRIBUTE_TASKS
+PERCEPTION_CATEGORIES = ATTRIBUTE_CATEGORIES["perception"]
+MATH_CATEGORIES = ATTRIBUTE_CATEGORIES["math"]
+WATERBIRDS_CATEGORIES = ATTRIBUTE_CATEGORIES["waterbirds"]
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "perception": PERCEPTION_CATEGORIES,
     "math": MATH_CATEGORIES,
@@ -158,13 +157,6 @@ PROMPT_FILES: dict[tuple[str, str], str] = {
     ("waterbirds", "standard"): "attributes-waterbirds-prompt.txt",
 }
 PROMPTS: tuple[str, ...] = ("standard", "alternative")
-
-
-def task_of_adapter(adapter: str | None) -> str | None:
-    """The attribute task of a dataset adapter: imagenet9 -> perception, mathverse ->
-    math, waterbirds -> waterbirds (:data:`vlmrobust.core.idis.IDIS_TASKS`); None for
-    any other."""
-    return IDIS_TASKS.get(str(adapter)) if adapter is not None else None
 
 
 # ------------------------------------------------------------------ texts

@@ -123,6 +123,7 @@ from .idis_attributes import (
     read_blocked,
     read_sample_meta,
     sampling_stats,
+    text_value,
     trace_ratios,
 )
 
@@ -173,12 +174,6 @@ _POOLED_KINDS = ("visual", "typographic")
 NOTE_COMPLETION = "length = completion tokens (no thinking part)"
 
 
-def _text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return str(value)
-
-
 def read_idis_variants(paths: Iterable[str]) -> pd.DataFrame:
     """One row per variant of the manifests: dataset, condition, variant_id, sample_id,
     the group fields from its params (text; "" where a field does not apply) and
@@ -189,15 +184,15 @@ def read_idis_variants(paths: Iterable[str]) -> pd.DataFrame:
             params = rec.get("params") or {}
             rows.append(
                 {
-                    "dataset": _text(rec.get("dataset")),
-                    "condition": _text(rec.get("condition")),
-                    "variant_id": _text(rec.get("variant_id")),
-                    "sample_id": _text(rec.get("sample_id")),
-                    "kind": _text(params.get("kind")),
-                    "semantics": _text(params.get("semantics")),
-                    "distractors": _text(params.get("n")),
-                    "size": _text(params.get("size")),
-                    "resolution": _text(params.get("resolution")),
+                    "dataset": text_value(rec.get("dataset")),
+                    "condition": text_value(rec.get("condition")),
+                    "variant_id": text_value(rec.get("variant_id")),
+                    "sample_id": text_value(rec.get("sample_id")),
+                    "kind": text_value(params.get("kind")),
+                    "semantics": text_value(params.get("semantics")),
+                    "distractors": text_value(params.get("n")),
+                    "size": text_value(params.get("size")),
+                    "resolution": text_value(params.get("resolution")),
                     "distractor_classes": tuple(
                         str(c) for c in params.get("distractor_classes") or ()
                     ),
@@ -305,7 +300,7 @@ def read_math_judged(paths: Iterable[str]) -> pd.DataFrame:
                     "prompt_setting": prompt,
                     "key": str(rec.get("key")),
                     "verdict": math.nan if v is None else float(v),
-                    "judge_error": _text(rec.get("error")),
+                    "judge_error": text_value(rec.get("error")),
                 }
             )
     cols = ["model", "condition", "prompt_setting", "key", "verdict", "judge_error"]

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..core.idis import attribute_categories
+from ..core.idis import ATTRIBUTE_TASKS, attribute_categories
 from ..core.io import iter_jsonl
 
 __all__ = [
@@ -61,7 +61,7 @@ AREA_BINS = tuple(f"{i / 5:.1f}-{(i + 1) / 5:.1f}" for i in range(5))
 #: the reasoning-length quantiles of ``length_quantile`` (the ``bin`` text)
 QUANTILES = ("0.10", "0.25", "0.50", "0.75", "0.90")
 #: the attribute tasks (which categories a trace is sorted into)
-TASKS = ("perception", "math", "waterbirds")
+TASKS = ATTRIBUTE_TASKS
 #: the attention-blocking settings
 BLOCKS = ("none", "distractor", "target")
 #: the columns of :func:`read_attributes`
@@ -84,7 +84,8 @@ ATTRIBUTE_COLUMNS = (
 _EPS = 1e-9
 
 
-def _text(value: Any) -> str:
+def text_value(value: Any) -> str:
+    """A cell as text: "" for None or NaN."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     return str(value)
@@ -110,7 +111,7 @@ def read_attributes(paths: Iterable[str]) -> pd.DataFrame:
         p = Path(path)
         extractor, model, dataset, condition = p.parts[-5:-1]
         for lineno, rec in iter_jsonl(path):
-            error = _text(rec.get("error"))
+            error = text_value(rec.get("error"))
             counts = rec.get("counts")
             if error:
                 counts, total = {}, math.nan
@@ -134,14 +135,14 @@ def read_attributes(paths: Iterable[str]) -> pd.DataFrame:
                     "dataset": dataset,
                     "condition": condition,
                     "prompt_setting": p.stem,
-                    "key": _text(rec.get("key")),
-                    "variant_id": _text(rec.get("variant_id")),
-                    "sample_id": _text(rec.get("sample_id")),
-                    "task": _text(rec.get("task")),
+                    "key": text_value(rec.get("key")),
+                    "variant_id": text_value(rec.get("variant_id")),
+                    "sample_id": text_value(rec.get("sample_id")),
+                    "task": text_value(rec.get("task")),
                     "counts": counts,
                     "total": total,
                     "error": error,
-                    "method": _text(rec.get("method")),
+                    "method": text_value(rec.get("method")),
                 }
             )
     return pd.DataFrame(rows, columns=list(ATTRIBUTE_COLUMNS))
@@ -159,13 +160,13 @@ def read_areas(paths: Iterable[str]) -> pd.DataFrame:
                 {
                     "dataset": p.parent.name,
                     "condition": p.stem,
-                    "variant_id": _text(rec.get("variant_id")),
-                    "sample_id": _text(rec.get("sample_id")),
+                    "variant_id": text_value(rec.get("variant_id")),
+                    "sample_id": text_value(rec.get("sample_id")),
                     "distractor_area": _num(rec.get("distractor_area")),
                     "target_area": _num(rec.get("target_area")),
                     "r_area": _num(rec.get("r_area")),
-                    "method": _text(rec.get("method")),
-                    "reason": _text(rec.get("reason")),
+                    "method": text_value(rec.get("method")),
+                    "reason": text_value(rec.get("reason")),
                 }
             )
     cols = ["dataset", "condition", "variant_id", "sample_id", "distractor_area"]
@@ -189,15 +190,15 @@ def read_blocked(paths: Iterable[str]) -> pd.DataFrame:
                     "dataset": dataset,
                     "condition": condition,
                     "prompt_setting": p.stem,
-                    "key": _text(rec.get("key")),
-                    "variant_id": _text(rec.get("variant_id")),
-                    "sample_id": _text(rec.get("sample_id")),
+                    "key": text_value(rec.get("key")),
+                    "variant_id": text_value(rec.get("variant_id")),
+                    "sample_id": text_value(rec.get("sample_id")),
                     "draw": rec.get("draw"),
-                    "block": _text(rec.get("block")),
+                    "block": text_value(rec.get("block")),
                     "correct": _num(rec.get("correct")),
                     "blocked_tokens": _num(rec.get("blocked_tokens")),
                     "phrases": _num(rec.get("phrases")),
-                    "error": _text(rec.get("error")),
+                    "error": text_value(rec.get("error")),
                 }
             )
     cols = ["model", "dataset", "condition", "prompt_setting", "key", "variant_id"]
@@ -214,10 +215,10 @@ def read_sample_meta(paths: Iterable[str]) -> pd.DataFrame:
             meta = rec.get("meta") or {}
             rows.append(
                 {
-                    "dataset": _text(rec.get("dataset")) or Path(path).parent.name,
-                    "sample_id": _text(rec.get("sample_id")),
-                    "label": _text(meta.get("label")),
-                    "group": _text(meta.get("group")),
+                    "dataset": text_value(rec.get("dataset")) or Path(path).parent.name,
+                    "sample_id": text_value(rec.get("sample_id")),
+                    "label": text_value(meta.get("label")),
+                    "group": text_value(meta.get("group")),
                 }
             )
     cols = ["dataset", "sample_id", "label", "group"]

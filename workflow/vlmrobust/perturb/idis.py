@@ -501,25 +501,19 @@ def _target_pixels(sample: Sample, canvas: int) -> np.ndarray | None:
     return target
 
 
-def _target_region(sample: Sample, canvas: int) -> tuple[list[int] | None, int | None]:
-    """The target's bounding box and pixel count on the canvas (None, None without a
-    target mask; :func:`_target_pixels`)."""
-    target = _target_pixels(sample, canvas)
-    if target is None:
-        return None, None
-    return list(mask_bbox(target)), int(target.sum())
-
-
 def _perception_target(
     sample: Sample, name: str, spec: dict[str, Any]
-) -> tuple[ObjectLists, str, list[int] | None, int | None]:
-    """The object lists, the sample's class label, and its target's box and pixel count
-    on the canvas (read once per sample): what ``objects``, ``typographic`` and ``size``
-    plan around."""
+) -> tuple[ObjectLists, str, list[int] | None, int | None, np.ndarray | None]:
+    """The object lists, the sample's class label, and its target's box, pixel count
+    and pixels on the canvas (the mask read once per sample; None without one): what
+    ``objects``, ``typographic`` and ``size`` plan around."""
     _one_image(sample, name)
     objects = load_objects(spec["objects_file"])
     target = _target_class(sample, objects)
-    return objects, target, *_target_region(sample, spec["canvas"])
+    pixels = _target_pixels(sample, spec["canvas"])
+    if pixels is None:
+        return objects, target, None, None, None
+    return objects, target, list(mask_bbox(pixels)), int(pixels.sum()), pixels
 
 
 def _pick(rng: np.random.Generator, items: Sequence[T], k: int) -> list[T]:
@@ -661,7 +655,7 @@ def _plan_objects(
     sample: Sample, condition: str, spec: dict[str, Any], seed: int
 ) -> list[VariantPlan | Excluded]:
     sid = sample.sample_id
-    objects, target, target_box, target_area = _perception_target(sample, "objects", spec)
+    objects, target, target_box, target_area, _ = _perception_target(sample, "objects", spec)
     canvas = spec["canvas"]
     composite = spec["editor"] == "composite"
     plans: list[VariantPlan | Excluded] = []
@@ -801,7 +795,7 @@ def _plan_typographic(
     sample: Sample, condition: str, spec: dict[str, Any], seed: int
 ) -> list[VariantPlan | Excluded]:
     sid = sample.sample_id
-    objects, target, target_box, target_area = _perception_target(sample, "typographic", spec)
+    objects, target, target_box, target_area, _ = _perception_target(sample, "typographic", spec)
     canvas = spec["canvas"]
     others = [c for c in objects.classes if c != target]
     if spec["classes"] != "all-other":
@@ -1330,9 +1324,10 @@ def _plan_size(
     sample: Sample, condition: str, spec: dict[str, Any], seed: int
 ) -> list[VariantPlan | Excluded]:
     sid = sample.sample_id
-    objects, target, target_box, target_area = _perception_target(sample, "size", spec)
+    objects, target, target_box, target_area, pixels = _perception_target(sample, "size", spec)
     canvas = spec["canvas"]
-    pixels = _target_pixels(sample, canvas) if spec["avoid"] == "pixels" else None
+    if spec["avoid"] != "pixels":
+        pixels = None
     n, sem = spec["n"], spec["semantics"]
     # the same objects (and files) at every size of the sample: only the size changes
     shared = rng_for(seed, condition, sid, "objects")

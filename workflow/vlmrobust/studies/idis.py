@@ -30,8 +30,8 @@ from ..metrics.idis import (
     read_math_judged,
     read_sample_meta,
 )
-from ..report.figures.idis import FIGURE_CAPTIONS, idis_figure_names, idis_view
-from ..report.tables.idis import TABLE_CAPTIONS, idis_table_names
+from ..report.figures.idis import FIGURE_CAPTIONS, idis_figure_names, idis_figures, idis_view
+from ..report.tables.idis import TABLE_CAPTIONS, idis_table_names, idis_tables
 from .base import Inputs, Study, model_fields
 
 #: base benchmarks of the study: their datasets belong to it even without a distractor
@@ -173,10 +173,10 @@ class IdisStudy(Study):
         return idis_view(kind, name, metrics, spec)
 
     def tables(self, metrics, inputs, spec):
-        return {n: idis_view("table", n, metrics, spec) for n in self.table_names(spec)}
+        return idis_tables(metrics, spec)
 
     def figures(self, metrics, inputs, spec):
-        return {n: idis_view("figure", n, metrics, spec) for n in self.figure_names(spec)}
+        return idis_figures(metrics, spec)
 
 
 STUDY = IdisStudy()
