@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -29,23 +30,20 @@ def stand_ins(configfile: str):
     from vlmrobust.core.config import load_yaml
 
     config = load_yaml(REPO / configfile)
-    made: list[Path] = []
+    made: list[Path] = []  # the topmost folder created for each stand-in
     for name, dataset in (config.get("datasets") or {}).items():
         path = (dataset or {}).get("path")
-        if (dataset or {}).get("source") != "local" or not path:
+        if (dataset or {}).get("source") != "local" or not path or (REPO / path).exists():
             continue
         folder = REPO / path
-        if not folder.exists():
-            missing = [p for p in [folder, *folder.parents] if not p.exists()]
-            folder.mkdir(parents=True)
-            made.extend(missing)
-            print(f"stand-in (empty) for datasets.{name}.path: {path}")
+        made.append(next(p for p in reversed([folder, *folder.parents]) if not p.exists()))
+        folder.mkdir(parents=True)
+        print(f"stand-in (empty) for datasets.{name}.path: {path}")
     try:
         yield
     finally:
-        for folder in sorted(made, key=lambda p: len(p.parts), reverse=True):
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        for top in made:
+            shutil.rmtree(top, ignore_errors=True)
 
 
 def main() -> int:

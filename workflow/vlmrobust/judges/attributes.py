@@ -125,11 +125,7 @@ TASKS = ATTRIBUTE_TASKS
 PERCEPTION_CATEGORIES = ATTRIBUTE_CATEGORIES["perception"]
 MATH_CATEGORIES = ATTRIBUTE_CATEGORIES["math"]
 WATERBIRDS_CATEGORIES = ATTRIBUTE_CATEGORIES["waterbirds"]
-CATEGORIES: dict[str, tuple[str, ...]] = {
-    "perception": PERCEPTION_CATEGORIES,
-    "math": MATH_CATEGORIES,
-    "waterbirds": WATERBIRDS_CATEGORIES,
-}
+CATEGORIES = ATTRIBUTE_CATEGORIES
 #: JSON key of an answer -> category, per task
 ANSWER_KEYS: dict[str, dict[str, str]] = {
     "perception": {f"{c}_attributes": c for c in PERCEPTION_CATEGORIES},
