@@ -25,6 +25,7 @@ from vlmrobust.demo.data import (
     OBJECT_LABELS,
     OBJECT_QUESTION,
     PROBLEM_VERSIONS,
+    YESNO_ASKED,
     generate_demo,
 )
 
@@ -269,29 +270,35 @@ def test_yesno_balanced_pairs_and_answers(
     rs = rows["yesno"]
     answers = [r["answer"] for r in rs]
     assert answers.count("yes") == answers.count("no") == N // 2
+
+    def colours(meta: dict) -> list[str]:
+        if meta["figure_kind"] == "shapes":
+            return [o["colour"] for o in meta["objects"]]
+        return list(meta["colours"].values())
+
+    def layout(meta: dict) -> object:
+        if meta["figure_kind"] == "shapes":
+            return [(o["shape"], o["row"], o["col"]) for o in meta["objects"]]
+        return meta["heights"]
+
     for even, odd in zip(rs[::2], rs[1::2], strict=True):
-        # HallusionBench-like: one figure, a yes question and a no question
-        assert even["meta"]["figure_id"] == odd["meta"]["figure_id"]
+        # HallusionBench-like figure pair: one question, the original figure (yes) and
+        # the figure edited so that the asked colour is gone (no), same layout
+        e, o = even["meta"], odd["meta"]
+        assert e["figure_id"] == o["figure_id"] and even["question"] == odd["question"]
         assert (even["answer"], odd["answer"]) == ("yes", "no")
-        assert (root / "yesno" / even["images"][0]).read_bytes() == (
+        assert (e["edited"], o["edited"]) == (False, True)
+        assert layout(e) == layout(o) and e["figure_kind"] == o["figure_kind"]
+        assert (root / "yesno" / even["images"][0]).read_bytes() != (
             root / "yesno" / odd["images"][0]
         ).read_bytes()
     for r in rs:
-        m, q = r["meta"], r["meta"]["query"]
-        if m["figure_kind"] == "bars":
-            h = m["heights"]
-            if m["question_kind"] == "taller":
-                truth = h[q["first"]] > h[q["second"]]
-            else:
-                truth = h[q["bar"]] == max(h.values())
-        elif m["question_kind"] == "exists":
-            truth = any(
-                o["colour"] == q["colour"] and o["shape"] == q["shape"] for o in m["objects"]
-            )
-        else:
-            axis = "col" if m["question_kind"] == "horizontal" else "row"
-            truth = q["first"][axis] < q["second"][axis]
-        assert r["answer"] == ("yes" if truth else "no"), r["id"]
+        m = r["meta"]
+        asked = m["query"]["colour"]
+        assert asked in YESNO_ASKED[m["figure_kind"]]
+        noun = "shape" if m["figure_kind"] == "shapes" else "bar"
+        assert f"Is there a {asked} {noun} in the" in r["question"]
+        assert r["answer"] == ("yes" if asked in colours(m) else "no"), r["id"]
     assert len({r["meta"]["figure_id"] for r in rs}) == N // 2
 
 

@@ -77,8 +77,15 @@ def test_traces_vary_in_length_and_name_the_image():
 
 
 def test_describe_and_crm_chain():
-    bars = {"source_family": "hallusionbench", "figure_kind": "bars", "heights": {"A": 4, "B": 8}}
-    assert describe(_sample(bars, "yes", "yes/no")) == "There are 2 bars. Bar A is 4. Bar B is 8."
+    bars = {
+        "source_family": "hallusionbench",
+        "figure_kind": "bars",
+        "heights": {"A": 4, "B": 8},
+        "colours": {"A": "blue", "B": "red"},
+    }
+    assert (
+        describe(_sample(bars, "yes", "yes/no")) == "There are 2 bars. Bar A is blue. Bar B is red."
+    )
     premise = Sample(
         "v-1",
         "demo-train",
@@ -194,7 +201,7 @@ def test_the_run_plan_builds_base_then_fine_tunes_reasoning():
     assert base["train_dir"] == "results/raw/demo-train"
     assert base["options"] == {"min_pixels": 3136, "max_pixels": 50176}
     assert base["train"]["style"] == "direct"
-    assert base["train"]["steps"] == 500 and base["train"]["pretrain_steps"] == 400
+    assert base["train"]["steps"] == 300 and base["train"]["pretrain_steps"] == 200
     TrainSpec.from_dict(base["train"])  # the CLI accepts what the plan writes
     reasoning = plan.demo_model_spec("demo-reasoning")
     assert reasoning["init"] == "results/models/demo-base"

@@ -79,9 +79,10 @@ def _yesno(meta: dict[str, Any], answer: str) -> list[str]:
         objs = [f"{o['colour']} {o['shape']}" for o in meta.get("objects", [])]
         out.append(f"I see {len(objs)} shapes: {_join([_an(o) for o in objs])}.")
     elif meta.get("figure_kind") == "bars":
-        heights = meta.get("heights", {})
-        out.append(f"There are {len(heights)} bars.")
-        out.append(". ".join(f"Bar {k} is {v}" for k, v in heights.items()) + ".")
+        colours = meta.get("colours") or {}
+        out.append(f"There are {len(colours)} bars.")
+        if colours:
+            out.append(". ".join(f"Bar {k} is {v}" for k, v in colours.items()) + ".")
     out.append(f"So the answer is {answer}.")
     return out
 
