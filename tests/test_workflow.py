@@ -465,3 +465,23 @@ def test_idis_analyses_from_the_demo(demo_run):
     assert len(files) > 100
     for path in files:
         assert (demo_run / path).is_file(), path
+
+
+def test_a_new_demo_generator_version_reruns_the_demo_data(tmp_path):
+    """DEMO_VERSION is a param of the demo data jobs: bumping it (the generator's bytes
+    changed) reruns them, where a changed generator alone would leave stale data."""
+    workdir = copy_repo(tmp_path / "repo")
+    env = {"PYTHONPATH": str(workdir / "workflow")}  # the copy's package, edited below
+    target = "results/raw/demo/summary.json"
+    run([str(BIN / "snakemake"), target, "--cores", "1", *SMALL], workdir, env=env)
+    dry = [str(BIN / "snakemake"), target, "-n", "--cores", "1", *SMALL]
+    first = run(dry, workdir, env=env)
+    assert "Nothing to be done" in first.stdout + first.stderr
+    source = workdir / "workflow/vlmrobust/demo/data.py"
+    text = source.read_text(encoding="utf-8")
+    old = re.search(r'^DEMO_VERSION = "(\d+)"$', text, flags=re.M)
+    source.write_text(text.replace(old.group(0), f'DEMO_VERSION = "{int(old.group(1)) + 1}"'))
+    proc = run(dry, workdir, env=env)
+    out = proc.stdout + proc.stderr
+    assert re.search(r"^demo_data\s+1$", out, flags=re.M), out[-2000:]
+    assert "Params have changed" in out, out[-2000:]

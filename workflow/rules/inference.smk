@@ -14,6 +14,7 @@ rule demo_train_data:
         n_per_family=config["demo"]["train"]["n_per_family"],
         image_size=config["demo"]["image_size"],
         seed=config["demo"]["train"]["seed"],
+        version=DEMO_VERSION,
     shell:
         "vlmrobust demo-data --out {params.out}"
         " --n-per-family {params.n_per_family} --image-size {params.image_size}"

@@ -618,9 +618,8 @@ def _gen_chart(seed: int, index: int, size: int) -> _Item:
 # ------------------------------------------------------------------- 3. yes/no
 
 
-#: The colours the yes/no figures are drawn in, and the colours their questions ask
-#: about, per figure kind: a figure pair asks one question about one of these.
-_YESNO_COLOURS = tuple(NAMED_COLOURS)
+#: The colours a yes/no question asks about, per figure kind (the figures are drawn in
+#: NAMED_COLOURS): a figure pair asks one question about one of these.
 YESNO_ASKED: dict[str, tuple[str, ...]] = {"shapes": ("red",), "bars": ("blue",)}
 
 
@@ -676,7 +675,7 @@ def _gen_yesno(seed: int, index: int, size: int) -> _Item:
     rng = rng_for(seed, "demo", "yesno", 2 * pair)
     kind = ("shapes", "bars")[pair % 2]
     asked = _pick(rng, YESNO_ASKED[kind])
-    others = [c for c in _YESNO_COLOURS if c != asked]
+    others = [c for c in NAMED_COLOURS if c != asked]
     colours = [asked, *_sample(rng, others, _ri(rng, 0, 2) if kind == "shapes" else _ri(rng, 0, 1))]
     colours = _shuffled(rng, colours)
     answer = "yes"
