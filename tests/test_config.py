@@ -153,11 +153,17 @@ def test_registry_pairs():
     assert models["qwen3-vl-8b-thinking"]["base"] == "qwen3-vl-8b-instruct"
     assert models["gpt-5"]["backend"] == "openai" and models["gpt-5"]["api_model"] == "gpt-5"
     paper_models = set(_config("config/paper.yaml")["models"])
-    assert paper_models == {m for m, s in models.items() if s["demo_seed"] is None}
+    assert paper_models == {m for m, s in models.items() if s["family"] != "demo"}
     demo = {m: s for m, s in models.items() if s["demo_seed"] is not None}
-    assert sorted(demo) == ["demo-base", "demo-extra", "demo-reasoning"]
+    assert sorted(demo) == ["demo-base", "demo-extra", "demo-reasoning", "demo-vllm"]
     assert demo["demo-reasoning"]["base"] == "demo-base"
-    assert len({s["demo_seed"] for s in demo.values()}) == 3
+    assert len({s["demo_seed"] for s in demo.values()}) == 4
+    # the served demo model answers through the server of demo-vllm's checkpoint
+    served = models["demo-vllm-served"]
+    assert served["backend"] == "openai" and served["api_model"] == "demo-vllm"
+    assert served["options"]["tokenizer"] == demo["demo-vllm"]["local_path"]
+    assert demo["demo-vllm"]["backend"] == "vllm"
+    assert demo["demo-vllm"]["demo_sizes"]["head_dim"] == 32
 
 
 @pytest.mark.parametrize(

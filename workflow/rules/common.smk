@@ -29,8 +29,11 @@ DATASETS = PLAN.datasets
 CONDITIONS = PLAN.conditions
 MODELS = PLAN.models
 DEMO_MODELS = [m for m, spec in REGISTRY.items() if spec["demo_seed"] is not None]
-# Models answered by a local checkpoint (rule infer, GPU) or through an API (infer_api).
-LOCAL_MODELS = [m for m, spec in REGISTRY.items() if spec["backend"] in ("hf", "vllm")]
+# Models answered by a local checkpoint (rule infer with transformers, infer_vllm with
+# vLLM; GPU) or through an API (infer_api).
+HF_MODELS = [m for m, spec in REGISTRY.items() if spec["backend"] == "hf"]
+VLLM_MODELS = [m for m, spec in REGISTRY.items() if spec["backend"] == "vllm"]
+LOCAL_MODELS = HF_MODELS + VLLM_MODELS
 API_MODELS = [
     m for m, spec in REGISTRY.items() if spec["backend"] not in ("hf", "vllm")
 ]
@@ -152,6 +155,23 @@ def infer_spec(wildcards):
     w = wildcards
     spec = PLAN.infer_spec(w.model, w.dataset, w.prompt, int(w.shard), int(w.shards))
     return json.dumps(spec, sort_keys=True)
+
+
+def vllm_cli(wildcards):
+    """The `vlmrobust` command of the vLLM environment (config `environments.vllm`):
+    this repository's package run by that environment's Python."""
+    from vlmrobust.core.workflow import environment_cli
+
+    try:
+        return environment_cli(
+            config["environments"]["vllm"],
+            Path(workflow.basedir) / "workflow",
+            who=f"models.{wildcards.model} (backend vllm)",
+            setting="environments.vllm",
+            make="bash envs/vllm-env.sh (or --cuda on a GPU machine)",
+        )
+    except ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
 
 
 def infer_resource(name):

@@ -59,7 +59,7 @@ rule infer:
     benchmark:
         "logs/benchmarks/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.tsv"
     wildcard_constraints:
-        model=alternation(LOCAL_MODELS),
+        model=alternation(HF_MODELS),
     conda:
         "../../envs/infer.yaml"
     threads: config["threads"]["infer"]
@@ -69,12 +69,30 @@ rule infer:
         mem_mb=infer_resource("mem_mb"),
         runtime=infer_resource("runtime"),
     params:
+        cli="vlmrobust",
         spec=infer_spec,
         context=context_arg,
     shell:
-        "vlmrobust infer --spec {params.spec:q} --manifest {input.manifest}"
+        "{params.cli} infer --spec {params.spec:q} --manifest {input.manifest}"
         " --samples {input.samples} {params.context} --threads {threads}"
         " --out {output} > {log} 2>&1"
+
+
+# Models with backend vllm: the same job in the vLLM environment (vLLM pins its own
+# torch and transformers): config `environments.vllm`, or envs/vllm.yaml with conda.
+use rule infer as infer_vllm with:
+    log:
+        "logs/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.log",
+    benchmark:
+        "logs/benchmarks/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.tsv"
+    wildcard_constraints:
+        model=alternation(VLLM_MODELS),
+    conda:
+        "../../envs/vllm.yaml"
+    params:
+        cli=vllm_cli,
+        spec=infer_spec,
+        context=context_arg,
 
 
 # API models (openai, gemini) answer through the network: no GPU, one thread; memory

@@ -163,6 +163,7 @@ def cmd_demo_model(args: argparse.Namespace) -> int:
         train=TrainSpec.from_dict(train) if train else None,
         init=Path(spec["init"]) if spec.get("init") else None,
         options=spec.get("options"),
+        **(spec.get("sizes") or {}),
     )
     log.info("demo model written to %s in %.2f s: %s", out, time.perf_counter() - t0, info)
     return 0
@@ -290,6 +291,39 @@ def cmd_infer(args: argparse.Namespace) -> int:
     )
     log.info("%s: %s (%.1f s)", args.out, stats, time.perf_counter() - t0)
     return 0
+
+
+def cmd_vllm_serve(args: argparse.Namespace) -> int:
+    """Serve a backend-vllm registry entry through vLLM's OpenAI-compatible server, in
+    the vLLM environment (config `environments.vllm`), on 127.0.0.1 by default."""
+    import os
+    import shlex
+
+    from .clients.vlm.vllm import serve_command
+    from .core.workflow import environment_python
+
+    plan = _plan(args)
+    spec = plan.registry.get(args.model)
+    if spec is None or spec["backend"] != "vllm":
+        raise ConfigError(
+            f"vllm-serve: --model {args.model!r} is not a registry entry with backend vllm"
+        )
+    python = environment_python(
+        plan.config["environments"]["vllm"],
+        who=f"models.{args.model} (backend vllm)",
+        setting="environments.vllm",
+        make="bash envs/vllm-env.sh",
+    )
+    cmd = serve_command(
+        args.model, spec, python=python, host=args.host, port=args.port, check=not args.print
+    )
+    if args.print:
+        print(shlex.join(cmd))
+        return 0
+    log.info("serving %s: %s", args.model, shlex.join(cmd))
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd) if os.sep in cmd[0] else os.execvp(cmd[0], cmd)
+    return 0  # not reached
 
 
 def cmd_gather(args: argparse.Namespace) -> int:
@@ -1004,6 +1038,18 @@ COMMANDS: dict[str, Command] = {
             arg("--context", help="a second-stage prompt's first-stage outputs (CRM)"),
             arg("--threads", type=int, default=0, help="torch CPU threads (0: torch's)"),
             arg("--out", help="outputs JSONL (progress goes to <out>.partial)"),
+        ),
+    ),
+    "vllm-serve": Command(
+        cmd_vllm_serve,
+        "serve a backend-vllm model through vLLM's OpenAI-compatible server (the openai "
+        "backend answers through it)",
+        (
+            arg("--config", required=True, help="the run's configuration (registry, environments)"),
+            arg("--model", required=True, help="the registry id of a backend-vllm model"),
+            arg("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
+            arg("--port", type=int, default=8000, help="port (default 8000)"),
+            arg("--print", action="store_true", help="print the command instead of running it"),
         ),
     ),
     "gather": Command(

@@ -325,10 +325,15 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
             raise ConfigError(f"{where}.base: only reasoning models name a base model")
         if m["backend"] in ("hf", "vllm") and not (m["hf_repo"] or m["local_path"]):
             raise ConfigError(f"{where}: backend {m['backend']!r} needs hf_repo or local_path")
-        if m["demo_seed"] is not None and (m["backend"] != "hf" or not m["local_path"]):
+        if m["demo_seed"] is not None and (
+            m["backend"] not in ("hf", "vllm") or not m["local_path"]
+        ):
             raise ConfigError(
-                f"{where}: a demo model (demo_seed) needs backend 'hf' and a local_path"
+                f"{where}: a demo model (demo_seed) needs backend 'hf' or 'vllm' and a "
+                "local_path"
             )
+        if m["demo_sizes"] is not None and m["demo_seed"] is None:
+            raise ConfigError(f"{where}.demo_sizes: only a demo model (demo_seed) has sizes")
         if m["backend"] in ("openai", "gemini") and not m["api_model"]:
             raise ConfigError(f"{where}: backend {m['backend']!r} needs api_model")
         if m["backend"] in API_BACKENDS and (m["resources"]["gpu"] or 0) > 0:

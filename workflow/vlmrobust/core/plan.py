@@ -354,6 +354,8 @@ class RunPlan:
             "train": None,
             "init": None,
         }
+        if spec.get("demo_sizes"):  # only where set: the default models' spec is unchanged
+            out["sizes"] = dict(spec["demo_sizes"])
         train = self.config["demo"]["train"]
         if not train["enabled"]:
             return out

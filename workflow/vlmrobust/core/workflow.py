@@ -21,6 +21,40 @@ def ensure_cli_on_path() -> None:
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 
+def environment_python(env: str | None, *, who: str, setting: str, make: str) -> str:
+    """The Python of another software environment: ``<env>/bin/python``, or ``python``
+    on PATH when ``env`` is None. A missing environment is a
+    :class:`~vlmrobust.core.config.ConfigError` naming ``who``, the ``setting`` and how
+    to ``make`` it."""
+    from .config import ConfigError
+
+    if env is None:
+        return "python"
+    path = Path(env) / "bin" / "python"
+    if not path.exists():
+        raise ConfigError(
+            f"{who}: its jobs run in the environment {setting} = {env!r}, and {path} "
+            f"does not exist: make it with `{make}`, or point {setting} at one (null: "
+            "the python on PATH)"
+        )
+    return str(path)
+
+
+def environment_cli(
+    env: str | None, package_root: Path, *, who: str, setting: str, make: str
+) -> str:
+    """The shell words that run ``vlmrobust`` in another environment
+    (:func:`environment_python`) with this repository's package (``package_root``, the
+    folder holding ``vlmrobust``) first on PYTHONPATH."""
+    import shlex
+
+    python = environment_python(env, who=who, setting=setting, make=make)
+    root = shlex.quote(str(package_root))
+    return (
+        f'env PYTHONPATH={root}"${{PYTHONPATH:+:$PYTHONPATH}}" {shlex.quote(python)} -m vlmrobust'
+    )
+
+
 def alternation(names: Iterable[str]) -> str:
     """A regular expression matching exactly one of ``names`` (wildcard constraints)."""
     names = list(names)

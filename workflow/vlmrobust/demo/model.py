@@ -29,8 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vlmrobust.clients.vlm.hf import BUILD_RECORD as DEMO_MARKER
-from vlmrobust.clients.vlm.hf import read_build_record as read_demo_record  # noqa: F401
+from vlmrobust.clients.vlm.checkpoint import BUILD_RECORD as DEMO_MARKER
+from vlmrobust.clients.vlm.checkpoint import read_build_record as read_demo_record  # noqa: F401
 from vlmrobust.core.io import sha256_file
 
 from .train import TrainSpec
@@ -82,6 +82,10 @@ DEMO_MIN_PIXELS = 4 * 28 * 28
 DEMO_MAX_PIXELS = 64 * 28 * 28
 #: Tokenizer size: the corpus's merges fit in this many tokens.
 DEMO_VOCAB = 1024
+#: The text attention head size of the default demo models (4 heads of 16 at width 64).
+#: vLLM's CPU attention accepts head sizes 32, 64, 80, ... only: a demo model served by
+#: vLLM is built with ``head_dim`` 32 (2 heads, 1 KV head; registry ``demo_sizes``).
+DEMO_HEAD_DIM = 16
 
 
 def _corpus() -> list[str]:
@@ -212,11 +216,13 @@ def _build_tokenizer(vocab: int):
     return qwen
 
 
-def _build_config(tokenizer, *, text_layers, hidden, vision_depth, vision_embed, vocab):
+def _build_config(
+    tokenizer, *, text_layers, hidden, vision_depth, vision_embed, vocab, head_dim=16
+):
     from transformers import Qwen2VLConfig
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    heads = max(1, hidden // 16)
+    heads = max(1, hidden // head_dim)
     head_dim = hidden // heads
     half = head_dim // 2
     # M-RoPE splits the rotary half-dimension into (temporal, height, width) sections.
@@ -273,6 +279,7 @@ def build_demo_model(
     vision_depth: int = 2,
     vision_embed: int = 32,
     vocab: int = DEMO_VOCAB,
+    head_dim: int = DEMO_HEAD_DIM,
     train_dir: Path | None = None,
     train: TrainSpec | None = None,
     init: Path | None = None,
@@ -303,10 +310,11 @@ def build_demo_model(
     )
 
     out_dir = Path(out_dir)
-    if hidden % 16 or vision_embed % 16:
+    if hidden % head_dim or vision_embed % 16 or head_dim % 16:
         raise ValueError(
-            f"demo model: hidden ({hidden}) and vision_embed ({vision_embed}) must be "
-            "multiples of 16 (the attention head size)"
+            f"demo model: head_dim ({head_dim}) must be a multiple of 16, hidden ({hidden}) "
+            f"a multiple of head_dim and vision_embed ({vision_embed}) a multiple of 16 "
+            "(the attention head sizes)"
         )
     tokenizer = _build_tokenizer(vocab)
     config = _build_config(
@@ -316,6 +324,7 @@ def build_demo_model(
         vision_depth=vision_depth,
         vision_embed=vision_embed,
         vocab=vocab,
+        head_dim=head_dim,
     )
     image_processor = Qwen2VLImageProcessor(
         min_pixels=DEMO_MIN_PIXELS, max_pixels=DEMO_MAX_PIXELS, patch_size=14, merge_size=2
@@ -341,6 +350,8 @@ def build_demo_model(
         "vision_embed": vision_embed,
         "vocab": vocab,
     }
+    if head_dim != DEMO_HEAD_DIM:  # recorded where it differs (older records lack it)
+        sizes["head_dim"] = head_dim
     # Weights: a private generator state, so the caller's global RNG is left alone and
     # nothing drawn before changes what is built.
     init_record = None

@@ -279,6 +279,26 @@ def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputR
     )
 
 
+def check_image_limit(job: Job, plans: list[Planned], backend: Backend | None) -> None:
+    """Refuse a job whose requests carry more images than its model accepts (the
+    backend's :meth:`~vlmrobust.clients.vlm.base.Backend.image_limit`), before the model
+    is loaded and before any row is written."""
+    from ..clients.vlm import backend_class
+
+    cls = type(backend) if backend is not None else backend_class(job.model, job.model_spec)
+    limit = cls.image_limit(job.model, job.model_spec)
+    if limit is None or not plans:
+        return
+    most = max(plans, key=lambda p: len(p.request.image_paths))
+    n = len(most.request.image_paths)
+    if n > limit:
+        raise ValueError(
+            f"models.{job.model}.options.max_images_per_prompt is {limit}, but variant "
+            f"{most.variant.variant_id!r} has {n} images: raise the limit (vLLM's "
+            "limit_mm_per_prompt) or leave this dataset out for this model"
+        )
+
+
 def run_inference(
     job: Job,
     manifest: Path,
@@ -307,6 +327,7 @@ def run_inference(
     out.parent.mkdir(parents=True, exist_ok=True)
     resized = out.with_name(out.name + ".resized") if job.image_size is not None else None
     plans = plan_requests(job, variants, samples, contexts, resized)
+    check_image_limit(job, plans, backend)
     by_key = {p.request.key: p for p in plans}
     partial = out.with_name(out.name + ".partial")
     done: dict[str, dict[str, Any]] = {}

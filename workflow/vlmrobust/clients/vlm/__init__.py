@@ -20,15 +20,21 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def make_backend(model_id: str, spec: dict[str, Any]) -> Backend:
-    """The backend of a registry entry (``spec["backend"]``), constructed."""
+def backend_class(model_id: str, spec: dict[str, Any]) -> type[Backend]:
+    """The backend class of a registry entry (``spec["backend"]``), not constructed (its
+    module imports no engine: torch, vllm and the API clients load in ``__init__``)."""
     name = spec.get("backend")
     if name not in BACKENDS:
         raise ValueError(
             f"models.{model_id}.backend: unknown backend {name!r} (known: {', '.join(BACKENDS)})"
         )
     module, cls = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), cls)(model_id, spec)
+    return getattr(importlib.import_module(module), cls)
 
 
-__all__ = ["BACKENDS", "Backend", "Request", "Result", "make_backend"]
+def make_backend(model_id: str, spec: dict[str, Any]) -> Backend:
+    """The backend of a registry entry (``spec["backend"]``), constructed."""
+    return backend_class(model_id, spec)(model_id, spec)
+
+
+__all__ = ["BACKENDS", "Backend", "Request", "Result", "backend_class", "make_backend"]

@@ -94,6 +94,13 @@ class Backend(abc.ABC):
         the reason, never an exception that loses the others.
         """
 
+    @classmethod
+    def image_limit(cls, model_id: str, spec: dict[str, Any]) -> int | None:
+        """The most images one request may carry with this registry entry (None: no limit
+        the workflow knows of). Checked before the model is loaded, so a job whose
+        variants need more stops before any row is written."""
+        return None
+
     def count_tokens(self, text: str) -> int | None:
         """Tokens of ``text`` with the model's own tokenizer (the reasoning length of a
         thinking part), or None when the backend has no tokenizer (API models report

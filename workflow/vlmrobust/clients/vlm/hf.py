@@ -51,8 +51,6 @@ without a seed gets a fresh random one, recorded in ``Result.extra["seed"]``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import re
 import secrets
@@ -70,22 +68,10 @@ from .base import (
     media_marks,
     without_marks,
 )
+from .checkpoint import local_revision
 from .media import load_image
 
 log = logging.getLogger(__name__)
-
-#: A local checkpoint built by this workflow (the embedded demo models) carries this
-#: build record; its ``weights_sha256`` is the checkpoint's revision.
-BUILD_RECORD = "vlmrobust_demo.json"
-
-
-def read_build_record(model_dir: Path) -> dict[str, Any] | None:
-    """The build record of a local checkpoint directory, or None when it has none."""
-    path = Path(model_dir) / BUILD_RECORD
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))
-
 
 #: GenerationConfig fields that the Request decides, so ``options.generation`` may not.
 _REQUEST_DECIDES = {"do_sample", "temperature", "top_p", "max_new_tokens", "num_beams", "top_k"}
@@ -377,24 +363,7 @@ class HFBackend(Backend):
             return self._commit
         if not self.is_local:
             return str(self.spec.get("revision") or "unknown")
-        record = read_build_record(Path(self.source))
-        if record and record.get("weights_sha256"):
-            return f"sha256:{record['weights_sha256'][:16]}"
-        m = re.search(r"[/\\]snapshots[/\\]([0-9a-f]{40})(?:[/\\]|$)", str(Path(self.source)))
-        if m:  # a directory inside the Hugging Face cache names its commit
-            return m.group(1)
-        files = sorted(Path(self.source).glob("*.safetensors")) or sorted(
-            Path(self.source).glob("*.bin")
-        )
-        if not files:
-            return str(self.spec.get("revision") or "unknown")
-        h = hashlib.sha256()
-        for path in files:
-            h.update(path.name.encode() + b"\0")
-            with open(path, "rb") as fh:
-                while block := fh.read(1 << 22):
-                    h.update(block)
-        return f"sha256:{h.hexdigest()[:16]}"
+        return local_revision(self.source, self.spec.get("revision"))
 
     def generate(self, requests: list[Request]) -> Iterator[Result]:
         """Batches of equal ``max_new_tokens`` (order kept), ``default_batch_size`` each."""

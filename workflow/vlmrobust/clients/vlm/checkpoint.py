@@ -1,0 +1,49 @@
+"""What exactly a local checkpoint is: shared by the backends that load one (hf, vllm).
+
+A row's ``model_revision`` must change when the weights change, so a rerun never reuses
+an answer of other weights: a hub commit when the registry pins or resolves one, the
+build record's weights hash for a checkpoint this workflow built (the demo models), the
+commit a Hugging Face cache folder is named by, or else a sha256 of the weight files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+#: A local checkpoint built by this workflow (the embedded demo models) carries this
+#: build record; its ``weights_sha256`` is the checkpoint's revision.
+BUILD_RECORD = "vlmrobust_demo.json"
+
+
+def read_build_record(model_dir: Path) -> dict[str, Any] | None:
+    """The build record of a local checkpoint directory, or None when it has none."""
+    path = Path(model_dir) / BUILD_RECORD
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def local_revision(model_dir: str | Path, fallback: str | None = None) -> str:
+    """The revision of the checkpoint in ``model_dir`` (see the module docstring);
+    ``fallback`` (or ``unknown``) when the folder holds no weight file."""
+    model_dir = Path(model_dir)
+    record = read_build_record(model_dir)
+    if record and record.get("weights_sha256"):
+        return f"sha256:{record['weights_sha256'][:16]}"
+    m = re.search(r"[/\\]snapshots[/\\]([0-9a-f]{40})(?:[/\\]|$)", str(model_dir))
+    if m:  # a directory inside the Hugging Face cache names its commit
+        return m.group(1)
+    files = sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin"))
+    if not files:
+        return str(fallback or "unknown")
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode() + b"\0")
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 22):
+                h.update(block)
+    return f"sha256:{h.hexdigest()[:16]}"
