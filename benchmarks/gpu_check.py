@@ -1,7 +1,16 @@
-"""One short GPU check of the hf backend: a Qwen2.5-VL-7B-shaped model, random weights.
+"""One short GPU check of a local backend: a Qwen2.5-VL-7B-shaped model, random weights.
 
-    python benchmarks/gpu_check.py            # on a CUDA machine (H200: a few minutes)
-    python benchmarks/gpu_check.py --tiny     # the same code path, tiny sizes, on the CPU
+    python benchmarks/gpu_check.py                  # hf on a CUDA machine (H200: minutes)
+    python benchmarks/gpu_check.py --engine vllm    # the vllm backend (vLLM installed)
+    python benchmarks/gpu_check.py --tiny           # the same code path, tiny sizes, CPU
+    .venv-vllm/bin/python benchmarks/gpu_check.py --tiny --engine vllm   # vLLM's CPU build
+
+With ``--engine vllm`` the random model and its processor are saved to a temporary
+folder first (about 16 GB at the 7B size) and loaded by :class:`VLLMBackend` (bf16 on a
+GPU, float32 on the CPU; the tiny text model has heads of 32, the smallest vLLM's CPU
+attention accepts); ``min_tokens`` forces the token count. vLLM must be installed where
+it runs (its CUDA build, ``bash envs/vllm-env.sh --cuda``): a machine that reaches no
+package index and has no vLLM cannot run this part.
 
 Nothing is downloaded: the model is built from a configuration written below (the
 sizes of ``Qwen/Qwen2.5-VL-7B-Instruct``'s ``config.json``), instantiated directly on
@@ -85,13 +94,13 @@ TINY_TEXT = {
     "hidden_size": 64,
     "intermediate_size": 128,
     "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
+    "num_attention_heads": 2,  # heads of 32: vLLM's CPU attention accepts no smaller
+    "num_key_value_heads": 1,
     "max_window_layers": 2,
     "rope_parameters": {
         "rope_type": "default",
         "rope_theta": 1000000.0,
-        "mrope_section": [2, 3, 3],
+        "mrope_section": [4, 6, 6],
     },
 }
 TINY_VISION = {
@@ -120,6 +129,7 @@ QUESTIONS = [
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="tiny sizes; runs on the CPU too")
+    p.add_argument("--engine", choices=["hf", "vllm"], default="hf", help="backend (hf)")
     p.add_argument("--requests", type=int, default=None, help="requests (32; tiny: 4)")
     p.add_argument("--new-tokens", type=int, default=None, help="per request (256; tiny: 8)")
     p.add_argument("--batch-size", type=int, default=32, help="the large batch (default 32)")
@@ -169,6 +179,35 @@ def _time(backend: Any, requests: list[Any], batch_size: int) -> tuple[float, li
     if errors:
         raise RuntimeError(f"{len(errors)} request(s) failed; first: {errors[0].error}")
     return wall, results
+
+
+def _vllm_backend(model: Any, processor: Any, tmp: Path, args: Any, cuda: bool, report: Any):
+    """The random model saved as a checkpoint and loaded by the vllm backend."""
+    from vlmrobust.clients.vlm.vllm import VLLMBackend
+
+    t0 = time.perf_counter()
+    ckpt = tmp / "checkpoint"
+    model.save_pretrained(ckpt, safe_serialization=True)
+    processor.save_pretrained(ckpt)
+    report.phase("save", seconds=round(time.perf_counter() - t0, 2))
+    options: dict[str, Any] = {
+        "batch_size": args.batch_size,
+        "min_pixels": 3136,
+        "max_pixels": 12845056,
+        "dtype": "bfloat16" if cuda else "float32",
+        "max_model_len": 4096,
+        "max_images_per_prompt": 1,
+        "generation": {"min_tokens": args.new_tokens},
+    }
+    if not cuda:
+        options.update(enforce_eager=True, engine={"kv_cache_memory_bytes": 1 << 30})
+    t0 = time.perf_counter()
+    backend = VLLMBackend("qwen2.5-vl-7b-random", {"local_path": str(ckpt), "options": options})
+    import vllm
+
+    report.data["environment"]["vllm"] = vllm.__version__
+    report.phase("engine_start", seconds=round(time.perf_counter() - t0, 2))
+    return backend
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,25 +307,37 @@ def main(argv: list[str] | None = None) -> int:
                     max_new_tokens=args.new_tokens,
                 )
             )
-        backend = HFBackend.from_loaded(
-            "qwen2.5-vl-7b-random",
-            model,
-            processor,
-            options={
-                "batch_size": args.batch_size,
-                "min_pixels": 3136,
-                "max_pixels": 12845056,
-                "generation": {"min_new_tokens": args.new_tokens},
-            },
-            revision=f"random-seed-{args.seed}",
-        )
+        if args.engine == "hf":
+            backend = HFBackend.from_loaded(
+                "qwen2.5-vl-7b-random",
+                model,
+                processor,
+                options={
+                    "batch_size": args.batch_size,
+                    "min_pixels": 3136,
+                    "max_pixels": 12845056,
+                    "generation": {"min_new_tokens": args.new_tokens},
+                },
+                revision=f"random-seed-{args.seed}",
+            )
+
+            def min_tokens(n: int) -> None:
+                backend._generation_extra = {"min_new_tokens": n}
+        else:
+            backend = _vllm_backend(model, processor, Path(tmp), args, cuda, report)
+            del model
+            if cuda:
+                torch.cuda.empty_cache()
+
+            def min_tokens(n: int) -> None:
+                backend.options["generation"] = {"min_tokens": n}
 
         # Warm-up: kernels, allocator, both batch shapes (few tokens).
         warm = [Request(r.key, r.content, max_new_tokens=4) for r in requests[: args.batch_size]]
-        backend._generation_extra = {"min_new_tokens": 4}
+        min_tokens(4)
         w1, _ = _time(backend, warm[:1], 1)
         wb, _ = _time(backend, warm, args.batch_size)
-        backend._generation_extra = {"min_new_tokens": args.new_tokens}
+        min_tokens(args.new_tokens)
         report.phase("warmup", batch1_s=round(w1, 2), batchN_s=round(wb, 2))
 
         if cuda:
@@ -311,8 +362,9 @@ def main(argv: list[str] | None = None) -> int:
             new_tokens=tokN,
             wall_s=round(wallN, 2),
             tokens_per_s=round(tokN / wallN, 1),
+            # (vLLM's engine runs in its own process: its memory is not this one's)
             peak_gpu_memory_gb=round(torch.cuda.max_memory_allocated() / 2**30, 2)
-            if cuda
+            if cuda and args.engine == "hf"
             else None,
         )
 

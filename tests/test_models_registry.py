@@ -154,7 +154,7 @@ def _infer_jobs(out: str) -> dict[str, dict]:
     jobs = {}
     for block in re.split(r"\n(?=rule \w+:)", out):
         rule = re.match(r"rule (\w+):", block)
-        if not rule or rule.group(1) not in ("infer", "infer_api"):
+        if not rule or rule.group(1) not in ("infer", "infer_api", "infer_vllm"):
             continue
         command = re.search(r"^Shell command: (.*)$", block, flags=re.M).group(1)
         args = shlex.split(command)
@@ -163,7 +163,12 @@ def _infer_jobs(out: str) -> dict[str, dict]:
             kv.split("=", 1)
             for kv in re.search(r"^\s*resources: (.*)$", block, flags=re.M).group(1).split(", ")
         )
-        jobs[spec["model"]] = {"rule": rule.group(1), "spec": spec, "resources": resources}
+        jobs[spec["model"]] = {
+            "rule": rule.group(1),
+            "spec": spec,
+            "resources": resources,
+            "command": args[: args.index("infer")],
+        }
     return jobs
 
 
@@ -261,3 +266,37 @@ def test_editing_a_display_name_reruns_no_inference(tmp_path):
     infer = next(b for b in re.split(r"\n(?=rule \w+:)", out) if b.startswith("rule infer:"))
     assert f"output: {shard}" in infer
     assert "reason: Params have changed since last execution" in infer
+
+
+def test_vllm_models_run_in_the_vllm_environment(tmp_path):
+    """A backend-vllm model's jobs (rule infer_vllm) run this repository's package with
+    the Python of `environments.vllm`; an hf model's in the workflow's own environment.
+    A missing environment stops the plan, naming the model and the key."""
+    workdir = copy_repo(tmp_path / "repo")
+    fake_env = tmp_path / "some-vllm-env"
+    (fake_env / "bin").mkdir(parents=True)
+    (fake_env / "bin" / "python").write_text("#!/bin/sh\n")
+    shipped = _shipped()
+    models = {"demo-base": shipped["demo-base"], "demo-vllm": shipped["demo-vllm"]}
+    _write_run(workdir, models, list(models), environments={"vllm": str(fake_env)})
+    targets = [f"results/outputs/{m}/demo-chart/clean/default/shard0of1.jsonl" for m in models]
+    jobs = _infer_jobs(_snakemake(workdir, "-n", "-p", *targets).stdout)
+    assert jobs["demo-base"]["rule"] == "infer" and jobs["demo-base"]["command"] == ["vlmrobust"]
+    assert jobs["demo-vllm"]["rule"] == "infer_vllm"
+    assert jobs["demo-vllm"]["command"] == [
+        "env",
+        f"PYTHONPATH={workdir}/workflow${{PYTHONPATH:+:$PYTHONPATH}}",
+        str(fake_env / "bin" / "python"),
+        "-m",
+        "vlmrobust",
+    ]
+    assert jobs["demo-vllm"]["spec"]["model_spec"]["backend"] == "vllm"
+    assert int(jobs["demo-vllm"]["resources"]["gpu"]) == 0  # a demo model
+
+    _write_run(workdir, models, list(models), environments={"vllm": str(tmp_path / "none")})
+    proc = _snakemake(workdir, "-n", *targets, check=False)
+    assert proc.returncode != 0
+    assert (
+        f"models.demo-vllm (backend vllm): its jobs run in the environment environments.vllm = "
+        f"'{tmp_path / 'none'}'"
+    ) in proc.stdout + proc.stderr

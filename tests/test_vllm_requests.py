@@ -17,6 +17,7 @@ from vlmrobust.clients.vlm.vllm import (  # noqa: E402
     VLLMBackend,
     build_vllm_requests,
     engine_kwargs,
+    serve_command,
 )
 from vlmrobust.demo.model import build_demo_model  # noqa: E402
 
@@ -154,8 +155,77 @@ def test_engine_kwargs():
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
 def test_missing_vllm_is_named():
-    with pytest.raises(ImportError, match="`vllm` package"):
+    """This environment has no vLLM: the error names the model, the setting that says
+    where vLLM models run, and how to make that environment."""
+    with pytest.raises(ImportError) as info:
         VLLMBackend("m", {"hf_repo": "org/model", "options": {}})
+    message = str(info.value)
+    assert message.startswith("models.m (backend vllm): the `vllm` package is not installed")
+    assert "`environments.vllm`" in message and "bash envs/vllm-env.sh" in message
+
+
+def test_missing_checkpoint_folder_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"models.m.local_path: .*gone is not a directory"):
+        VLLMBackend("m", {"local_path": str(tmp_path / "gone"), "options": {}})
+
+
+def test_serve_command_carries_the_engine_settings():
+    spec = {
+        "local_path": "results/models/demo-vllm",
+        "options": {
+            "dtype": "float32",
+            "max_model_len": 2048,
+            "enforce_eager": True,
+            "max_images_per_prompt": 2,
+            "min_pixels": 3136,
+            "max_pixels": 50176,
+            "engine": {"kv_cache_memory_bytes": 1024},
+        },
+    }
+    cmd = serve_command("demo-vllm", spec, python="/env/bin/python", port=8123, check=False)
+    assert cmd[:3] == ["/env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    pairs = dict(zip(cmd[3::2], cmd[4::2], strict=False))
+    flags = " ".join(cmd)
+    assert pairs["--model"] == "results/models/demo-vllm"
+    assert pairs["--served-model-name"] == "demo-vllm"
+    assert "--host 127.0.0.1 --port 8123" in flags
+    assert "--dtype float32" in flags and "--max-model-len 2048" in flags
+    assert '--limit-mm-per-prompt {"image": 2}' in flags
+    assert '--mm-processor-kwargs {"max_pixels": 50176, "min_pixels": 3136}' in flags
+    assert "--enforce-eager" in flags and "--trust-remote-code" not in flags
+    assert "--generation-config vllm" in flags and "--kv-cache-memory-bytes 1024" in flags
+
+
+def test_image_limit_stops_the_job_before_loading(tmp_path):
+    """A variant with more images than the model's limit: the job stops before the
+    engine is loaded (this environment has no vLLM) and writes no row."""
+    from vlmrobust.core.io import sha256_file
+    from vlmrobust.core.records import Sample, Variant, write_samples, write_variants
+    from vlmrobust.infer.run import Job, run_inference
+
+    imgs = []
+    for i in range(2):
+        imgs.append(tmp_path / f"{i}.png")
+        Image.new("RGB", (28, 28), (i * 90, 0, 0)).save(imgs[-1])
+    paths = [str(p) for p in imgs]
+    write_samples(tmp_path / "s.jsonl", [Sample("d-1", "d", paths, "Which?", "A", "letter")])
+    write_variants(
+        tmp_path / "m.jsonl",
+        [
+            Variant(
+                "d-1", "d-1", "d", "clean", "none", paths, [sha256_file(p) for p in imgs], "Which?"
+            )
+        ],
+    )
+    spec = {"backend": "vllm", "local_path": str(tmp_path), "options": {"max_images_per_prompt": 1}}
+    job = Job(model="m", model_spec=spec, prompt="short", max_new_tokens=4)
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(ValueError) as info:
+        run_inference(job, tmp_path / "m.jsonl", tmp_path / "s.jsonl", out)
+    assert str(info.value).startswith(
+        "models.m.options.max_images_per_prompt is 1, but variant 'd-1' has 2 images"
+    )
+    assert not out.exists() and not out.with_name("out.jsonl.partial").exists()
 
 
 class _FakeVLLM:
@@ -210,7 +280,8 @@ def test_engine_path_with_a_stand_in_vllm(env, monkeypatch):
         Request("short", [{"type": "text", "text": "q"}], 2, temperature=1.0, seed=3),
     ]
     out = {r.key: r for r in backend.generate(reqs)}
-    assert fake.calls == [3, 1, 1, 1]  # the batch failed, then one by one
+    # the start-up probe (one token for one image), then the batch failed, then one by one
+    assert fake.calls == [1, 3, 1, 1, 1]
     assert out["a"].text == "<think>x</think>B" and out["a"].finish_reason == "stop"
     assert (out["a"].prompt_tokens, out["a"].completion_tokens) == (11, 5)
     assert out["a"].extra == {"batch_size": 1, "seed": None}

@@ -255,12 +255,15 @@ class VLLMBackend(Backend):
         self._sampling_cls = vllm.SamplingParams
         try:
             self.llm = vllm.LLM(**engine_kwargs(self.source, spec, self.options))
+            # Some refusals come at the first forward pass only (vLLM's CPU attention
+            # checks the head size there): one token for one image, before any row.
+            self._probe()
         except Exception as exc:
             hint = _head_size_hint(self.source) if _on_cpu() else ""
             raise RuntimeError(
                 f"models.{model_id} (backend vllm): vLLM cannot load {self.source} "
-                f"({type(exc).__name__}: {exc}){hint}. vLLM's own reason is in the log above; "
-                f"the engine settings are models.{model_id}.options"
+                f"({type(exc).__name__}: {str(exc)[:600]}){hint}. vLLM's own reason is in "
+                f"the log above; the engine settings are models.{model_id}.options"
             ) from exc
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         ends = set(_END_TOKENS)
@@ -287,6 +290,30 @@ class VLLMBackend(Backend):
     def count_tokens(self, text: str) -> int | None:
         """Tokens of ``text`` with the checkpoint's tokenizer (no special tokens added)."""
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _probe(self) -> None:
+        """Generate one token for a blank image and a word (the engine's first forward
+        pass, vision tower included); raises what the engine raises."""
+        from PIL import Image
+
+        images = [Image.new("RGB", (56, 56), "white")]
+        if self.image_limit(self.model_id, self.spec) == 0:
+            images = []
+        content = [{"type": "image", "path": ""} for _ in images]
+        probe = Request("probe", [*content, {"type": "text", "text": "Hi"}], max_new_tokens=1)
+        messages = chat_messages(without_marks(probe, media_marks(self.processor)))
+        prompt = _render(
+            self.processor, messages, dict(self.options.get("chat_template_kwargs") or {})
+        )
+        params = self._sampling_cls(max_tokens=1, temperature=0.0)
+        item: dict[str, Any] = {"prompt": prompt}
+        if images:
+            item["multi_modal_data"] = {"image": images}
+        self.llm.generate(
+            [item],
+            sampling_params=[params],
+            use_tqdm=False,
+        )
 
     def _clean(self, text: str) -> str:
         changed = True
