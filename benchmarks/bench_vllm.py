@@ -114,56 +114,44 @@ def time_backend(backend, reqs, batch_sizes, repeats, new_tokens, set_batch) -> 
     return rows
 
 
-def run_hf(args, model_dir: Path, reqs) -> dict:
-    from vlmrobust.clients.vlm.hf import HFBackend
+def set_batch_size(backend, bs: int) -> None:
+    backend.default_batch_size = bs
 
-    spec = {
-        "local_path": str(model_dir),
-        "options": {
-            **PIXELS,
-            "dtype": "float32",
-            "generation": {"min_new_tokens": args.new_tokens},
-        },
-    }
+
+def measure(make, args, reqs) -> dict:
+    """Start a local backend (``make()``), time it at every batch size, close it."""
     t0 = time.perf_counter()
-    backend = HFBackend("bench", spec)
+    backend = make()
     start = time.perf_counter() - t0
-
-    def set_batch(b, bs):
-        b.default_batch_size = bs
-
-    rows = time_backend(backend, reqs, args.batch_sizes, args.repeats, args.new_tokens, set_batch)
+    rows = time_backend(
+        backend, reqs, args.batch_sizes, args.repeats, args.new_tokens, set_batch_size
+    )
     backend.close()
     return {"start_s": round(start, 1), "rows": rows}
 
 
+def run_hf(args, model_dir: Path, reqs) -> dict:
+    from vlmrobust.clients.vlm.hf import HFBackend
+
+    generation = {"min_new_tokens": args.new_tokens}
+    options = {**PIXELS, "dtype": "float32", "generation": generation}
+    return measure(
+        lambda: HFBackend("bench", {"local_path": str(model_dir), "options": options}), args, reqs
+    )
+
+
 def run_vllm_worker(args) -> None:
     """In the vLLM environment: one engine, every batch size; JSON on stdout."""
-    from vlmrobust.clients.vlm.vllm import VLLMBackend
-
-    work = Path(args.work)
-    reqs = make_requests(work, args.requests, args.new_tokens)
-    spec = {
-        "local_path": args.model_dir,
-        "options": {
-            **ENGINE,
-            **PIXELS,
-            "engine": KV_CACHE,
-            "generation": {"min_tokens": args.new_tokens},
-        },
-    }
-    t0 = time.perf_counter()
-    backend = VLLMBackend("bench", spec)
-    start = time.perf_counter() - t0
-
-    def set_batch(b, bs):
-        b.default_batch_size = bs
-
-    rows = time_backend(backend, reqs, args.batch_sizes, args.repeats, args.new_tokens, set_batch)
-    backend.close()
     import vllm
 
-    print(json.dumps({"start_s": round(start, 1), "rows": rows, "version": vllm.__version__}))
+    from vlmrobust.clients.vlm.vllm import VLLMBackend
+
+    reqs = make_requests(Path(args.work), args.requests, args.new_tokens)
+    generation = {"min_tokens": args.new_tokens}
+    options = {**ENGINE, **PIXELS, "engine": KV_CACHE, "generation": generation}
+    spec = {"local_path": args.model_dir, "options": options}
+    result = measure(lambda: VLLMBackend("bench", spec), args, reqs)
+    print(json.dumps({**result, "version": vllm.__version__}))
 
 
 def vllm_env(args) -> dict[str, str]:
