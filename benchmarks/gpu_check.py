@@ -10,7 +10,8 @@ folder first (about 16 GB at the 7B size) and loaded by :class:`VLLMBackend` (bf
 GPU, float32 on the CPU; the tiny text model has heads of 32, the smallest vLLM's CPU
 attention accepts); ``min_tokens`` forces the token count. vLLM must be installed where
 it runs (its CUDA build, ``bash envs/vllm-env.sh --cuda``): a machine that reaches no
-package index and has no vLLM cannot run this part.
+package index and has no vLLM cannot run this part. vLLM logs to stdout too: read the
+report from ``$OUT/gpu_check.json`` there.
 
 Nothing is downloaded: the model is built from a configuration written below (the
 sizes of ``Qwen/Qwen2.5-VL-7B-Instruct``'s ``config.json``), instantiated directly on
