@@ -132,6 +132,8 @@ def test_loads_like_a_real_checkpoint(builds):
 
 
 def test_sizes_are_checked(tmp_path):
-    with pytest.raises(ValueError, match="multiples of 16"):
+    with pytest.raises(ValueError, match=r"hidden \(40\) a multiple of head_dim"):
         build_demo_model(tmp_path / "bad", 0, hidden=40)
+    with pytest.raises(ValueError, match=r"head_dim \(24\) must be a multiple of 16"):
+        build_demo_model(tmp_path / "bad", 0, hidden=48, head_dim=24)
     assert not any(tmp_path.iterdir())

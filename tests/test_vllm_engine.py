@@ -445,3 +445,44 @@ def test_engine_that_cannot_load_stops_before_any_row(case):
         assert f"models.{model} (backend vllm): vLLM cannot load {folder}" in proc.stderr
         assert reason in proc.stderr
         assert not out.exists() and not out.with_name(out.name + ".partial").exists()
+
+
+def test_workflow_runs_demo_vllm_through_rule_infer_vllm(tmp_path):
+    """The registry's demo-vllm in a small run: the demo_model job builds and trains it
+    (heads of 32) in this environment, rule infer_vllm answers in the vLLM
+    environment, and the rows are scored like any model's."""
+    import yaml
+
+    from tests.conftest import QUICK_TRAIN, copy_repo, run
+
+    require_vllm()
+    workdir = copy_repo(tmp_path / "repo")
+    config = {
+        "models": ["demo-vllm"],
+        "environments": {"vllm": str(Path(vllm_cli()[0]).parent.parent)},
+        "demo": {"n_per_family": 3, "families": ["chart"], "train": QUICK_TRAIN},
+        "decoding": {"max_new_tokens": 8},
+        "conditions": {"clean": {"perturbation": "none"}},
+        "datasets": {
+            "demo-chart": {
+                "adapter": "demo",
+                "source": "local",
+                "path": "results/raw/demo/chart",
+                "conditions": ["clean"],
+            }
+        },
+    }
+    (workdir / "config" / "vllm-run.yaml").write_text(yaml.safe_dump(config))
+    cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", "2",
+           "--configfile=config/vllm-run.yaml",
+           "results/scored/demo-vllm/demo-chart/clean/default.csv"]  # fmt: skip
+    proc = run(cmd, workdir)
+    assert "rule infer_vllm:" in proc.stdout + proc.stderr
+    rows = read_jsonl(workdir / "results/outputs/demo-vllm/demo-chart/clean/default.jsonl")
+    assert len(rows) == 3 and {r["backend"] for r in rows} == {"vllm"}
+    assert all(r["error"] is None for r in rows)
+    record = json.loads((workdir / "results/models/demo-vllm/vlmrobust_demo.json").read_text())
+    assert record["sizes"]["head_dim"] == 32
+    assert {r["model_revision"] for r in rows} == {f"sha256:{record['weights_sha256'][:16]}"}
+    scored = (workdir / "results/scored/demo-vllm/demo-chart/clean/default.csv").read_text()
+    assert len(scored.strip().splitlines()) == 4  # header + one row per sample

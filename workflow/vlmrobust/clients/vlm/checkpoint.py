@@ -8,11 +8,14 @@ commit a Hugging Face cache folder is named by, or else a sha256 of the weight f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 #: A local checkpoint built by this workflow (the embedded demo models) carries this
 #: build record; its ``weights_sha256`` is the checkpoint's revision.
@@ -47,3 +50,30 @@ def local_revision(model_dir: str | Path, fallback: str | None = None) -> str:
             while block := fh.read(1 << 22):
                 h.update(block)
     return f"sha256:{h.hexdigest()[:16]}"
+
+
+def hub_commit(repo: str, revision: str | None, offline: bool = False) -> str | None:
+    """The commit a hub ``revision`` (None = default branch) points to, when known.
+
+    Asks the hub through transformers (which records the answer in the cache), then
+    falls back to the local cache's snapshot of ``config.json``; None when neither knows.
+    """
+    if revision and _COMMIT.match(revision):
+        return revision
+    with contextlib.suppress(Exception):
+        from transformers.utils.hub import resolve_revision
+
+        resolved = getattr(
+            resolve_revision(repo, revision, local_files_only=offline), "resolved", None
+        )
+        if resolved and _COMMIT.match(str(resolved)):
+            return str(resolved)
+    with contextlib.suppress(Exception):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(repo, "config.json", revision=revision)
+        if isinstance(cached, str):
+            m = re.search(r"[/\\]snapshots[/\\]([0-9a-f]{40})[/\\]", cached)
+            if m:
+                return m.group(1)
+    return None

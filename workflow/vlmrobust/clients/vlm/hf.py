@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -68,7 +67,7 @@ from .base import (
     media_marks,
     without_marks,
 )
-from .checkpoint import local_revision
+from .checkpoint import hub_commit, local_revision
 from .media import load_image
 
 log = logging.getLogger(__name__)
@@ -95,7 +94,6 @@ _NEUTRAL_DECODING: dict[str, Any] = {
     "min_new_tokens": 0,
     "num_return_sequences": 1,
 }
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _DTYPES = {"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float", "auto"}
 
 
@@ -193,7 +191,7 @@ class HFBackend(Backend):
         load_revision = spec.get("revision")
         offline = bool(opts.get("local_files_only", False))
         if not self.is_local:
-            self._commit = _resolve_hub_commit(self.source, load_revision, offline)
+            self._commit = hub_commit(self.source, load_revision, offline)
             load_revision = self._commit or load_revision
 
         use_cuda = torch.cuda.is_available()
@@ -651,30 +649,3 @@ def _torch_dtype(option: Any, use_cuda: bool) -> Any:
     if name in ("float16", "fp16", "half"):
         return torch.float16
     return torch.float32
-
-
-def _resolve_hub_commit(repo: str, revision: str | None, offline: bool = False) -> str | None:
-    """The commit a hub ``revision`` (None = default branch) points to, when known.
-
-    Asks the hub through transformers (which records the answer in the cache), then
-    falls back to the local cache's snapshot of ``config.json``; None when neither knows.
-    """
-    if revision and _COMMIT.match(revision):
-        return revision
-    with contextlib.suppress(Exception):
-        from transformers.utils.hub import resolve_revision
-
-        resolved = getattr(
-            resolve_revision(repo, revision, local_files_only=offline), "resolved", None
-        )
-        if resolved and _COMMIT.match(str(resolved)):
-            return str(resolved)
-    with contextlib.suppress(Exception):
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(repo, "config.json", revision=revision)
-        if isinstance(cached, str):
-            m = re.search(r"[/\\]snapshots[/\\]([0-9a-f]{40})[/\\]", cached)
-            if m:
-                return m.group(1)
-    return None

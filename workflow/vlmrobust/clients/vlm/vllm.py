@@ -43,7 +43,7 @@ from .base import (
     media_marks,
     without_marks,
 )
-from .checkpoint import local_revision
+from .checkpoint import hub_commit, local_revision
 from .media import load_image
 
 #: Tokens removed from the end of an output (ends of turn, padding); reasoning tags
@@ -246,7 +246,11 @@ class VLLMBackend(Backend):
 
         self.default_batch_size = int(self.options.get("batch_size", 64))
         self.is_local = bool(spec.get("local_path"))
-        revision = None if self.is_local else spec.get("revision")
+        revision = None
+        if not self.is_local:  # a hub checkpoint loads at its exact commit, when known
+            revision = hub_commit(self.source, spec.get("revision")) or spec.get("revision")
+            spec = {**spec, "revision": revision}
+        self._loaded_revision = revision
         self.processor = AutoProcessor.from_pretrained(
             self.source,
             revision=revision,
@@ -276,14 +280,14 @@ class VLLMBackend(Backend):
 
     @property
     def revision(self) -> str:
-        """As the ``hf`` backend: the weights' hash of a local checkpoint, else the
-        registry's revision (vLLM loads a hub repository at that revision)."""
+        """As the ``hf`` backend: the weights' hash of a local checkpoint, else the hub
+        commit it was loaded at (the registry's revision resolved)."""
         if self._revision is None:
             fallback = self.spec.get("revision")
             self._revision = (
                 local_revision(self.source, fallback)
                 if self.is_local
-                else str(fallback or "unknown")
+                else str(self._loaded_revision or "unknown")
             )
         return self._revision
 
