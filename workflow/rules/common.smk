@@ -37,6 +37,13 @@ LOCAL_MODELS = HF_MODELS + VLLM_MODELS
 API_MODELS = [
     m for m, spec in REGISTRY.items() if spec["backend"] not in ("hf", "vllm")
 ]
+# A local checkpoint answers through one loaded model per run and device (config
+# `service`); the inference jobs' arguments for it.
+SERVICE_ARGS = (
+    f"--service auto --service-idle-s {config['service']['idle_s']}"
+    if config["service"]["enabled"]
+    else "--service off"
+)
 
 
 def dataset_spec(wildcards):

@@ -72,9 +72,12 @@ rule infer:
         cli="vlmrobust",
         spec=infer_spec,
         context=context_arg,
+        # the model's service (config `service`): not part of what the job answers
+        service=SERVICE_ARGS,
     shell:
         "{params.cli} infer --spec {params.spec:q} --manifest {input.manifest}"
         " --samples {input.samples} {params.context} --threads {threads}"
+        " {params.service} --service-log logs/services/{wildcards.model}.log"
         " --out {output} > {log} 2>&1"
 
 
@@ -93,6 +96,7 @@ use rule infer as infer_vllm with:
         cli=vllm_cli,
         spec=infer_spec,
         context=context_arg,
+        service=SERVICE_ARGS,
 
 
 # API models (openai, gemini) answer through the network: no GPU, one thread; memory

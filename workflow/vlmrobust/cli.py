@@ -263,6 +263,22 @@ def cmd_variants(args: argparse.Namespace) -> int:
     return 0
 
 
+def _service(args: argparse.Namespace, job: Any) -> Any:
+    """The model service an inference job answers through (``--service auto``: the one
+    of the Snakemake run above the job, for a local checkpoint), or None: the job loads
+    its own model (``--service off``, an API model, or a job run by hand)."""
+    from .clients.vlm.service import SERVED_BACKENDS, find_owner
+    from .infer.run import Service
+
+    if args.service == "off" or job.model_spec.get("backend") not in SERVED_BACKENDS:
+        return None
+    owner = find_owner()
+    if owner is None:
+        return None
+    log_path = Path(args.service_log) if args.service_log else None
+    return Service(owner, threads=args.threads or None, idle_s=args.service_idle_s, log=log_path)
+
+
 def cmd_infer(args: argparse.Namespace) -> int:
     from .infer.run import Job, run_inference
 
@@ -279,15 +295,21 @@ def cmd_infer(args: argparse.Namespace) -> int:
             out=plan.shard_path(m, d, c, p, args.shard, args.shards),
         )
     _need(args, "spec", "manifest", "samples", "out")
-    if args.threads:
+    job = Job(**_json_arg(args.spec, "--spec"))
+    service = _service(args, job)
+    if args.threads and service is None:
         import torch
 
         torch.set_num_threads(args.threads)
-    job = Job(**_json_arg(args.spec, "--spec"))
     t0 = time.perf_counter()
     context = Path(args.context) if args.context else None
     stats = run_inference(
-        job, Path(args.manifest), Path(args.samples), Path(args.out), context=context
+        job,
+        Path(args.manifest),
+        Path(args.samples),
+        Path(args.out),
+        context=context,
+        service=service,
     )
     log.info("%s: %s (%.1f s)", args.out, stats, time.perf_counter() - t0)
     return 0
@@ -1038,6 +1060,21 @@ COMMANDS: dict[str, Command] = {
             arg("--context", help="a second-stage prompt's first-stage outputs (CRM)"),
             arg("--threads", type=int, default=0, help="torch CPU threads (0: torch's)"),
             arg("--out", help="outputs JSONL (progress goes to <out>.partial)"),
+            arg(
+                "--service",
+                choices=("auto", "off"),
+                default="auto",
+                help="auto: answer through the model's service (one loaded model for every "
+                "job of the Snakemake run above this job, started by the first; none when "
+                "run by hand); off: load the model in this job",
+            ),
+            arg(
+                "--service-idle-s",
+                type=float,
+                default=900.0,
+                help="a service this job starts stops after this many seconds unused",
+            ),
+            arg("--service-log", help="the log of a service this job starts"),
         ),
     ),
     "vllm-serve": Command(

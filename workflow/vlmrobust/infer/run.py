@@ -299,6 +299,36 @@ def check_image_limit(job: Job, plans: list[Planned], backend: Backend | None) -
         )
 
 
+@dataclass(frozen=True)
+class Service:
+    """Answer through the model service of ``owner`` (:mod:`vlmrobust.clients.vlm.service`)
+    instead of loading the model in the job: ``threads`` and ``idle_s`` are the
+    service's if this job starts it, ``log`` its log file."""
+
+    owner: int
+    threads: int | None = None
+    idle_s: float = 900.0
+    log: Path | None = None
+
+
+def open_backend(job: Job, service: Service | None) -> Backend:
+    """The job's backend: its model's service when ``service`` is given and the model
+    is a local checkpoint (hf, vllm), else the backend loaded here."""
+    from ..clients.vlm import make_backend
+    from ..clients.vlm.service import SERVED_BACKENDS, connect
+
+    if service is not None and job.model_spec.get("backend") in SERVED_BACKENDS:
+        return connect(
+            job.model,
+            job.model_spec,
+            owner=service.owner,
+            threads=service.threads,
+            idle_s=service.idle_s,
+            log_path=service.log,
+        )
+    return make_backend(job.model, job.model_spec)
+
+
 def run_inference(
     job: Job,
     manifest: Path,
@@ -307,12 +337,13 @@ def run_inference(
     backend: Backend | None = None,
     batch_size: int | None = None,
     context: Path | None = None,
+    service: Service | None = None,
 ) -> dict[str, int]:
     """Answer every (variant, draw) of the job's shard; return counts.
 
     ``backend`` defaults to the registry entry's backend (constructed only when there
-    is something left to generate). ``context``: the first-stage outputs a
-    second-stage prompt is built on (:func:`read_contexts`).
+    is something left to generate), or the model's service (``service``). ``context``:
+    the first-stage outputs a second-stage prompt is built on (:func:`read_contexts`).
     """
     variants = read_variants(manifest)
     bare = [v.variant_id for v in variants if v.params.get("without_images")]
@@ -345,9 +376,7 @@ def run_inference(
     generated = errors = 0
     own_backend = backend is None and bool(todo)
     if own_backend:
-        from ..clients.vlm import make_backend
-
-        backend = make_backend(job.model, job.model_spec)
+        backend = open_backend(job, service)
     if backend is not None:
         # rows another revision of the checkpoint wrote (the same settings, new weights);
         # with nothing left to generate the model is not loaded just to ask, and the

@@ -1,0 +1,671 @@
+"""A loaded model as a service: one process answers the requests of many inference jobs.
+
+An inference job that runs a local checkpoint used to spend most of its time starting:
+importing torch, loading the weights, starting an engine. :class:`ModelServer` loads a
+backend once and answers every job that connects to its Unix socket;
+:class:`ServiceBackend` is the job's side, a :class:`~vlmrobust.clients.vlm.base.Backend`
+like any other, so the runner's files, per-row resume, image hashes, seeds and error
+accounting do not change. :func:`connect` finds the service of a (model, owner, device
+slot) or starts it (docs/architecture.md, "One loaded model per device").
+
+Protocol: one JSON object per line over the socket. The client says ``hello`` (the
+server answers with the model id, its fingerprint, backend name and revision),
+``generate`` (a list of requests; the server answers one ``result`` line per request as
+it finishes, then ``done``), ``count_tokens``, or ``stop_if_idle``. Requests of one
+``generate`` call are answered in batches of their own (``merge: false``, as a job alone
+would batch them: the same batches give the same numbers), or pooled with every other
+client's pending requests (``merge: true``: one engine batches across conditions).
+
+Lifetime: the server binds a socket only its user can use (mode 0600, in a folder of
+mode 0700), serves while its *owner* process lives (the Snakemake process of the run,
+or of a SLURM group job) and exits within a second once the owner is gone, on
+SIGTERM/SIGINT, or after ``idle_s`` seconds without a client. A client whose server
+died gets an error result for every request not answered (``finish_reason: error``),
+which the runner counts and asks again on a rerun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .base import Backend, Request, Result
+
+log = logging.getLogger(__name__)
+
+#: Where sockets live: $VLMROBUST_SERVICE_DIR, else a private folder in /tmp (a Unix
+#: socket path is limited to about 100 bytes, so not under a deep work folder).
+SERVICE_DIR_ENV = "VLMROBUST_SERVICE_DIR"
+#: The process a service lives for: a pid, or ``off`` (each job loads its own model).
+#: Unset: the nearest Snakemake process above the job (none: the job loads its own).
+OWNER_ENV = "VLMROBUST_SERVICE_OWNER"
+#: The device slot of a service: CUDA_VISIBLE_DEVICES (what a job on a GPU node sees).
+SLOT_ENV = "CUDA_VISIBLE_DEVICES"
+#: Seconds a live service takes at most to answer ``hello``.
+HELLO_TIMEOUT_S = 30.0
+#: The command line that marks a service process (tests and users find them by it).
+SERVER_MODULE = "vlmrobust.clients.vlm.service"
+
+
+# --------------------------------------------------------------------- identity
+
+
+def checkpoint_stamp(spec: dict[str, Any]) -> list[Any]:
+    """Name, size and modification time of each file of a local checkpoint: a cheap
+    stamp that changes when the checkpoint is rebuilt, so a service never answers for
+    weights that were replaced after it loaded them (hub models: empty)."""
+    folder = spec.get("local_path")
+    if not folder or not Path(folder).is_dir():
+        return []
+    return sorted(
+        [p.name, st.st_size, st.st_mtime_ns]
+        for p in Path(folder).iterdir()
+        if p.is_file() and (st := p.stat())
+    )
+
+
+def spec_fingerprint(model_id: str, spec: dict[str, Any]) -> str:
+    """The identity of what a service answers with: the registry entry and the stamp
+    of its checkpoint files."""
+    text = json.dumps(
+        {"model": model_id, "spec": spec, "checkpoint": checkpoint_stamp(spec)},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def service_dir() -> Path:
+    base = os.environ.get(SERVICE_DIR_ENV)
+    folder = Path(base) if base else Path("/tmp") / f"vlmrobust-{os.getuid()}"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
+
+
+def socket_path(fingerprint: str, owner: int, slot: str) -> Path:
+    """The socket of the service of (model fingerprint, owner process, device slot)."""
+    key = hashlib.sha256(f"{fingerprint}|{owner}|{slot}".encode())
+    return service_dir() / f"{key.hexdigest()[:24]}.sock"
+
+
+def device_slot() -> str:
+    """The devices a job sees (CUDA_VISIBLE_DEVICES), or ``default``."""
+    return os.environ.get(SLOT_ENV) or "default"
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def is_snakemake(argv: list[str]) -> bool:
+    """A Snakemake process: ``.../snakemake ...`` or ``python -m snakemake ...``."""
+    for i, arg in enumerate(argv[:3]):
+        if Path(arg).name == "snakemake" or (arg == "-m" and argv[i + 1 : i + 2] == ["snakemake"]):
+            return True
+    return False
+
+
+def find_owner() -> int | None:
+    """The process a service started now would live for: $VLMROBUST_SERVICE_OWNER (a
+    pid; ``off`` or ``0``: none), else the nearest Snakemake process above this one
+    (the run's, or a SLURM job's), else None (a job run by hand loads its own model)."""
+    value = os.environ.get(OWNER_ENV, "").strip()
+    if value:
+        if value.lower() in {"off", "0", "none", "false"}:
+            return None
+        if not value.isdigit():
+            raise ValueError(f"${OWNER_ENV}: {value!r} is not a process id or 'off'")
+        return int(value)
+    pid = os.getppid()
+    while pid and pid > 1:
+        if is_snakemake(_cmdline(pid)):
+            return pid
+        pid = _parent(pid) or 0
+    return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (ended, not yet reaped) is gone for our purpose
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state != "Z"
+
+
+# --------------------------------------------------------------------- the wire
+
+
+def _send(sock: socket.socket, obj: dict[str, Any], lock: threading.Lock | None = None) -> None:
+    data = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+    if lock is None:
+        sock.sendall(data)
+    else:
+        with lock:
+            sock.sendall(data)
+
+
+def _lines(sock: socket.socket) -> Iterator[dict[str, Any]]:
+    """The JSON objects a peer sends, until it closes the connection."""
+    buffer = b""
+    while True:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            return
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield json.loads(line)
+
+
+def _ask(path: Path, message: dict[str, Any], timeout: float = 5.0) -> dict[str, Any] | None:
+    """One request, one answer; None when nobody answers at ``path``."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(str(path))
+            _send(sock, message)
+            return next(_lines(sock), None)
+    except (OSError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------- the server
+
+
+class ModelServer:
+    """Serves one loaded backend on a Unix socket until its owner process is gone."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        path: Path,
+        *,
+        owner: int,
+        fingerprint: str,
+        slot: str = "default",
+        merge: bool = False,
+        gpu: bool = False,
+        idle_s: float = 900.0,
+        poll_s: float = 0.5,
+    ) -> None:
+        self.backend, self.path, self.owner = backend, Path(path), int(owner)
+        self.gpu = gpu  # holds a GPU: a service of another model there may evict it
+        self.fingerprint, self.slot, self.merge = fingerprint, slot, merge
+        self.idle_s, self.poll_s = idle_s, poll_s
+        self.work: queue.Queue[tuple[Any, list[Request]]] = queue.Queue()
+        self.stopping = threading.Event()
+        self.clients = 0
+        self.busy = 0  # generate calls queued or running
+        self.last_active = time.monotonic()
+        self.answered = 0
+        self._lock = threading.Lock()
+
+    @property
+    def info_path(self) -> Path:
+        return self.path.with_suffix(".json")
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Bind, serve, and remove the socket when done (any reason)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            listener.bind(str(self.path))
+        finally:
+            os.umask(old)
+        listener.listen(64)
+        listener.settimeout(self.poll_s)
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, lambda *_: self.stopping.set())
+        self.info_path.write_text(json.dumps(self._hello()), encoding="utf-8")
+        worker = threading.Thread(target=self._work, daemon=True)
+        worker.start()
+        why = "stopped"
+        try:
+            while not self.stopping.is_set():
+                if not pid_alive(self.owner):
+                    why = f"its owner (pid {self.owner}) is gone"
+                    break
+                if self._idle():
+                    why = f"idle for {self.idle_s:.0f} s"
+                    break
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+        finally:
+            self.stopping.set()
+            listener.close()
+            for p in (self.path, self.info_path):
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+            log.info(
+                "model service %s (%s) ends: %s; %d requests answered",
+                self.backend.model_id,
+                self.path,
+                why,
+                self.answered,
+            )
+            self.backend.close()
+
+    def _idle(self) -> bool:
+        with self._lock:
+            return (
+                self.clients == 0
+                and self.busy == 0
+                and time.monotonic() - self.last_active > self.idle_s
+            )
+
+    # -- one client ---------------------------------------------------------------------
+
+    def _client(self, conn: socket.socket) -> None:
+        with self._lock:
+            self.clients += 1
+        send_lock = threading.Lock()
+        try:
+            for msg in _lines(conn):
+                op = msg.get("op")
+                if op == "hello":
+                    _send(conn, self._hello(), send_lock)
+                elif op == "count_tokens":
+                    counts = [self.backend.count_tokens(t) for t in msg["texts"]]
+                    _send(conn, {"counts": counts}, send_lock)
+                elif op == "generate":
+                    requests = [Request(**r) for r in msg["requests"]]
+                    done = threading.Event()
+                    with self._lock:
+                        self.busy += 1
+                    self.work.put(((conn, send_lock, done), requests))
+                    done.wait()
+                    _send(conn, {"done": True}, send_lock)
+                elif op == "stop_if_idle":
+                    with self._lock:
+                        idle = self.clients == 1 and self.busy == 0  # only the asker
+                    if idle:
+                        self.stopping.set()
+                    _send(conn, {"stopping": idle}, send_lock)
+                else:
+                    _send(conn, {"error": f"unknown op {op!r}"}, send_lock)
+        except (OSError, ValueError):
+            pass  # the client went away; what it asked is still answered into the void
+        finally:
+            conn.close()
+            with self._lock:
+                self.clients -= 1
+                self.last_active = time.monotonic()
+
+    def _hello(self) -> dict[str, Any]:
+        return {
+            "model": self.backend.model_id,
+            "fingerprint": self.fingerprint,
+            "backend": self.backend.name,
+            "revision": self.backend.revision,
+            "batch_size": self.backend.default_batch_size,
+            "merge": self.merge,
+            "slot": self.slot,
+            "owner": self.owner,
+            "gpu": self.gpu,
+            "pid": os.getpid(),
+        }
+
+    # -- the engine ---------------------------------------------------------------------
+
+    def _work(self) -> None:
+        """Answer queued requests: each client's as sent, or pooled (``merge``)."""
+        while not self.stopping.is_set():
+            try:
+                jobs = [self.work.get(timeout=self.poll_s)]
+            except queue.Empty:
+                continue
+            if self.merge:
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        jobs.append(self.work.get_nowait())
+            self._answer(jobs)
+            with self._lock:
+                self.busy -= len(jobs)
+                self.last_active = time.monotonic()
+
+    def _answer(self, jobs: list[tuple[Any, list[Request]]]) -> None:
+        """One ``generate`` call for the requests of ``jobs``; each result goes back to
+        the client that asked (keys are unique within a client, not across clients)."""
+        batch: list[Request] = []
+        owners: dict[str, list[Any]] = {}
+        for client, requests in jobs:
+            for r in requests:
+                batch.append(r)
+                owners.setdefault(r.key, []).append(client)
+        try:
+            for result in self.backend.generate(batch):
+                self._deliver(owners[result.key].pop(0), result)
+                self.answered += 1
+        except Exception as exc:  # noqa: BLE001 - an engine failure fails the requests
+            reason = f"model service: {type(exc).__name__}: {exc}"[:1000]
+            log.exception("model service %s: generate failed", self.backend.model_id)
+            for key, clients in owners.items():
+                for client in clients:
+                    self._deliver(client, Result(key, "", "error", error=reason))
+        for client, _ in jobs:
+            client[2].set()
+
+    @staticmethod
+    def _deliver(client: Any, result: Result) -> None:
+        conn, send_lock, _ = client
+        with contextlib.suppress(OSError):
+            _send(conn, {"result": asdict(result)}, send_lock)
+
+
+def evict_idle(owner: int, slot: str, keep: Path) -> list[str]:
+    """Ask the idle services of other models on the same device slot of this owner to
+    stop (a GPU holds one model's weights at a time); returns the models that stopped."""
+    stopped = []
+    for info in sorted(service_dir().glob("*.json")):
+        sock = info.with_suffix(".sock")
+        if sock == keep:
+            continue
+        try:
+            meta = json.loads(info.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if meta.get("owner") != owner or meta.get("slot") != slot or not meta.get("gpu"):
+            continue
+        answer = _ask(sock, {"op": "stop_if_idle"})
+        if answer and answer.get("stopping"):
+            stopped.append(str(meta.get("model")))
+    return stopped
+
+
+# --------------------------------------------------------------------- the client
+
+
+class ServiceBackend(Backend):
+    """An inference job's side of a :class:`ModelServer`: the served backend's name and
+    revision, its batches, and an error result for each request a dead server leaves."""
+
+    def __init__(self, model_id: str, spec: dict[str, Any], path: Path) -> None:
+        super().__init__(model_id, spec)
+        self.path = Path(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(HELLO_TIMEOUT_S)  # a live service answers at once
+        self.sock.connect(str(self.path))
+        self.reader = _lines(self.sock)
+        _send(self.sock, {"op": "hello"})
+        hello = next(self.reader, None)
+        self.sock.settimeout(None)  # a generate call waits as long as the engine works
+        if hello is None:
+            raise ConnectionError(f"models.{model_id}: the service at {self.path} closed")
+        if hello.get("fingerprint") != spec_fingerprint(model_id, spec):
+            raise RuntimeError(
+                f"models.{model_id}: the service at {self.path} serves another model or "
+                f"other settings ({hello.get('model')!r})"
+            )
+        self.hello = hello
+        self.name = str(hello["backend"])
+        self._revision = str(hello["revision"])
+        self.default_batch_size = int(hello["batch_size"])
+        self.server_pid = int(hello["pid"])
+
+    @property
+    def revision(self) -> str:
+        return self._revision
+
+    def count_tokens(self, text: str) -> int | None:
+        _send(self.sock, {"op": "count_tokens", "texts": [text]})
+        answer = next(self.reader, None)
+        if answer is None:
+            raise ConnectionError(f"models.{self.model_id}: the model service {self.path} died")
+        return answer["counts"][0]
+
+    def generate(self, requests: list[Request]) -> Iterator[Result]:
+        """The results of one call, yielded once the service has answered all of them
+        (the caller may ask ``count_tokens`` between two results, and the connection
+        carries one conversation at a time)."""
+        pending = {r.key for r in requests}
+        results: list[Result] = []
+        reason = None
+        try:
+            _send(self.sock, {"op": "generate", "requests": [asdict(r) for r in requests]})
+            for msg in self.reader:
+                if msg.get("done"):
+                    break
+                result = Result(**msg["result"])
+                pending.discard(result.key)
+                results.append(result)
+            else:
+                reason = "the connection closed"
+        except (OSError, ValueError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        yield from results
+        if reason is None:
+            return
+        for key in sorted(pending):  # the server died: no answer, counted and re-asked
+            yield Result(key, "", "error", error=f"model service {self.path} died ({reason})")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+#: The backends whose model a service holds (API backends hold none).
+SERVED_BACKENDS = ("hf", "vllm")
+
+
+def default_merge(spec: dict[str, Any]) -> bool:
+    """Pool requests of several jobs into one engine batch: for vLLM (continuous
+    batching; each request carries its own seed), not for transformers, whose padded
+    batches would change the numbers."""
+    return spec.get("backend") == "vllm"
+
+
+def connect(
+    model_id: str,
+    spec: dict[str, Any],
+    *,
+    owner: int,
+    slot: str | None = None,
+    threads: int | None = None,
+    merge: bool | None = None,
+    idle_s: float = 900.0,
+    log_path: Path | None = None,
+    python: str | None = None,
+) -> ServiceBackend:
+    """The service of (model, owner, device slot), started first if there is none.
+
+    One client starts it (a lock beside the socket serializes them) and waits until it
+    listens; a service that exits while starting (a checkpoint that cannot load) is an
+    error naming the model, with the end of its log."""
+    slot = slot or device_slot()
+    fingerprint = spec_fingerprint(model_id, spec)
+    path = socket_path(fingerprint, owner, slot)
+    with contextlib.suppress(OSError, ConnectionError, StopIteration):
+        return ServiceBackend(model_id, spec, path)
+    lock_path = path.with_suffix(".lock")
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with contextlib.suppress(OSError, ConnectionError, StopIteration):
+            return ServiceBackend(model_id, spec, path)  # another client started it
+        start(
+            model_id,
+            spec,
+            path,
+            owner=owner,
+            slot=slot,
+            threads=threads,
+            merge=default_merge(spec) if merge is None else merge,
+            idle_s=idle_s,
+            log_path=log_path,
+            python=python,
+        )
+        return ServiceBackend(model_id, spec, path)
+
+
+def start(
+    model_id: str,
+    spec: dict[str, Any],
+    path: Path,
+    *,
+    owner: int,
+    slot: str,
+    threads: int | None,
+    merge: bool,
+    idle_s: float,
+    log_path: Path | None,
+    python: str | None = None,
+) -> int:
+    """Start a service process (its own session: a Ctrl-C or a failed job's kill does
+    not reach it; it ends with its owner) and wait until it listens; its pid."""
+    cmd = [
+        python or sys.executable,
+        "-m",
+        SERVER_MODULE,
+        "--model",
+        model_id,
+        "--spec",
+        json.dumps(spec, sort_keys=True),
+        "--socket",
+        str(path),
+        "--owner",
+        str(owner),
+        "--slot",
+        slot,
+        "--idle-s",
+        str(idle_s),
+    ]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    if merge:
+        cmd.append("--merge")
+    if log_path is None:
+        log_path = path.with_suffix(".log")
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    log.info("started the model service of %s (pid %d, log %s)", model_id, proc.pid, log_path)
+    while not path.exists() or _ask(path, {"op": "hello"}) is None:
+        code = proc.poll()
+        if code is not None:
+            tail = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
+            raise RuntimeError(
+                f"models.{model_id}: the model service could not start (exit code {code}); "
+                f"the end of its log {log_path}:\n{tail}"
+            )
+        time.sleep(0.1)
+    return proc.pid
+
+
+# --------------------------------------------------------------------- the process
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def serve_main(argv: list[str] | None = None) -> int:
+    """``python -m vlmrobust.clients.vlm.service``: load one backend and serve it."""
+    ap = argparse.ArgumentParser(prog=f"python -m {SERVER_MODULE}", description=__doc__)
+    ap.add_argument("--model", required=True, help="the registry id")
+    ap.add_argument("--spec", required=True, help="the registry entry as JSON")
+    ap.add_argument("--socket", required=True, type=Path)
+    ap.add_argument("--owner", required=True, type=int, help="serve while this pid lives")
+    ap.add_argument("--slot", default="default", help="the device slot (CUDA_VISIBLE_DEVICES)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--merge", action="store_true", help="pool the requests of all clients")
+    ap.add_argument("--idle-s", type=float, default=900.0, help="stop after this long unused")
+    args = ap.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from . import make_backend
+
+    spec = json.loads(args.spec)
+    gpu = _cuda_available()
+    if gpu:
+        stopped = evict_idle(args.owner, args.slot, args.socket)
+        if stopped:
+            log.info("stopped idle services on slot %s: %s", args.slot, ", ".join(stopped))
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    backend = make_backend(args.model, spec)
+    log.info(
+        "model service %s (%s, revision %s) loaded in %.1f s; serving on %s for pid %d",
+        args.model,
+        backend.name,
+        backend.revision,
+        time.perf_counter() - t0,
+        args.socket,
+        args.owner,
+    )
+    server = ModelServer(
+        backend,
+        args.socket,
+        owner=args.owner,
+        fingerprint=spec_fingerprint(args.model, spec),
+        slot=args.slot,
+        merge=args.merge,
+        gpu=gpu,
+        idle_s=args.idle_s,
+    )
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve_main())
