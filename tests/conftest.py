@@ -19,7 +19,16 @@ BIN = Path(sys.executable).parent
 
 # What a copy of the repository for a workflow run leaves out: generated folders at the
 # top level, caches anywhere.
-_TOP_LEVEL_GENERATED = {".venv", ".venv-vllm", ".git", "results", "figures", "logs", ".snakemake", "report.html"}
+_TOP_LEVEL_GENERATED = {
+    ".venv",
+    ".venv-vllm",
+    ".git",
+    "results",
+    "figures",
+    "logs",
+    ".snakemake",
+    "report.html",
+}
 _CACHES = shutil.ignore_patterns(
     "__pycache__", "*.egg-info", ".pytest_cache", ".ruff_cache", ".hypothesis"
 )

@@ -1,4 +1,4 @@
-"""The model service: one loaded model answers many inference jobs (clients/vlm/service.py).
+"""The model service: one loaded model answers many inference jobs (clients/service.py).
 
 In-process servers with a fake backend check the protocol, batching, merging and error
 accounting; real service processes on a random-weight demo checkpoint check start-up,
@@ -23,8 +23,7 @@ import pytest
 
 from tests import test_infer_run
 from tests.test_infer_run import EchoBackend, job
-from vlmrobust.clients.vlm.base import Request
-from vlmrobust.clients.vlm.service import (
+from vlmrobust.clients.service import (
     SERVER_MODULE,
     ModelServer,
     ServiceBackend,
@@ -34,6 +33,7 @@ from vlmrobust.clients.vlm.service import (
     socket_path,
     spec_fingerprint,
 )
+from vlmrobust.clients.vlm.base import Request
 from vlmrobust.core.io import read_jsonl
 from vlmrobust.infer.run import Service, run_inference
 
@@ -212,7 +212,7 @@ def test_the_owner_of_a_job_is_the_snakemake_process_above_it(monkeypatch, tmp_p
         find_owner()
     # a real process tree: a process named snakemake -> bash -> python
     script = tmp_path / "owner.py"
-    script.write_text("from vlmrobust.clients.vlm.service import find_owner\nprint(find_owner())\n")
+    script.write_text("from vlmrobust.clients.service import find_owner\nprint(find_owner())\n")
     env = {k: v for k, v in os.environ.items() if k != "VLMROBUST_SERVICE_OWNER"}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "workflow")
     fake = subprocess.Popen(
@@ -334,3 +334,22 @@ def test_a_service_with_no_client_stops_after_idle_s(tmp_path, service_dir, tiny
     client.close()
     assert wait_until(lambda: not service_pids(service_dir), 15)
     assert "idle for 1 s" in (tmp_path / "s.log").read_text()
+
+
+def test_judges_share_one_embedding_service_with_the_same_vectors(
+    service_dir, owner, monkeypatch
+):
+    """The offline judges' sentence-embedding model, served: the vectors of a model
+    loaded in the job, bit for bit, and one load for every Embedder of the run."""
+    from vlmrobust.clients.embedding import Embedder, default_model_dir, load_embedding_model
+
+    texts = ["Step 1: the bar is red.", "The answer is B.", "A dog on the grass."]
+    local = Embedder(load_embedding_model()).encode(texts)
+    monkeypatch.setenv("VLMROBUST_SERVICE_OWNER", str(owner.pid))
+    first, second = Embedder(), Embedder()
+    assert (first.encode(texts) == local).all()
+    assert (second.encode(texts[::-1]) == local[::-1]).all()
+    assert type(first.model).__name__ == "ServedEmbedding"
+    assert len(service_pids(service_dir)) == 1
+    info = json.loads(next(service_dir.glob("*.json")).read_text())
+    assert info["model"] == f"embedding:{default_model_dir().resolve()}"

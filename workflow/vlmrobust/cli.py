@@ -267,7 +267,7 @@ def _service(args: argparse.Namespace, job: Any) -> Any:
     """The model service an inference job answers through (``--service auto``: the one
     of the Snakemake run above the job, for a local checkpoint), or None: the job loads
     its own model (``--service off``, an API model, or a job run by hand)."""
-    from .clients.vlm.service import SERVED_BACKENDS, find_owner
+    from .clients.service import SERVED_BACKENDS, find_owner
     from .infer.run import Service
 
     if args.service == "off" or job.model_spec.get("backend") not in SERVED_BACKENDS:
@@ -866,6 +866,11 @@ def cmd_study(args: argparse.Namespace) -> int:
         )
         return 0
     metrics_path = Path(args.metrics or study.metrics_path(scope))
+    if args.command == "views":
+        out_dir = Path(args.out_dir or f"results/views/{study.folder(scope)}")
+        paths = study.write_views(metrics_path, inputs, spec, out_dir)
+        log.info("%s: %d files (%.1f s)", out_dir, len(paths), time.perf_counter() - t0)
+        return 0
     root = "results/tables" if args.command == "table" else "figures"
     out_dir = Path(args.out_dir or f"{root}/{study.folder(scope)}")
     write = getattr(study, f"write_{args.command}")
@@ -933,7 +938,11 @@ DECIDE = (
 
 
 def _study_args(command: str) -> tuple[Arg, ...]:
-    named = () if command == "metrics" else (arg("name", help="file stem: table1, figure4, ..."),)
+    named = (
+        ()
+        if command in ("metrics", "views")
+        else (arg("name", help="file stem: table1, figure4, ..."),)
+    )
     common = (
         arg("--study", required=True, help="corruption, distraction, masking, ..."),
         arg("--scope", default="", help="the dataset of a per-dataset study ('' if pooled)"),
@@ -1337,6 +1346,11 @@ COMMANDS: dict[str, Command] = {
             ("table", "metrics -> one table of a study (csv, md, tex)"),
             ("figure", "metrics -> one figure of a study (png, pdf)"),
             ("page", "metrics -> one HTML page of a study"),
+            (
+                "views",
+                "metrics -> every table, figure and page of a study's scope, in one "
+                "process (OUT_DIR/tables/, OUT_DIR/figures/)",
+            ),
         )
     },
 }

@@ -329,8 +329,7 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
             m["backend"] not in ("hf", "vllm") or not m["local_path"]
         ):
             raise ConfigError(
-                f"{where}: a demo model (demo_seed) needs backend 'hf' or 'vllm' and a "
-                "local_path"
+                f"{where}: a demo model (demo_seed) needs backend 'hf' or 'vllm' and a local_path"
             )
         if m["demo_sizes"] is not None and m["demo_seed"] is None:
             raise ConfigError(f"{where}.demo_sizes: only a demo model (demo_seed) has sizes")

@@ -301,7 +301,7 @@ def check_image_limit(job: Job, plans: list[Planned], backend: Backend | None) -
 
 @dataclass(frozen=True)
 class Service:
-    """Answer through the model service of ``owner`` (:mod:`vlmrobust.clients.vlm.service`)
+    """Answer through the model service of ``owner`` (:mod:`vlmrobust.clients.service`)
     instead of loading the model in the job: ``threads`` and ``idle_s`` are the
     service's if this job starts it, ``log`` its log file."""
 
@@ -314,8 +314,8 @@ class Service:
 def open_backend(job: Job, service: Service | None) -> Backend:
     """The job's backend: its model's service when ``service`` is given and the model
     is a local checkpoint (hf, vllm), else the backend loaded here."""
+    from ..clients.service import SERVED_BACKENDS, connect
     from ..clients.vlm import make_backend
-    from ..clients.vlm.service import SERVED_BACKENDS, connect
 
     if service is not None and job.model_spec.get("backend") in SERVED_BACKENDS:
         return connect(

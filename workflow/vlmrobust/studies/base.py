@@ -192,6 +192,32 @@ class Study(ABC):
         atomic_write_text(path, self._view("page", name, metrics, inputs, spec))
         return [path]
 
+    def write_views(self, metrics: Path, inputs: Inputs, spec, out_dir: Path) -> list[Path]:
+        """Every table (``<out_dir>/tables/``), figure and page (``<out_dir>/figures/``)
+        of one scope, built in one process from one reading of the metrics: the same
+        files as :meth:`write_table`, :meth:`write_figure` and :meth:`write_page`."""
+        import matplotlib.pyplot as plt
+        import matplotlib.style
+
+        frame = read_metrics(metrics)
+        out_dir = Path(out_dir)
+        paths: list[Path] = []
+        tables = self.tables(frame, inputs, spec) if self.table_names(spec) else {}
+        for name in self.table_names(spec):
+            paths += write_table(tables[name], out_dir / "tables" / name)
+        if self.figure_names(spec):
+            with matplotlib.style.context("default"):
+                figures = self.figures(frame, inputs, spec)
+                for name in self.figure_names(spec):
+                    paths += save_figure(figures[name], out_dir / "figures" / name)
+                    plt.close(figures[name])
+        pages = self.pages(frame, inputs, spec) if self.page_names(spec) else {}
+        for name in self.page_names(spec):
+            path = out_dir / "figures" / f"{name}.html"
+            atomic_write_text(path, pages[name])
+            paths.append(path)
+        return paths
+
 
 #: the registry fields a study reads (display name, family, base/reasoning pair): editing
 #: anything else of a model (its checkpoint, resources, studies) reruns no study view

@@ -1,11 +1,12 @@
-"""A loaded model as a service: one process answers the requests of many inference jobs.
+"""A loaded model as a service: one process answers the requests of many jobs.
 
 An inference job that runs a local checkpoint used to spend most of its time starting:
 importing torch, loading the weights, starting an engine. :class:`ModelServer` loads a
 backend once and answers every job that connects to its Unix socket;
 :class:`ServiceBackend` is the job's side, a :class:`~vlmrobust.clients.vlm.base.Backend`
 like any other, so the runner's files, per-row resume, image hashes, seeds and error
-accounting do not change. :func:`connect` finds the service of a (model, owner, device
+accounting do not change; :func:`served_embedding` does the same for the sentence-embedding
+model of the offline judges. :func:`connect` finds the service of a (model, owner, device
 slot) or starts it (docs/architecture.md, "One loaded model per device").
 
 Protocol: one JSON object per line over the socket. The client says ``hello`` (the
@@ -45,7 +46,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .base import Backend, Request, Result
+from .vlm.base import Backend, Request, Result
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ SLOT_ENV = "CUDA_VISIBLE_DEVICES"
 #: Seconds a live service takes at most to answer ``hello``.
 HELLO_TIMEOUT_S = 30.0
 #: The command line that marks a service process (tests and users find them by it).
-SERVER_MODULE = "vlmrobust.clients.vlm.service"
+SERVER_MODULE = "vlmrobust.clients.service"
 
 
 # --------------------------------------------------------------------- identity
@@ -237,6 +238,7 @@ class ModelServer:
         self.last_active = time.monotonic()
         self.answered = 0
         self._lock = threading.Lock()
+        self._engine = threading.Lock()  # one encode call at a time
 
     @property
     def info_path(self) -> Path:
@@ -321,6 +323,17 @@ class ModelServer:
                     self.work.put(((conn, send_lock, done), requests))
                     done.wait()
                     _send(conn, {"done": True}, send_lock)
+                elif op == "encode":
+                    with self._lock:
+                        self.busy += 1
+                    try:
+                        with self._engine:
+                            vectors = self.backend.encode(msg["texts"], **msg.get("kwargs", {}))
+                        _send(conn, {"vectors": [list(map(float, v)) for v in vectors]}, send_lock)
+                    finally:
+                        with self._lock:
+                            self.busy -= 1
+                            self.last_active = time.monotonic()
                 elif op == "stop_if_idle":
                     with self._lock:
                         idle = self.clients == 1 and self.busy == 0  # only the asker
@@ -493,6 +506,63 @@ class ServiceBackend(Backend):
 SERVED_BACKENDS = ("hf", "vllm")
 
 
+class EmbeddingModel(Backend):
+    """A sentence-transformers model as a service's backend (``encode`` only)."""
+
+    name = "sentence-transformers"
+
+    def __init__(self, model_dir: str) -> None:
+        from .embedding import load_embedding_model
+
+        super().__init__(f"embedding:{model_dir}", embedding_spec(model_dir))
+        self.model = load_embedding_model(model_dir)
+
+    @property
+    def revision(self) -> str:
+        return self.spec["local_path"]
+
+    def generate(self, requests: list[Request]) -> Iterator[Result]:
+        raise TypeError("an embedding model generates no text")
+
+    def encode(self, texts: list[str], **kwargs: Any) -> Any:
+        return self.model.encode(texts, **kwargs)
+
+
+def embedding_spec(model_dir: str) -> dict[str, Any]:
+    return {"backend": "embedding", "local_path": str(model_dir)}
+
+
+class ServedEmbedding:
+    """A job's side of an embedding model's service: ``encode`` as the model's own."""
+
+    def __init__(self, client: ServiceBackend) -> None:
+        self.client = client
+
+    def encode(self, texts: list[str], **kwargs: Any) -> Any:
+        import numpy as np
+
+        _send(self.client.sock, {"op": "encode", "texts": list(texts), "kwargs": kwargs})
+        answer = next(self.client.reader, None)
+        if answer is None:
+            raise ConnectionError(
+                f"the embedding service {self.client.path} died while encoding {len(texts)} texts"
+            )
+        return np.asarray(answer["vectors"], dtype=np.float32)
+
+
+def served_embedding(model_dir: str | Path) -> ServedEmbedding | None:
+    """The embedding model in ``model_dir`` through the service of the Snakemake run
+    above this process (started by the first job that asks), or None: there is no run
+    (a step by hand), or $VLMROBUST_SERVICE_OWNER is ``off``."""
+    owner = find_owner()
+    if owner is None:
+        return None
+    folder = str(Path(model_dir).resolve())
+    spec = embedding_spec(folder)
+    client = connect(f"embedding:{folder}", spec, owner=owner, slot="cpu", merge=False)
+    return ServedEmbedding(client)
+
+
 def default_merge(spec: dict[str, Any]) -> bool:
     """Pool requests of several jobs into one engine batch: for vLLM (continuous
     batching; each request carries its own seed), not for transformers, whose padded
@@ -616,7 +686,7 @@ def _cuda_available() -> bool:
 
 
 def serve_main(argv: list[str] | None = None) -> int:
-    """``python -m vlmrobust.clients.vlm.service``: load one backend and serve it."""
+    """``python -m vlmrobust.clients.service``: load one backend and serve it."""
     ap = argparse.ArgumentParser(prog=f"python -m {SERVER_MODULE}", description=__doc__)
     ap.add_argument("--model", required=True, help="the registry id")
     ap.add_argument("--spec", required=True, help="the registry entry as JSON")
@@ -630,10 +700,10 @@ def serve_main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from . import make_backend
+    from .vlm import make_backend
 
     spec = json.loads(args.spec)
-    gpu = _cuda_available()
+    gpu = spec.get("backend") != "embedding" and _cuda_available()
     if gpu:
         stopped = evict_idle(args.owner, args.slot, args.socket)
         if stopped:
@@ -643,7 +713,10 @@ def serve_main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    backend = make_backend(args.model, spec)
+    if spec.get("backend") == "embedding":
+        backend: Backend = EmbeddingModel(spec["local_path"])
+    else:
+        backend = make_backend(args.model, spec)
     log.info(
         "model service %s (%s, revision %s) loaded in %.1f s; serving on %s for pid %d",
         args.model,
