@@ -3,7 +3,9 @@
     python benchmarks/bench_dag.py                       # paper configuration, best of 3
     python benchmarks/bench_dag.py --configfile config/config.yaml
 
-Prints the wall time of each try and the job counts of the last one. The paper's
+Prints the wall time of each try, the job counts of the last one and, per local model,
+its inference jobs, the engines (model loads) that answer them (config `service.engines`;
+one per phase and engine, not one per job) and the GPUs they hold at once. The paper's
 local-only datasets (ImageNet-9, LogicVista, Waterbirds) must exist as folders for the
 DAG to build; a missing one is created empty for the timing and removed afterwards
 (said on the output), so the DAG builds on a machine without the data.
@@ -67,11 +69,38 @@ def main() -> int:
             if proc.returncode != 0:
                 print(out[-3000:], file=sys.stderr)
                 return proc.returncode
-    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M)).items()
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     print(f"snakemake -n --configfile {args.configfile}")
     print("tries (s): " + ", ".join(f"{t:.2f}" for t in times) + f"; best {min(times):.2f} s")
-    print("jobs: " + ", ".join(f"{name} {n}" for name, n in jobs))
+    print("jobs: " + ", ".join(f"{name} {n}" for name, n in jobs.items()))
+    print_engines(args.configfile, int(jobs.get("engine", 0)))
     return 0
+
+
+def print_engines(configfile: str, engine_jobs: int) -> None:
+    """Per local model: its inference jobs, the engines (model loads) that answer them
+    and the GPUs those engines hold; a model load per job would be one per job."""
+    from vlmrobust.core.plan import RunPlan
+    from vlmrobust.core.registry import model_resources
+
+    with contextlib.chdir(REPO):
+        plan = RunPlan.load(configfile)
+    print(f"model loads (engines, rule `engine`): {engine_jobs} in the DAG")
+    print(f"{'model':<28} {'jobs':>5} {'engine starts':>14} {'GPUs given':>11}")
+    total_jobs = total_engines = 0
+    for model, spec in plan.models.items():
+        if spec["backend"] not in ("hf", "vllm"):
+            continue
+        n_jobs = engines = at_once = 0
+        for phase in (0, 1):  # phase 1 starts after phase 0 is answered
+            jobs = len(plan.engine_jobs(model, phase))
+            n_jobs += jobs
+            engines += min(jobs, plan.engines_of(model))
+            at_once = max(at_once, min(jobs, plan.engines_of(model)))
+        gpus = at_once * model_resources(spec)["gpu"]
+        print(f"{model:<28} {n_jobs:>5} {engines:>14} {gpus:>11}")
+        total_jobs, total_engines = total_jobs + n_jobs, total_engines + engines
+    print(f"{'all local models':<28} {total_jobs:>5} {total_engines:>14}")
 
 
 if __name__ == "__main__":

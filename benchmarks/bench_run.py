@@ -65,10 +65,14 @@ def model_loads(logs: Path) -> tuple[int, int]:
             "to generate" in path.read_text(errors="replace")
             and " 0 to generate" not in path.read_text(errors="replace")
         )
-    services = sum(
-        p.read_text(errors="replace").count(" loaded in ")
-        for p in (logs / "services").glob("*.log")
-    ) if (logs / "services").is_dir() else 0
+    services = (
+        sum(
+            p.read_text(errors="replace").count(" loaded in ")
+            for p in (logs / "services").glob("*.log")
+        )
+        if (logs / "services").is_dir()
+        else 0
+    )
     return own, services
 
 
@@ -95,9 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         repo = Path(__file__).resolve().parents[1]
         where = args.dir or Path(tempfile.mkdtemp(prefix="vlmrobust-run-"))
         if not (where / "Snakefile").exists():
-            ignore = shutil.ignore_patterns(
-                ".git", ".venv*", "results", "figures", "logs", ".snakemake", "__pycache__"
-            )
+            generated = {".git", ".venv", ".venv-vllm", "results", "figures", "logs", ".snakemake"}
+
+            def ignore(folder: str, names: list[str]) -> set[str]:
+                top = generated if Path(folder).resolve() == repo else set()
+                return {n for n in names if n in top or n == "__pycache__"}
+
             shutil.copytree(repo, where, ignore=ignore, symlinks=True, dirs_exist_ok=True)
         log = where / "snakemake.log"
         cmd = ["/usr/bin/time", "-v", "snakemake", "--cores", "2", *args.snakemake_args]
@@ -106,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         text = log.read_text(errors="replace")
         peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
         elapsed = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", text)
-        print(f"# {where}: snakemake exit {code}, elapsed {elapsed and elapsed.group(1)}, "
-              f"peak RSS of one process {peak and int(peak.group(1)) // 1024} MB")
+        print(
+            f"# {where}: snakemake exit {code}, elapsed {elapsed and elapsed.group(1)}, "
+            f"peak RSS of one process {peak and int(peak.group(1)) // 1024} MB"
+        )
         args.log = log
     if args.log is None:
         ap.error("give --log FILE or --run")

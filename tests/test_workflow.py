@@ -485,3 +485,97 @@ def test_a_new_demo_generator_version_reruns_the_demo_data(tmp_path):
     out = proc.stdout + proc.stderr
     assert re.search(r"^demo_data\s+1$", out, flags=re.M), out[-2000:]
     assert "Params have changed" in out, out[-2000:]
+
+
+def services_of(workdir: Path) -> list[int]:
+    """Model service processes started by a run in ``workdir`` (their cwd)."""
+    from vlmrobust.clients.service import SERVER_MODULE
+
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if SERVER_MODULE.encode() in argv and Path(cwd) == workdir:
+            pids.append(int(entry.name))
+    return pids
+
+
+def no_services_within(workdir: Path, seconds: float = 10.0) -> bool:
+    import time
+
+    end = time.monotonic() + seconds
+    while services_of(workdir):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_each_model_is_loaded_once_and_no_service_outlives_the_run(demo_run):
+    """Every inference job of a model answered through one loaded model (its service's
+    log says `loaded in` once), the offline judges through one embedding model, and no
+    service process is left once snakemake has exited."""
+    logs = demo_run / "logs" / "services"
+    for model in ("demo-base", "demo-reasoning"):
+        text = (logs / f"{model}.log").read_text()
+        assert text.count(" loaded in ") == 1, text[-2000:]
+        assert "its owner (pid" in text  # it ended with the run
+    assert (logs / "embedding.log").read_text().count(" loaded in ") == 1
+    starters = [
+        p
+        for p in (demo_run / "logs" / "infer").rglob("*.log")
+        if "started the model service" in p.read_text()
+    ]
+    assert len(starters) == 2  # the first job of each model
+    assert no_services_within(demo_run)
+
+
+def test_no_service_outlives_ctrl_c_or_a_failed_job(demo_run):
+    """Ctrl-C while the jobs are answered, then a run with a failing job: the services
+    end with snakemake both times; the next run asks only what is missing."""
+    import signal
+    import subprocess
+
+    from .conftest import tool_env
+
+    outputs = [
+        f"results/outputs/demo-base/demo-{family}/{condition}/default/shard0of1.jsonl"
+        for family in FAMILIES
+        for condition in ("clean", "corrupt")
+    ]
+    cmd = [str(BIN / "snakemake"), "--cores", "1", "--forcerun", *outputs, *SMALL]
+    proc = subprocess.Popen(
+        [*cmd, "--until", *outputs],
+        cwd=demo_run,
+        env=tool_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import time
+
+    end = time.monotonic() + 300
+    while not services_of(demo_run) and time.monotonic() < end and proc.poll() is None:
+        time.sleep(0.1)
+    assert services_of(demo_run), "no service started"
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    assert no_services_within(demo_run)
+
+    # a failing job (an unreadable manifest) beside a good one, --keep-going
+    manifest = demo_run / "results/variants/demo-text/clean/manifest.jsonl"
+    saved = manifest.read_bytes()
+    manifest.write_text("not json\n")
+    try:
+        failed = snakemake(demo_run, "--keep-going", *SMALL, check=False)
+        assert failed.returncode != 0
+        assert no_services_within(demo_run)
+    finally:
+        manifest.write_bytes(saved)
+    snakemake(demo_run, *SMALL)
+    assert no_services_within(demo_run)
+    assert "Nothing to be done" in snakemake(demo_run, "-n", *SMALL).stdout

@@ -181,6 +181,51 @@ def vllm_cli(wildcards):
         raise WorkflowError(str(exc)) from None
 
 
+def engine_input(wildcards):
+    """The engine an inference job of a local checkpoint joins (RunPlan.engine_path)."""
+    w = wildcards
+    path = PLAN.engine_path(
+        w.model, w.dataset, w.condition, w.prompt, int(w.shard), int(w.shards)
+    )
+    return [path] if path else []
+
+
+def engine_info(wildcards):
+    """What an engine file records: the model, its phase and index, its jobs' count."""
+    jobs = PLAN.engine_jobs(wildcards.model, int(wildcards.phase))
+    engines = PLAN.engines_of(wildcards.model)
+    mine = [j for i, j in enumerate(jobs) if i % engines == int(wildcards.engine)]
+    return json.dumps(
+        {"model": wildcards.model, "engine": int(wildcards.engine), "jobs": len(mine)}
+    )
+
+
+def engine_runtime(wildcards):
+    """An engine's group job on a cluster runs its jobs one after another at worst:
+    the model's runtime per job, times its jobs."""
+    from vlmrobust.core.registry import model_resources
+
+    jobs = json.loads(engine_info(wildcards))["jobs"]
+    return model_resources(REGISTRY[wildcards.model])["runtime"] * max(1, jobs)
+
+
+def no_group(wildcards):
+    """API models join no engine's group job."""
+    return None
+
+
+def client_gpu(wildcards):
+    """GPUs of an inference job: the model's own, except for a job of a cluster's
+    engine group (the engine job holds the model's GPUs; its jobs send requests)."""
+    from vlmrobust.core.registry import model_resources
+
+    gpu = model_resources(REGISTRY[wildcards.model])["gpu"]
+    grouped = config["service"]["enabled"] and (
+        workflow.non_local_exec or workflow.remote_exec
+    )
+    return 0 if grouped and wildcards.model in LOCAL_MODELS else gpu
+
+
 def infer_resource(name):
     """A resource of an inference job (gpu, mem_mb, runtime) from the model's registry
     entry (`resources`; null: the kind's default, vlmrobust.core.registry)."""

@@ -559,7 +559,10 @@ def served_embedding(model_dir: str | Path) -> ServedEmbedding | None:
         return None
     folder = str(Path(model_dir).resolve())
     spec = embedding_spec(folder)
-    client = connect(f"embedding:{folder}", spec, owner=owner, slot="cpu", merge=False)
+    log_path = Path("logs/services/embedding.log")  # jobs run in the workflow's folder
+    client = connect(
+        f"embedding:{folder}", spec, owner=owner, slot="cpu", merge=False, log_path=log_path
+    )
     return ServedEmbedding(client)
 
 

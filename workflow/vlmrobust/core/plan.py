@@ -429,6 +429,51 @@ class RunPlan:
             f"results/outputs/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.jsonl"
         )
 
+    # ------------------------------------------------------------------ model services
+
+    def engines_of(self, model: str) -> int:
+        """How many engines (model services, each on the model's own GPUs) answer
+        ``model``'s inference jobs at once on a cluster (config ``service.engines``)."""
+        service = self.config["service"]
+        return int(service["engines"].get(model, service["default_engines"]))
+
+    def engine_jobs(self, model: str, phase: int) -> list[tuple[str, str, str, int, int]]:
+        """The inference jobs (dataset, condition, prompt, shard, shards) of ``model`` in
+        ``phase`` (0: prompts on the images alone; 1: prompts built on the model's own
+        first-stage outputs, which run after them), in a fixed order."""
+        cache = self.__dict__.setdefault("_engine_jobs", {})
+        if (model, phase) not in cache:
+            cache[(model, phase)] = [
+                (d, c, p, i, n)
+                for d, spec in self.datasets.items()
+                if model in self.models_of(d)
+                for c in spec["conditions"]
+                for p in self.prompts_of(d)
+                if self.has_outputs(model, d, c, p)
+                and bool(self.infer_context(model, d, c, p)) == bool(phase)
+                for n in [spec["shards"]]
+                for i in range(n)
+            ]
+        return cache[(model, phase)]
+
+    def engine_path(
+        self, model: str, dataset: str, condition: str, prompt: str, shard: int, shards: int
+    ) -> str | None:
+        """The engine an inference job of a local checkpoint joins, as the file that ties
+        them together in the DAG (on SLURM, an engine and its jobs are one group job on
+        the model's GPUs: docs/architecture.md); None for an API model or without
+        services. The model's jobs of one phase are dealt to its engines in turn."""
+        if not self.config["service"]["enabled"] or self.registry[model]["backend"] not in (
+            "hf",
+            "vllm",
+        ):
+            return None
+        phase = int(bool(self.infer_context(model, dataset, condition, prompt)))
+        jobs = self.engine_jobs(model, phase)
+        job = (dataset, condition, prompt, int(shard), int(shards))
+        k = jobs.index(job) % self.engines_of(model) if job in jobs else 0
+        return f"results/engines/{model}/phase{phase}/engine{k}.json"
+
     def shard_files(self, model: str, dataset: str, condition: str, prompt: str) -> list[str]:
         n = self.datasets[dataset]["shards"]
         return [self.shard_path(model, dataset, condition, prompt, i, n) for i in range(n)]
