@@ -7,7 +7,7 @@ With ``--log``: reads a finished run's terminal output (``snakemake --cores 2 >
 snakemake.log 2>&1``) and prints its wall time (first job start to last job end), the
 jobs per rule with the sum and the mean of their durations (whole seconds, as the log
 stamps them), and the model loads: inference jobs that loaded a model themselves (a
-log line ``loaded`` of the hf or vllm backend) and model services started (``logs/
+log line ``loading the model in this job``) and model services started (``logs/
 services/*.log``: one ``loaded in`` line per service).
 
 With ``--run``: copies the working tree (without results) to ``--dir`` (default a
@@ -59,19 +59,13 @@ def parse(log: Path) -> tuple[dict[str, list[float]], float]:
 
 def model_loads(logs: Path) -> tuple[int, int]:
     """(inference jobs that loaded their own model, model services started)."""
-    own = 0
-    for path in (logs / "infer").rglob("*.log") if (logs / "infer").is_dir() else []:
-        own += "started the model service" not in path.read_text(errors="replace") and (
-            "to generate" in path.read_text(errors="replace")
-            and " 0 to generate" not in path.read_text(errors="replace")
-        )
-    services = (
-        sum(
-            p.read_text(errors="replace").count(" loaded in ")
-            for p in (logs / "services").glob("*.log")
-        )
-        if (logs / "services").is_dir()
-        else 0
+    own = sum(
+        "loading the model in this job" in p.read_text(errors="replace")
+        for p in (logs / "infer").rglob("*.log")
+    )
+    services = sum(
+        p.read_text(errors="replace").count(" loaded in ")
+        for p in (logs / "services").glob("*.log")
     )
     return own, services
 

@@ -336,9 +336,7 @@ def test_a_service_with_no_client_stops_after_idle_s(tmp_path, service_dir, tiny
     assert "idle for 1 s" in (tmp_path / "s.log").read_text()
 
 
-def test_judges_share_one_embedding_service_with_the_same_vectors(
-    service_dir, owner, monkeypatch
-):
+def test_judges_share_one_embedding_service_with_the_same_vectors(service_dir, owner, monkeypatch):
     """The offline judges' sentence-embedding model, served: the vectors of a model
     loaded in the job, bit for bit, and one load for every Embedder of the run."""
     from vlmrobust.clients.embedding import Embedder, default_model_dir, load_embedding_model

@@ -488,9 +488,10 @@ def test_a_new_demo_generator_version_reruns_the_demo_data(tmp_path):
 
 
 def services_of(workdir: Path) -> list[int]:
-    """Model service processes started by a run in ``workdir`` (their cwd)."""
+    """Model services and job runners started by a run in ``workdir`` (their cwd)."""
     from vlmrobust.clients.service import SERVER_MODULE
 
+    modules = (SERVER_MODULE.encode(), b"vlmrobust.launcher")
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -500,7 +501,7 @@ def services_of(workdir: Path) -> list[int]:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if SERVER_MODULE.encode() in argv and Path(cwd) == workdir:
+        if any(m in argv for m in modules) and Path(cwd) == workdir:
             pids.append(int(entry.name))
     return pids
 

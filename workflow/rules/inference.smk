@@ -7,6 +7,7 @@ rule demo_train_data:
         summary=f"{PLAN.DEMO_TRAIN_ROOT}/summary.json",
     log:
         "logs/demo_train_data.log",
+    priority: 50
     conda:
         "../../envs/data.yaml"
     params:
@@ -32,9 +33,14 @@ rule demo_model:
         "logs/demo_model/{model}.log",
     benchmark:
         "logs/benchmarks/demo_model/{model}.tsv"
+    # The trainings are the default run's critical path: before anything that can wait.
+    priority: 50
     conda:
         "../../envs/infer.yaml"
-    threads: config["demo"]["train"]["threads"]
+    # The training's own torch threads are demo.train.threads (they fix the weights'
+    # bytes); the scheduler's slots are demo_model_slots: one on a local run, so the rest
+    # of the run overlaps the training (a tiny model keeps two threads only ~1.6 busy).
+    threads: demo_model_slots
     # The training split's pixels are held in memory (about 5 GB at the defaults).
     resources:
         mem_mb=8000,
@@ -63,6 +69,8 @@ rule engine:
         engine=r"\d+",
     group:
         "engine"
+    conda:
+        "../../envs/data.yaml"
     resources:
         gpu=infer_resource("gpu"),
         mem_mb=infer_resource("mem_mb"),

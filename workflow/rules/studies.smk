@@ -64,6 +64,8 @@ rule table:
         multiext("results/tables/{folder}/{name}", ".md", ".tex"),
     log:
         "logs/tables/{folder}/{name}.log",
+    conda:
+        "../../envs/report.yaml"
     params:
         caption=study_caption("table"),
     shell:
@@ -84,6 +86,8 @@ rule figure:
         "figures/{folder}/{name}.pdf",
     log:
         "logs/figures/{folder}/{name}.log",
+    conda:
+        "../../envs/report.yaml"
     params:
         caption=study_caption("figure"),
     shell:
@@ -98,5 +102,7 @@ rule page:
         "figures/{folder}/{name}.html",
     log:
         "logs/pages/{folder}/{name}.log",
+    conda:
+        "../../envs/report.yaml"
     shell:
         "cp {input}/figures/{wildcards.name}.html {output} > {log} 2>&1"

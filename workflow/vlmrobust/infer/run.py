@@ -318,7 +318,7 @@ def open_backend(job: Job, service: Service | None) -> Backend:
     from ..clients.vlm import make_backend
 
     if service is not None and job.model_spec.get("backend") in SERVED_BACKENDS:
-        return connect(
+        backend = connect(
             job.model,
             job.model_spec,
             owner=service.owner,
@@ -326,6 +326,9 @@ def open_backend(job: Job, service: Service | None) -> Backend:
             idle_s=service.idle_s,
             log_path=service.log,
         )
+        log.info("models.%s: answered by its model service (pid %d)", job.model, backend.server_pid)
+        return backend
+    log.info("models.%s: loading the model in this job", job.model)
     return make_backend(job.model, job.model_spec)
 
 
