@@ -556,6 +556,7 @@ def test_no_service_outlives_ctrl_c_or_a_failed_job(demo_run):
         env=tool_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group, as a terminal gives it
     )
     import time
 
@@ -563,7 +564,7 @@ def test_no_service_outlives_ctrl_c_or_a_failed_job(demo_run):
     while not services_of(demo_run) and time.monotonic() < end and proc.poll() is None:
         time.sleep(0.1)
     assert services_of(demo_run), "no service started"
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground process group
     proc.wait(timeout=120)
     assert no_services_within(demo_run)
 

@@ -242,14 +242,6 @@ def shard_files(wildcards):
     return PLAN.shard_files(w.model, w.dataset, w.condition, w.prompt)
 
 
-def demo_model_slots(wildcards):
-    """Scheduler slots of a demo training job: one on a local run (the training's torch
-    threads stay demo.train.threads, which fix its weights; the rest of the run fills
-    the cores it leaves idle), its threads on a cluster (--cpus-per-task)."""
-    threads = config["demo"]["train"]["threads"]
-    return 1 if workflow.local_exec and not workflow.remote_exec else threads
-
-
 def demo_model_spec(wildcards):
     """How a demo model is built and trained, as JSON (RunPlan.demo_model_spec)."""
     return json.dumps(PLAN.demo_model_spec(wildcards.model), sort_keys=True)

@@ -37,10 +37,7 @@ rule demo_model:
     priority: 50
     conda:
         "../../envs/infer.yaml"
-    # The training's own torch threads are demo.train.threads (they fix the weights'
-    # bytes); the scheduler's slots are demo_model_slots: one on a local run, so the rest
-    # of the run overlaps the training (a tiny model keeps two threads only ~1.6 busy).
-    threads: demo_model_slots
+    threads: config["demo"]["train"]["threads"]
     # The training split's pixels are held in memory (about 5 GB at the defaults).
     resources:
         mem_mb=8000,
