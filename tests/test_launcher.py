@@ -123,3 +123,16 @@ def test_a_stopped_job_stops_its_child(run_env, tmp_path):
     assert children_of(runner) == []
     # the runner is still there for the next job
     assert vlmrobust(run_env, "--version").returncode == 0
+
+
+def test_a_job_is_told_whose_run_it_is_in(monkeypatch, tmp_path):
+    """A forked job runs below the runner, not below Snakemake: its environment names
+    the run's Snakemake process, so a model service it starts lives for that run."""
+    from vlmrobust.launcher import job_request
+
+    monkeypatch.delenv("VLMROBUST_SERVICE_OWNER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    request = job_request(["score", "--config", "c.yaml"], owner=4321)
+    assert request["argv"] == ["score", "--config", "c.yaml"]
+    assert request["cwd"] == str(tmp_path)
+    assert request["env"]["VLMROBUST_SERVICE_OWNER"] == "4321"

@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from .core.processes import find_owner, pid_alive, service_dir
+from .core.processes import OWNER_ENV, find_owner, pid_alive, service_dir
 
 #: Commands that run in their own process even under Snakemake (a demo training is
 #: minutes of torch: nothing to gain, and torch's thread pools prefer a fresh process).
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError) as exc:
         print(f"vlmrobust: the job runner is not available ({exc}); running here", file=sys.stderr)
         return _in_place(argv)
-    return _run_remote(conn, argv)
+    return _run_remote(conn, argv, owner)
 
 
 def _in_place(argv: list[str]) -> int:
@@ -131,8 +131,15 @@ def _start(path: Path, owner: int) -> None:
         time.sleep(0.05)
 
 
-def _run_remote(conn: socket.socket, argv: list[str]) -> int:
-    request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+def job_request(argv: list[str], owner: int) -> dict:
+    """What the runner needs to run a job as this process would: its arguments, folder
+    and environment, which names the run's Snakemake process (the child runs below the
+    runner, not below Snakemake; a model service it starts lives for that run)."""
+    return {"argv": argv, "cwd": os.getcwd(), "env": {**os.environ, OWNER_ENV: str(owner)}}
+
+
+def _run_remote(conn: socket.socket, argv: list[str], owner: int) -> int:
+    request = json.dumps(job_request(argv, owner)).encode()
     socket.send_fds(conn, [struct.pack("!I", len(request)) + request], [0, 1, 2])
     reader = conn.makefile("rb")
     first = reader.readline()
