@@ -486,3 +486,6 @@ def test_workflow_runs_demo_vllm_through_rule_infer_vllm(tmp_path):
     assert {r["model_revision"] for r in rows} == {f"sha256:{record['weights_sha256'][:16]}"}
     scored = (workdir / "results/scored/demo-vllm/demo-chart/clean/default.csv").read_text()
     assert len(scored.strip().splitlines()) == 4  # header + one row per sample
+    # the job answered through the model's service: one vLLM engine, pooling its clients
+    service_log = (workdir / "logs/services/demo-vllm.log").read_text()
+    assert service_log.count(" loaded in ") == 1 and "(vllm, revision" in service_log
