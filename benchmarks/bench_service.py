@@ -40,7 +40,15 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_vllm import ENGINE, KV_CACHE, PIXELS, REPO, make_requests, vllm_env  # noqa: E402
+from bench_vllm import (  # noqa: E402
+    ENGINE,
+    KV_CACHE,
+    PIXELS,
+    REPO,
+    check_results,
+    make_requests,
+    vllm_env,
+)
 
 
 def free_port() -> int:
@@ -117,15 +125,8 @@ class Server:
         self.log.close()
 
 
-def answer(client, reqs, new_tokens: int) -> int:
-    results = list(client.generate(reqs))
-    errors = [r.error for r in results if r.error]
-    if errors:
-        raise RuntimeError(f"{len(errors)} requests failed, e.g. {errors[0]}")
-    tokens = sum(r.completion_tokens or 0 for r in results)
-    if tokens != len(reqs) * new_tokens:
-        raise RuntimeError(f"{tokens} tokens generated, not {len(reqs) * new_tokens}")
-    return tokens
+def answer(client, reqs, new_tokens: int) -> None:
+    check_results(list(client.generate(reqs)), len(reqs), new_tokens, "a condition")
 
 
 def per_condition(args, model_dir, work, conditions) -> dict:

@@ -85,6 +85,16 @@ def make_requests(work: Path, n: int, new_tokens: int):
     return reqs
 
 
+def check_results(results, n_requests: int, new_tokens: int, what: str) -> None:
+    """Every request answered, with exactly ``new_tokens`` tokens (equal work)."""
+    errors = [r.error for r in results if r.error]
+    if errors:
+        raise RuntimeError(f"{what}: {len(errors)} failed, e.g. {errors[0]}")
+    tokens = sum(r.completion_tokens or 0 for r in results)
+    if tokens != n_requests * new_tokens:
+        raise RuntimeError(f"{what}: {tokens} tokens, not {n_requests * new_tokens}")
+
+
 def time_backend(backend, reqs, batch_sizes, repeats, new_tokens, set_batch) -> list[dict]:
     """Best-of-``repeats`` wall time per batch size, after one warm-up pass."""
     rows = []
@@ -95,12 +105,7 @@ def time_backend(backend, reqs, batch_sizes, repeats, new_tokens, set_batch) -> 
             t0 = time.perf_counter()
             results = list(backend.generate(reqs))
             wall = time.perf_counter() - t0
-            errors = [r.error for r in results if r.error]
-            if errors:
-                raise RuntimeError(f"batch {bs}: {len(errors)} failed, e.g. {errors[0]}")
-            tokens = sum(r.completion_tokens or 0 for r in results)
-            if tokens != len(reqs) * new_tokens:
-                raise RuntimeError(f"batch {bs}: {tokens} tokens, not {len(reqs) * new_tokens}")
+            check_results(results, len(reqs), new_tokens, f"batch {bs}")
             if rep and (best is None or wall < best):
                 best = wall
         rows.append(

@@ -82,6 +82,35 @@ def run(
     return proc
 
 
+#: The modules a run's helper processes run as: a model service, the job runner.
+HELPER_MODULES = ("vlmrobust.clients.service", "vlmrobust.launcher")
+
+
+def helper_processes(
+    module: str | None = None, mentions: Path | None = None, cwd: Path | None = None
+) -> list[int]:
+    """Pids of the model services and job runners (``python -m <module> ...``) alive now:
+    of one ``module`` only, with ``mentions`` in an argument (e.g. their socket folder),
+    or started in ``cwd``."""
+    modules = [m.encode() for m in ([module] if module else HELPER_MODULES)]
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            where = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        if not any(m in argv for m in modules):
+            continue
+        if mentions is not None and not any(str(mentions).encode() in a for a in argv):
+            continue
+        if cwd is None or where == cwd:
+            pids.append(int(entry.name))
+    return pids
+
+
 def copy_repo(dest: Path) -> Path:
     """A copy of the working tree (without generated files) to run the workflow in."""
     shutil.copytree(REPO, dest, ignore=_copy_ignore, symlinks=True)

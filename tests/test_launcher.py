@@ -14,23 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BIN, REPO, tool_env
+from .conftest import BIN, REPO, helper_processes, tool_env
 
 VLMROBUST = str(BIN / "vlmrobust")
 
 
 def runners(folder: Path) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"vlmrobust.launcher" in argv and any(str(folder).encode() in a for a in argv):
-            pids.append(int(entry.name))
-    return pids
+    """Job runners whose socket is in ``folder``."""
+    return helper_processes("vlmrobust.launcher", mentions=folder)
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests import test_infer_run
+from tests.conftest import helper_processes
 from tests.test_infer_run import EchoBackend, job
 from vlmrobust.clients.service import (
     SERVER_MODULE,
@@ -57,17 +58,7 @@ dataset = test_infer_run.dataset  # the runner tests' five-sample dataset (a fix
 
 def service_pids(folder: Path) -> list[int]:
     """Service processes whose socket is in ``folder``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if SERVER_MODULE.encode() in argv and any(str(folder).encode() in a for a in argv):
-            pids.append(int(entry.name))
-    return pids
+    return helper_processes(SERVER_MODULE, mentions=folder)
 
 
 def wait_until(check, timeout: float = 20.0) -> bool:

@@ -11,7 +11,7 @@ import pytest
 
 from vlmrobust.core.io import read_jsonl, sha256_file
 
-from .conftest import BIN, QUICK_TRAIN, copy_repo, run
+from .conftest import BIN, QUICK_TRAIN, copy_repo, helper_processes, run
 
 # Small demo data and a short training (the models learn little; the DAG is the point).
 DEMO = f"demo={{n_per_family: 3, train: {json.dumps(QUICK_TRAIN)}}}"
@@ -488,22 +488,8 @@ def test_a_new_demo_generator_version_reruns_the_demo_data(tmp_path):
 
 
 def services_of(workdir: Path) -> list[int]:
-    """Model services and job runners started by a run in ``workdir`` (their cwd)."""
-    from vlmrobust.clients.service import SERVER_MODULE
-
-    modules = (SERVER_MODULE.encode(), b"vlmrobust.launcher")
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if any(m in argv for m in modules) and Path(cwd) == workdir:
-            pids.append(int(entry.name))
-    return pids
+    """Model services and job runners started by a run in ``workdir``."""
+    return helper_processes(cwd=workdir)
 
 
 def no_services_within(workdir: Path, seconds: float = 10.0) -> bool:
