@@ -97,7 +97,7 @@ def serve_in_thread(backend, folder: Path, merge: bool = False):
     )
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
-    assert wait_until(path.exists, 5)
+    assert wait_until(path.with_suffix(".json").exists, 5)  # written once it listens
     return server, thread, path
 
 

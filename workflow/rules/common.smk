@@ -131,6 +131,7 @@ def all_targets():
         + judged_files()
         + PLAN.math_judged_files()
         + study_targets()
+        + PLAN.engine_files()
     )
 
 
@@ -181,37 +182,43 @@ def vllm_cli(wildcards):
         raise WorkflowError(str(exc)) from None
 
 
-def engine_input(wildcards):
-    """The engine an inference job of a local checkpoint joins (RunPlan.engine_path)."""
+def engine_clients(wildcards):
+    """The inference outputs an engine answers (RunPlan.engine_clients)."""
     w = wildcards
-    path = PLAN.engine_path(
-        w.model, w.dataset, w.condition, w.prompt, int(w.shard), int(w.shards)
-    )
-    return [path] if path else []
+    return PLAN.engine_clients(w.model, int(w.phase), int(w.engine))
 
 
-def engine_info(wildcards):
-    """What an engine file records: the model, its phase and index, its jobs' count."""
-    jobs = PLAN.engine_jobs(wildcards.model, int(wildcards.phase))
-    engines = PLAN.engines_of(wildcards.model)
-    mine = [j for i, j in enumerate(jobs) if i % engines == int(wildcards.engine)]
+def engine_info(wildcards, input):
+    """What an engine file records: the model, its phase and index, its jobs."""
+    w = wildcards
     return json.dumps(
-        {"model": wildcards.model, "engine": int(wildcards.engine), "jobs": len(mine)}
+        {
+            "model": w.model,
+            "phase": int(w.phase),
+            "engine": int(w.engine),
+            "jobs": len(input),
+        }
     )
 
 
-def engine_runtime(wildcards):
+def engine_runtime(wildcards, input):
     """An engine's group job on a cluster runs its jobs one after another at worst:
     the model's runtime per job, times its jobs."""
     from vlmrobust.core.registry import model_resources
 
-    jobs = json.loads(engine_info(wildcards))["jobs"]
-    return model_resources(REGISTRY[wildcards.model])["runtime"] * max(1, jobs)
+    return model_resources(REGISTRY[wildcards.model])["runtime"] * max(1, len(input))
 
 
-def no_group(wildcards):
-    """API models join no engine's group job."""
-    return None
+def grouped():
+    """On a cluster (and inside its jobs), an engine and its inference jobs are one
+    group job; a local run has no groups (one service per model and device anyway)."""
+    return config["service"]["enabled"] and (
+        workflow.non_local_exec or workflow.remote_exec
+    )
+
+
+def engine_group(wildcards):
+    return "engine" if grouped() and wildcards.model in LOCAL_MODELS else None
 
 
 def client_gpu(wildcards):

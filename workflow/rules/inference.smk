@@ -49,42 +49,12 @@ rule demo_model:
         " --spec {params.spec:q} > {log} 2>&1"
 
 
-# An engine: one model service on the model's GPUs. Its file ties the inference jobs it
-# answers together, so on a cluster the engine and its jobs are one group job (one
-# allocation, one model load; config `service.engines`). Locally the first job that
-# needs the model starts its service and every later one connects (docs/architecture.md).
-rule engine:
-    input:
-        model=model_input,
-    output:
-        temp("results/engines/{model}/phase{phase}/engine{engine}.json"),
-    log:
-        "logs/engines/{model}/phase{phase}/engine{engine}.log",
-    wildcard_constraints:
-        model=alternation(LOCAL_MODELS),
-        phase=r"\d+",
-        engine=r"\d+",
-    group:
-        "engine"
-    conda:
-        "../../envs/data.yaml"
-    resources:
-        gpu=infer_resource("gpu"),
-        mem_mb=infer_resource("mem_mb"),
-        runtime=engine_runtime,
-    params:
-        info=engine_info,
-    shell:
-        "echo {params.info:q} > {output} 2> {log}"
-
-
 rule infer:
     input:
         manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
         samples="results/samples/{dataset}/samples.jsonl",
         model=model_input,
         context=infer_context,
-        engine=engine_input,
     output:
         "results/outputs/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.jsonl",
     log:
@@ -93,13 +63,14 @@ rule infer:
         "logs/benchmarks/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.tsv"
     wildcard_constraints:
         model=alternation(HF_MODELS),
-    # Per model, from the registry's `resources` (config/models.yaml); in a cluster's
-    # group job the engine holds the GPUs and its jobs ask for none (client_gpu).
+    # On a cluster, one group job with its engine (rule engine below).
     group:
-        "engine"
+        engine_group
     conda:
         "../../envs/infer.yaml"
     threads: config["threads"]["infer"]
+    # Per model, from the registry's `resources` (config/models.yaml); in a cluster's
+    # group job the engine holds the GPUs and its jobs ask for none (client_gpu).
     resources:
         gpu=client_gpu,
         mem_mb=infer_resource("mem_mb"),
@@ -138,19 +109,12 @@ use rule infer as infer_vllm with:
 # API models (openai, gemini) answer through the network: no GPU, one thread; memory
 # and time limit from the registry.
 use rule infer as infer_api with:
-    input:
-        manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
-        samples="results/samples/{dataset}/samples.jsonl",
-        model=model_input,
-        context=infer_context,
     log:
         "logs/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.log",
     benchmark:
         "logs/benchmarks/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.tsv"
     wildcard_constraints:
         model=alternation(API_MODELS),
-    group:
-        no_group
     threads: 1
     resources:
         gpu=0,
@@ -171,6 +135,37 @@ rule gather_outputs:
     shell:
         "vlmrobust gather --manifest {input.manifest} --out {output}"
         " {input.shards} > {log} 2>&1"
+
+
+# An engine: one model service, on the model's GPUs, for a share of the model's
+# inference jobs of one phase (config `service.engines`). Its small file takes those
+# jobs' outputs as input, which ties them together: on a cluster the jobs and the
+# engine are one group job (one allocation, one model load; the engine job holds the
+# GPUs, the jobs ask for none). Locally there are no groups: the first job that needs
+# the model starts its service and every later one connects (docs/architecture.md).
+rule engine:
+    input:
+        engine_clients,
+    output:
+        "results/engines/{model}/phase{phase}/engine{engine}.json",
+    log:
+        "logs/engines/{model}/phase{phase}/engine{engine}.log",
+    wildcard_constraints:
+        model=alternation(LOCAL_MODELS),
+        phase=r"\d+",
+        engine=r"\d+",
+    group:
+        engine_group
+    conda:
+        "../../envs/data.yaml"
+    resources:
+        gpu=infer_resource("gpu"),
+        mem_mb=infer_resource("mem_mb"),
+        runtime=engine_runtime,
+    params:
+        info=engine_info,
+    shell:
+        "echo {params.info:q} > {output} 2> {log}"
 
 
 # Released outputs (config `imports`) instead of a model run: reviewers rebuild every

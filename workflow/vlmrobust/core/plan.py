@@ -450,29 +450,36 @@ class RunPlan:
                 for c in spec["conditions"]
                 for p in self.prompts_of(d)
                 if self.has_outputs(model, d, c, p)
+                and f"{model}/{d}/{c}/{p}" not in self.output_imports
                 and bool(self.infer_context(model, d, c, p)) == bool(phase)
                 for n in [spec["shards"]]
                 for i in range(n)
             ]
         return cache[(model, phase)]
 
-    def engine_path(
-        self, model: str, dataset: str, condition: str, prompt: str, shard: int, shards: int
-    ) -> str | None:
-        """The engine an inference job of a local checkpoint joins, as the file that ties
-        them together in the DAG (on SLURM, an engine and its jobs are one group job on
-        the model's GPUs: docs/architecture.md); None for an API model or without
-        services. The model's jobs of one phase are dealt to its engines in turn."""
-        if not self.config["service"]["enabled"] or self.registry[model]["backend"] not in (
-            "hf",
-            "vllm",
-        ):
-            return None
-        phase = int(bool(self.infer_context(model, dataset, condition, prompt)))
-        jobs = self.engine_jobs(model, phase)
-        job = (dataset, condition, prompt, int(shard), int(shards))
-        k = jobs.index(job) % self.engines_of(model) if job in jobs else 0
-        return f"results/engines/{model}/phase{phase}/engine{k}.json"
+    def engine_files(self) -> list[str]:
+        """One file per engine of every local model (rule ``engine``): what ties an
+        engine's inference jobs together (on a cluster, one group job on the model's
+        GPUs: docs/architecture.md); none without services."""
+        if not self.config["service"]["enabled"]:
+            return []
+        return [
+            f"results/engines/{model}/phase{phase}/engine{k}.json"
+            for model, spec in self.models.items()
+            if spec["backend"] in ("hf", "vllm")
+            for phase in (0, 1)
+            for k in range(min(self.engines_of(model), len(self.engine_jobs(model, phase))))
+        ]
+
+    def engine_clients(self, model: str, phase: int, engine: int) -> list[str]:
+        """The shard outputs of the inference jobs engine ``engine`` answers: the model's
+        jobs of one phase, dealt to its engines in turn."""
+        engines = self.engines_of(model)
+        return [
+            self.shard_path(model, d, c, p, i, n)
+            for k, (d, c, p, i, n) in enumerate(self.engine_jobs(model, phase))
+            if k % engines == engine
+        ]
 
     def shard_files(self, model: str, dataset: str, condition: str, prompt: str) -> list[str]:
         n = self.datasets[dataset]["shards"]
