@@ -130,18 +130,22 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
     # and demo-distract) x 2 models downstream, then the two studies that read them:
     # corruption (metrics, Tables 1, 2, 8-10, Figure 4 and the heat map) and
     # distraction (metrics, Tables 3-5, Figures 5-6); the masking study does not rerun.
+    # Each study's views job draws them; each model's first-phase engine file records
+    # the jobs it answered again.
     assert jobs == {
         "variants": "8",
         "infer": "16",
+        "engine": "2",
         "gather_outputs": "16",
         "score": "16",
         "score_summary": "1",
         "metrics": "2",
+        "views": "2",
         "table": "8",
         "figure": "4",
         "check_requests": "1",
         "all": "1",
-        "total": "73",
+        "total": "77",
     }
     rerun = re.findall(r"wildcards: dataset=([\w-]+), condition=(\w+)", out)
     expected = [(f"demo-{f}", "corrupt") for f in FAMILIES] + [("demo-distract", "corrupt")]
@@ -216,6 +220,8 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         "judge_hallucination": "2",
         # its 17 Idis outputs, each labelled by the two attribute extractors
         "judge_attributes": str(17 * 2),
+        # its engines: one per phase (the CRM answers are built on its own chains)
+        "engine": "2",
     }
     # Every study reruns where demo-extra answers (not the Idis budget slice, which is
     # demo-reasoning's only): 3 + 3 Idis metrics; 5 + 3 + 4 tables and 6 + 3 + 3 Idis
@@ -224,6 +230,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     aggregation = {
         "score_summary": "1",
         "metrics": "6",
+        "views": "6",
         "table": "24",
         "figure": "30",
         "page": "2",
@@ -233,7 +240,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     assert jobs == {**per_model, **aggregation}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
-    assert len(models) == 1 + 40 * 3 + 1 + 5 + 2 + 2 and set(models) == {"demo-extra"}
+    assert len(models) == 1 + 40 * 3 + 1 + 5 + 2 + 2 + 2 and set(models) == {"demo-extra"}
     labelled = re.findall(r"wildcards: extractor=[\w.-]+, model=([\w.-]+)", out)
     assert len(labelled) == 34 and set(labelled) == {"demo-extra"}
 
