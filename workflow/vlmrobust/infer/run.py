@@ -332,6 +332,79 @@ def open_backend(job: Job, service: Service | None) -> Backend:
     return make_backend(job.model, job.model_spec)
 
 
+def kept_rows(
+    partial: Path, plans: list[Planned], job: Job
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """The rows of the partial file that still answer one of ``plans`` (by key), and how
+    many were dropped; the file is rewritten with the kept rows, so appends continue a
+    clean file."""
+    by_key = {p.request.key: p for p in plans}
+    done: dict[str, dict[str, Any]] = {}
+    dropped = 0
+    for row in read_partial(partial):
+        plan = by_key.get(row.get("key"))
+        if plan is not None and _reusable(row, plan, job):
+            done[row["key"]] = row
+        else:
+            dropped += 1
+    if partial.exists() or done:
+        write_jsonl(partial, done.values())
+    return done, dropped
+
+
+def generate_rows(
+    todo: list[Planned],
+    backend: Backend,
+    job: Job,
+    partial: Path,
+    done: dict[str, dict[str, Any]],
+    size: int,
+) -> tuple[int, int]:
+    """Answer ``todo`` in batches of ``size``, appending each row to ``partial`` (flushed;
+    fsynced after each batch) and to ``done``; return (generated, failed) counts."""
+    generated = errors = 0
+    with open(partial, "a", encoding="utf-8") as fh:
+        bar = tqdm(total=len(todo), desc=f"infer {job.model}", unit="answer", disable=None)
+        for batch in chunks(todo, size):
+            plans_by_key = {p.request.key: p for p in batch}
+            t0 = time.perf_counter()
+            for result in backend.generate([p.request for p in batch]):
+                plan = plans_by_key.pop(result.key, None)
+                if plan is None:
+                    raise RuntimeError(f"backend returned an unknown key {result.key!r}")
+                row = to_row(result, plan, job, backend).to_dict()
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                fh.flush()
+                done[row["key"]] = row
+                generated += 1
+                errors += row["error"] is not None
+                bar.update(1)
+            if plans_by_key:
+                raise RuntimeError(f"backend returned no result for {sorted(plans_by_key)[:3]}")
+            os.fsync(fh.fileno())
+            log.debug("batch of %d in %.2f s", len(batch), time.perf_counter() - t0)
+        bar.close()
+    return generated, errors
+
+
+def write_outputs(out: Path, partial: Path, rows: list[dict[str, Any]]) -> None:
+    """Every row to ``out``; the partial file is removed, or kept (with the answered
+    rows) when a request failed, so a rerun of the job asks only those again (a failed
+    row is never reused)."""
+    write_jsonl(out, rows)
+    failed = sum(row.get("error") is not None for row in rows)
+    if not failed:
+        partial.unlink(missing_ok=True)
+        return
+    write_jsonl(partial, rows)
+    log.warning(
+        "%s: %d request(s) failed after every retry; they are no answers (excluded "
+        "from the metrics and counted) and a rerun of this job asks only them again",
+        out,
+        failed,
+    )
+
+
 def run_inference(
     job: Job,
     manifest: Path,
@@ -362,19 +435,8 @@ def run_inference(
     resized = out.with_name(out.name + ".resized") if job.image_size is not None else None
     plans = plan_requests(job, variants, samples, contexts, resized)
     check_image_limit(job, plans, backend)
-    by_key = {p.request.key: p for p in plans}
     partial = out.with_name(out.name + ".partial")
-    done: dict[str, dict[str, Any]] = {}
-    dropped = 0
-    for row in read_partial(partial):
-        plan = by_key.get(row.get("key"))
-        if plan is not None and _reusable(row, plan, job):
-            done[row["key"]] = row
-        else:
-            dropped += 1
-    # Rewrite the partial file with the rows kept, so appends continue a clean file.
-    if partial.exists() or done:
-        write_jsonl(partial, done.values())
+    done, dropped = kept_rows(partial, plans, job)
     todo = [p for p in plans if p.request.key not in done]
     generated = errors = 0
     own_backend = backend is None and bool(todo)
@@ -400,47 +462,11 @@ def run_inference(
     try:
         if todo:
             size = batch_size or backend.default_batch_size
-            with open(partial, "a", encoding="utf-8") as fh:
-                bar = tqdm(total=len(todo), desc=f"infer {job.model}", unit="answer", disable=None)
-                for batch in chunks(todo, size):
-                    plans_by_key = {p.request.key: p for p in batch}
-                    t0 = time.perf_counter()
-                    for result in backend.generate([p.request for p in batch]):
-                        plan = plans_by_key.pop(result.key, None)
-                        if plan is None:
-                            raise RuntimeError(f"backend returned an unknown key {result.key!r}")
-                        row = to_row(result, plan, job, backend).to_dict()
-                        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-                        fh.flush()
-                        done[row["key"]] = row
-                        generated += 1
-                        errors += row["error"] is not None
-                        bar.update(1)
-                    if plans_by_key:
-                        raise RuntimeError(
-                            f"backend returned no result for {sorted(plans_by_key)[:3]}"
-                        )
-                    os.fsync(fh.fileno())
-                    log.debug("batch of %d in %.2f s", len(batch), time.perf_counter() - t0)
-                bar.close()
+            generated, errors = generate_rows(todo, backend, job, partial, done, size)
     finally:
         if own_backend:
             backend.close()
-    rows = [done[p.request.key] for p in plans]
-    write_jsonl(out, rows)
-    failed = sum(row.get("error") is not None for row in rows)
-    if failed:
-        # the answered rows stay in the partial file: a rerun of this job asks only the
-        # failed requests again (a failed row is never reused)
-        write_jsonl(partial, rows)
-        log.warning(
-            "%s: %d request(s) failed after every retry; they are no answers (excluded "
-            "from the metrics and counted) and a rerun of this job asks only them again",
-            out,
-            failed,
-        )
-    else:
-        partial.unlink(missing_ok=True)
+    write_outputs(out, partial, [done[p.request.key] for p in plans])
     if resized is not None:
         import shutil
 
