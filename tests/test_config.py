@@ -74,7 +74,7 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
     assert demo["conditions"]["corrupt"]["severities"] == [1, 2, 3, 4, 5]
     assert demo["conditions"]["corrupt"]["assignment"] == "random"
     assert len(demo["conditions"]["corrupt"]["methods"]) == 20
-    assert demo["datasets"]["demo-chart"]["on_bad_row"] == "error"
+    assert demo["datasets"]["demo-chart"]["on_bad_row"] == "skip"
     assert demo["threads"]["variants"] == 1  # the default run's own setting (default 2)
     assert demo["service"] == {"enabled": True, "idle_s": 900, "default_engines": 1, "engines": {}}
     assert demo["models"] == ["demo-base", "demo-reasoning"]

@@ -282,6 +282,8 @@ def import_input(wildcards):
     files = {
         "released": spec["path"],
         "samples": PLAN.samples_path(spec["dataset"]),
+        # its skipped bad rows: their released answers are left out, counted
+        "samples_report": PLAN.samples_report_path(spec["dataset"]),
     }
     if spec["references"]:
         files["references"] = spec["references"]
@@ -416,8 +418,9 @@ def study_spec(wildcards):
 
 
 def study_inputs(wildcards):
+    """The study's input files, and the samples reports of its datasets (warnings)."""
     study, scope = STUDY_FOLDERS[wildcards.folder]
-    return study.inputs(PLAN, scope)
+    return study.metrics_inputs(PLAN, scope)
 
 
 def study_inputs_json(wildcards):

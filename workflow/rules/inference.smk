@@ -189,4 +189,5 @@ rule import_outputs:
         manifest=import_manifest_arg,
     shell:
         "vlmrobust import-outputs --spec {params.spec:q} --samples {input.samples}"
-        " {params.manifest} --released {input.released} --out {output} > {log} 2>&1"
+        " --samples-report {input.samples_report} {params.manifest}"
+        " --released {input.released} --out {output} > {log} 2>&1"

@@ -184,16 +184,21 @@ def cmd_samples(args: argparse.Namespace) -> int:
     if args.config is not None:
         from .core.plan import RunPlan
 
-        samples = RunPlan.samples_path(args.name)
-        _fill(args, out=samples, report=str(Path(samples).with_name("report.json")))
+        _fill(
+            args,
+            out=RunPlan.samples_path(args.name),
+            report=RunPlan.samples_report_path(args.name),
+        )
     _need(args, "out", "report")
     t0 = time.perf_counter()
     report = build_samples(args.name, spec, Path(args.out), Path(args.report))
+    reasons = "; ".join(f"{r} ({n})" for r, n in report.get("skipped_by_reason", {}).items())
     log.info(
-        "dataset %s: %s samples written, %s rows skipped (%.1f s)",
+        "dataset %s: %s samples written, %s rows skipped%s (%.1f s)",
         args.name,
         report.get("samples_written"),
         report.get("skipped"),
+        f" (on_bad_row: skip): {reasons}" if reasons else "",
         time.perf_counter() - t0,
     )
     return 0
@@ -381,7 +386,13 @@ def cmd_import_outputs(args: argparse.Namespace) -> int:
             "manifest, results/variants/<dataset>/<condition>/manifest.jsonl)"
         )
     variants = read_variants(args.manifest) if args.manifest else None
-    rows, missing = import_outputs(spec, read_samples(args.samples), args.released, variants)
+    skipped = []
+    if args.samples_report:
+        report = json.loads(Path(args.samples_report).read_text(encoding="utf-8"))
+        skipped = [str(r["id"]) for r in report.get("skipped_rows") or [] if r.get("id")]
+    rows, missing = import_outputs(
+        spec, read_samples(args.samples), args.released, variants, skipped_ids=skipped
+    )
     if missing:
         what = "variants" if jsonl else "samples"
         log.warning("%s: %d %s have no released answer", args.released, missing, what)
@@ -502,12 +513,15 @@ def cmd_score_released(args: argparse.Namespace) -> int:
     rows = score_released(
         args.format,
         args.dataset,
-        load_questions(args.dataset, Path(args.questions)),
+        load_questions(args.dataset, Path(args.questions), on_bad_row=args.on_bad_row),
         Path(args.samples),
         Path(args.out),
         model=args.model,
         condition=args.condition,
         id_field=args.id_field,
+        unparsed_choice=args.unparsed_choice or "wrong",
+        response_field=args.response_field,
+        extraction_field=args.extraction_field,
     )
     print(f"{args.out}: {format_released_summary(released_summary(rows))}")
     return 0
@@ -843,7 +857,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             )
         # exactly the spec the rule passes (sorted JSON), so the files are the same
         spec = json.loads(spec_json(study.spec(plan, scope)))
-        inputs = study.inputs(plan, scope) if args.command == "metrics" else None
+        inputs = study.metrics_inputs(plan, scope) if args.command == "metrics" else None
         inputs = inputs if inputs is not None else study.view_inputs(plan, scope)
     elif args.spec is None:
         raise ConfigError("give either --config FILE or --spec JSON (and --inputs JSON)")
@@ -921,6 +935,13 @@ def job(*names: str) -> tuple[Arg, ...]:
 
 MCP = job("model", "dataset", "condition", "prompt")
 CACHE = arg("--cache-dir", help="LLM cache folder (default results/cache/llm)")
+UNPARSED_CHOICE = arg(
+    "--unparsed-choice",
+    choices=["wrong", "most-similar"],
+    help="a multiple-choice answer no rule reads: wrong, an extraction failure (default), "
+    "or the most similar option, MathVista's official convention (score with --config: "
+    "the plan's scoring.unparsed_choice)",
+)
 # A local review server (review, idis-review, concepts-review).
 SERVE = (
     arg("--host", default="127.0.0.1", help="bind address"),
@@ -1115,6 +1136,11 @@ COMMANDS: dict[str, Command] = {
         (
             arg("--spec", required=True, help="the `imports` entry as JSON"),
             arg("--samples", required=True, help="samples JSONL of the dataset"),
+            arg(
+                "--samples-report",
+                help="the samples stage's report.json: the ids it skipped as bad rows, "
+                "whose released answers are left out (counted)",
+            ),
             arg("--released", required=True, help="the released file"),
             arg(
                 "--manifest",
@@ -1143,12 +1169,7 @@ COMMANDS: dict[str, Command] = {
             arg("--samples", help="samples JSONL"),
             arg("--scorer", help="scoring rules (a benchmark's name or generic)"),
             arg("--fallback", help="scoring.llm_fallback as JSON (LLM answer extraction)"),
-            arg(
-                "--unparsed-choice",
-                choices=["wrong", "most-similar"],
-                help="an unparsed multiple-choice answer: wrong (default) or the most similar "
-                "option, as MathVista's official scorer (with --config: the plan's)",
-            ),
+            UNPARSED_CHOICE,
             CACHE,
             arg("--use-released", action="store_true", help="keep released correctness"),
             arg("--out", help="scored CSV"),
@@ -1178,11 +1199,37 @@ COMMANDS: dict[str, Command] = {
         cmd_score_released,
         "score released lmms-eval / VLMEvalKit results with this project's rules",
         (
-            arg("--format", required=True, choices=["lmms-eval", "vlmevalkit"]),
+            arg(
+                "--format",
+                required=True,
+                help="lmms-eval (samples JSONL), vlmevalkit (predictions), mathvista "
+                "(MathVista's output_<model>.json), logicvista (LogicVista's "
+                "<model>-answers.json)",
+            ),
             arg("--dataset", required=True, help="benchmark: mathvista, mmmu, ..."),
             arg("--questions", required=True, help="the dataset's rows (JSON, JSONL, parquet)"),
             arg("--samples", required=True, help="released samples / predictions file"),
             arg("--id-field", default=None, help="the released rows' id field (dotted)"),
+            arg(
+                "--on-bad-row",
+                choices=["skip", "error"],
+                default="skip",
+                help="a question row that cannot be a sample: skip it and count it and its "
+                "released rows (default), or stop",
+            ),
+            UNPARSED_CHOICE,
+            arg(
+                "--extraction-field",
+                default=None,
+                help="score this released field (e.g. extraction: MathVista's official "
+                "GPT-4 extraction) instead of the response",
+            ),
+            arg(
+                "--response-field",
+                default=None,
+                help="mathvista/logicvista: the field holding the response (default: the "
+                "format's: response / answer)",
+            ),
             arg("--model", default="released", help="model id recorded in the rows"),
             arg("--condition", default="clean", help="condition recorded in the rows"),
             arg("--out", required=True, help="scored CSV"),

@@ -515,6 +515,11 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
         seen_imports.add(key)
         if imp["path"] is None:
             _check_verdicts_only(config, imp, where)
+        if imp.get("extraction_field") and imp["format"] == "jsonl":
+            raise ConfigError(
+                f"{where}.extraction_field: format jsonl has no released extraction to "
+                "score (it is for lmms-eval, vlmevalkit, mathvista and logicvista files)"
+            )
     _check_without_images(config, seen_imports)
     clean = config["metrics"]["clean_condition"]
     if config["datasets"] and clean not in config["conditions"]:

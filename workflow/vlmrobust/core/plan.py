@@ -153,6 +153,11 @@ class RunPlan:
         return f"results/samples/{dataset}/samples.jsonl"
 
     @staticmethod
+    def samples_report_path(dataset: str) -> str:
+        """The samples stage's report (counts, skipped rows) beside its samples."""
+        return f"results/samples/{dataset}/report.json"
+
+    @staticmethod
     def manifest_path(dataset: str, condition: str) -> str:
         return f"results/variants/{dataset}/{condition}/manifest.jsonl"
 

@@ -1,9 +1,13 @@
-"""Files of released results read by more than one stage (the released
-distractor-reference judgments of Distract-Bench, ``<model>.reference.jsonl``)."""
+"""Released data read by more than one stage: the released distractor-reference
+judgments of Distract-Bench (``<model>.reference.jsonl``), a release's question rows
+with the rows that could not be a sample (:class:`Questions`), and how such bad rows
+are counted by the kind of their reason (:func:`skipped_by_reason`)."""
 
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +44,31 @@ def load_released_references(path: str | Path) -> dict[str, dict[str, Any]]:
             row["key"] = key
             out[key] = row
     return out
+
+
+class Questions(dict):
+    """``{source_id: Sample}`` plus the rows that could not be a sample (``skipped``: one
+    ``{"row", "id", "reason"}`` per row, in file order) under ``on_bad_row: skip``."""
+
+    def __init__(self, *args: Any, skipped: list[dict[str, Any]] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.skipped: list[dict[str, Any]] = list(skipped or [])
+
+    @property
+    def skipped_ids(self) -> set[str]:
+        return {str(s["id"]) for s in self.skipped if s["id"] is not None}
+
+
+def reason_kind(reason: str) -> str:
+    """What kind of problem a bad row's reason names, without the row's own details:
+    the text before its first ``": "``, quoted values as ``…`` (``image file not found:
+    /data/v1_3.png`` -> ``image file not found``; ``answer 'Q' is neither ...`` ->
+    ``answer … is neither ...``)."""
+    return re.sub(r"'[^']*'|\"[^\"]*\"", "…", str(reason).split(": ", 1)[0]).strip()
+
+
+def skipped_by_reason(skipped: list[dict[str, Any]]) -> dict[str, int]:
+    """The skipped rows counted by the kind of their reason (:func:`reason_kind`), most
+    frequent first; each row's own reason stays in ``skipped_rows``."""
+    counts = Counter(reason_kind(s["reason"]) for s in skipped)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from ..core.io import atomic_write_bytes, write_json
 from ..core.records import Sample, safe_id, write_samples
+from ..core.released import skipped_by_reason
 from .adapters import ADAPTERS
 from .base import Adapter, BadRowError, EncodedImage, RowProblem, load_image
 
@@ -30,6 +31,12 @@ log = logging.getLogger(__name__)
 
 SOURCES = ("hub", "local")
 ON_BAD_ROW = ("error", "skip")
+
+
+def skip_summary(n: int, by_reason: dict[str, int]) -> str:
+    """``3 bad row(s) skipped (on_bad_row: skip): question is missing (2), ...``."""
+    reasons = "; ".join(f"{reason} ({count})" for reason, count in by_reason.items())
+    return f"{n} bad row(s) skipped (on_bad_row: skip): {reasons}"
 
 
 def get_adapter(name: str, spec: dict[str, Any]) -> Adapter:
@@ -47,7 +54,7 @@ def _check_spec(name: str, spec: dict[str, Any]) -> tuple[str, str, int | None]:
     source = spec.get("source") or "hub"
     if source not in SOURCES:
         raise ValueError(f"{key}.source: {source!r} is not one of {', '.join(SOURCES)}")
-    on_bad = spec.get("on_bad_row") or "error"
+    on_bad = spec.get("on_bad_row") or "skip"
     if on_bad not in ON_BAD_ROW:
         raise ValueError(f"{key}.on_bad_row: {on_bad!r} is not one of {', '.join(ON_BAD_ROW)}")
     limit = spec.get("limit")
@@ -219,10 +226,9 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
     write_samples(out, samples)
     expected = spec.get("expected_size")
     warnings: list[str] = []
+    by_reason = skipped_by_reason(skipped_rows)
     if skipped_rows:
-        warnings.append(
-            f"{len(skipped_rows)} bad row(s) skipped (on_bad_row: skip); see skipped_rows"
-        )
+        warnings.append(skip_summary(len(skipped_rows), by_reason))
     if expected is not None and expected != len(samples):
         why = f" (limit {limit})" if limit is not None else ""
         warnings.append(f"expected {expected} samples, wrote {len(samples)}{why}")
@@ -249,6 +255,7 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
         "images_written": n_images,
         "without_images": not with_images,
         "skipped": len(skipped_rows),
+        "skipped_by_reason": by_reason,
         "skipped_rows": skipped_rows,
         "expected_size": expected,
         "answer_types": dict(sorted(Counter(s.answer_type for s in samples).items())),

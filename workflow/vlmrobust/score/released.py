@@ -47,30 +47,47 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..clients.vlm.thinking import split_thinking
 from ..core.io import atomic_write, read_jsonl
 from ..core.records import OutputRow, Sample, Variant, output_key
-from ..core.released import load_released_references
+from ..core.released import Questions, load_released_references, skipped_by_reason
 from . import score_outputs
 
 __all__ = [
     "FORMATS",
     "IMPORT_FORMATS",
+    "KEYED_FORMATS",
+    "ReleasedRows",
     "format_released_summary",
     "import_jsonl",
+    "import_keyed_json",
     "import_lmms_eval",
     "import_outputs",
     "import_vlmevalkit",
+    "model_turn",
     "released_summary",
     "score_released",
 ]
 
-FORMATS = ("lmms-eval", "vlmevalkit")
+#: released files keyed by the dataset's own id (``{id: {field: value}}``), with the
+#: field of the response, of the official pipeline's extraction and of its correctness:
+#: MathVista's ``results/<model>/output_<model>.json`` and LogicVista's
+#: ``eval/answers/<model>-answers.json``
+KEYED_FORMATS: dict[str, dict[str, str | None]] = {
+    "mathvista": {"response": "response", "extraction": "extraction", "label": "true_false"},
+    "logicvista": {"response": "answer", "extraction": None, "label": None},
+}
+FORMATS = ("lmms-eval", "vlmevalkit", *KEYED_FORMATS)
 #: the formats an ``imports`` entry may name: ``jsonl`` needs the condition's manifest
 IMPORT_FORMATS = (*FORMATS, "jsonl")
+#: where a released response that echoes its prompt (a LLaVA-style ``USER: ...
+#: ASSISTANT: B``, few-shot answers included) starts the model's own turn; the text
+#: after the LAST marker is scored, the raw text is kept whole
+TURN_MARKERS = ("ASSISTANT:", "[/INST]")
 #: VLMEvalKit's marker of a failed API call in ``prediction``
 VLMEVALKIT_FAIL = "Failed to obtain answer"
 #: the error of an imported row whose response is missing or empty
@@ -117,11 +134,22 @@ def _completion_tokens(value: Any) -> int | None:
     return None
 
 
-def _lookup(questions: Mapping[str, Sample], src_id: Any, where: str) -> Sample:
+def model_turn(text: str) -> str:
+    """The model's own turn of a released response: the text after the last
+    :data:`TURN_MARKERS` marker (the whole text when there is none)."""
+    cut = max((text.rfind(m) + len(m) for m in TURN_MARKERS if m in text), default=0)
+    return text[cut:]
+
+
+def _lookup(questions: Mapping[str, Sample], src_id: Any, where: str) -> Sample | None:
+    """The question of a released row; None when its id is one of the question rows
+    skipped as bad rows (``Questions.skipped``: the row is counted, not scored)."""
     if isinstance(src_id, float) and src_id.is_integer():
         src_id = int(src_id)
     key = str(src_id).strip()
     sample = questions.get(key)
+    if sample is None and key in getattr(questions, "skipped_ids", ()):
+        return None
     if sample is None:
         some = ", ".join(list(questions)[:3])
         raise ValueError(
@@ -142,12 +170,18 @@ def _output_row(
     thinking: str | None = None,
     completion_tokens: int | None = None,
     error: str | None = None,
+    extracted: bool = False,
 ) -> OutputRow:
+    """``extracted``: ``text`` is a released extraction, scored as it stands (no turn
+    cut, no thinking split; an empty one is an extraction failure, not a fallback to a
+    response)."""
     raw = text or ""
-    if thinking is None and raw:
-        thinking, answer = split_thinking(raw)
-    else:
+    if extracted:
         answer = raw.strip()
+    elif thinking is None and raw:
+        thinking, answer = split_thinking(model_turn(raw))
+    else:
+        answer = model_turn(raw).strip()
     return OutputRow(
         key=output_key(sample.sample_id, 0),
         variant_id=sample.sample_id,
@@ -189,10 +223,16 @@ def import_lmms_eval(
     model: str,
     condition: str,
     id_field: str = "doc_id",
+    extraction_field: str | None = None,
+    counts: dict[str, int] | None = None,
 ) -> list[OutputRow]:
-    """Rows of an lmms-eval samples JSONL as output rows (module docstring)."""
+    """Rows of an lmms-eval samples JSONL as output rows (module docstring).
+
+    ``extraction_field`` (dotted): score that released extraction instead of the
+    response. ``counts["skipped_questions"]`` counts the rows of skipped questions."""
     path = Path(samples_jsonl)
     rows: list[OutputRow] = []
+    counts = counts if counts is not None else {}
     for lineno, rec in enumerate(read_jsonl(path), 1):
         where = f"{path}:{lineno}"
         value: Any = rec
@@ -204,6 +244,13 @@ def import_lmms_eval(
                 "such as llm_as_judge_eval.question_id reaches into nested fields)"
             )
         sample = _lookup(questions, value, where)
+        if sample is None:
+            counts["skipped_questions"] = counts.get("skipped_questions", 0) + 1
+            continue
+        if extraction_field is not None:
+            rows.append(_extracted_row(sample, dataset_name, model, condition, "lmms-eval",
+                                       rec, extraction_field))  # fmt: skip
+            continue
         text = _first_string(rec.get("filtered_resps"))
         if text is None:
             text = _first_string(rec.get("resps"))
@@ -268,9 +315,13 @@ def import_vlmevalkit(
     model: str,
     condition: str,
     id_column: str | None = None,
+    extraction_field: str | None = None,
+    counts: dict[str, int] | None = None,
 ) -> list[OutputRow]:
-    """Rows of a VLMEvalKit prediction file as output rows (module docstring)."""
+    """Rows of a VLMEvalKit prediction file as output rows (module docstring);
+    ``extraction_field`` and ``counts`` as for :func:`import_lmms_eval`."""
     path = Path(path)
+    counts = counts if counts is not None else {}
     table = _read_table(path)
     if not table:
         raise ValueError(f"{path}: no rows")
@@ -290,6 +341,13 @@ def import_vlmevalkit(
     for i, rec in enumerate(table):
         where = f"{path}: row {i + 1}"
         sample = _lookup(questions, rec.get(id_column), where)
+        if sample is None:
+            counts["skipped_questions"] = counts.get("skipped_questions", 0) + 1
+            continue
+        if extraction_field is not None:
+            rows.append(_extracted_row(sample, dataset_name, model, condition, "vlmevalkit",
+                                       rec, extraction_field))  # fmt: skip
+            continue
         value = rec.get("prediction")
         text = None if _missing(value) else str(value)
         error = None
@@ -311,6 +369,81 @@ def import_vlmevalkit(
                 error=error,
             )  # fmt: skip
         )
+    _check_unique(rows, str(path))
+    return rows
+
+
+# --------------------------------------------------------------------------- keyed JSON
+
+
+def _extracted_row(
+    sample: Sample, dataset: str, model: str, condition: str, fmt: str, rec: Any, field: str
+) -> OutputRow:
+    """The output row of a released row scored from its extraction ``field``."""
+    value = _get_path(rec, field)
+    text = "" if _missing(value) else str(value)
+    return _output_row(sample, dataset, model, condition, fmt, text, extracted=True)
+
+
+def _released_label(value: Any) -> bool | None:
+    """A released correctness label (``true_false``: a bool, or "true"/"false")."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def import_keyed_json(
+    path: str | Path,
+    fmt: str,
+    dataset_name: str,
+    questions: Mapping[str, Sample],
+    model: str,
+    condition: str,
+    *,
+    response_field: str | None = None,
+    extraction_field: str | None = None,
+    counts: dict[str, int] | None = None,
+) -> list[OutputRow]:
+    """Rows of a released file keyed by the dataset's id (:data:`KEYED_FORMATS`) as
+    output rows: the response is ``response_field`` (default: the format's), cut to the
+    model's own turn (:func:`model_turn`); with ``extraction_field`` that released
+    extraction is scored instead. The format's correctness label (MathVista's
+    ``true_false``) rides along as ``released["correct"]`` for comparison only.
+    ``counts`` as for :func:`import_lmms_eval`."""
+    path = Path(path)
+    fields = KEYED_FORMATS[fmt]
+    response_field = response_field or str(fields["response"])
+    counts = counts if counts is not None else {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError(
+            f"{path}: a {fmt} results file is a JSON object of rows keyed by the "
+            "dataset's id ({id: {field: value}})"
+        )
+    if not data:
+        raise ValueError(f"{path}: no rows")
+    rows = []
+    for qid, rec in data.items():
+        where = f"{path}: id {qid!r}"
+        sample = _lookup(questions, qid, where)
+        if sample is None:
+            counts["skipped_questions"] = counts.get("skipped_questions", 0) + 1
+            continue
+        if extraction_field is not None:
+            row = _extracted_row(sample, dataset_name, model, condition, fmt, rec,
+                                 extraction_field)  # fmt: skip
+        else:
+            value = _get_path(rec, response_field)
+            text = None if _missing(value) else str(value)
+            error = None if text is not None else f"the released row holds no {response_field!r}"
+            row = _output_row(sample, dataset_name, model, condition, fmt, text, error=error)
+        label = _released_label(rec.get(fields["label"])) if fields["label"] else None
+        rows.append(row if label is None else replace(row, released={"correct": label}))
     _check_unique(rows, str(path))
     return rows
 
@@ -541,13 +674,27 @@ def _model_from_name(name: str) -> str:
     return name.removesuffix(".samples")
 
 
+class ReleasedRows(list):
+    """The CSV rows of :func:`score_released` and how they were made (``info``: the
+    scored text, the unparsed-choice convention, the rows of skipped questions)."""
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]] = (), **info: Any):
+        super().__init__(rows)
+        self.info: dict[str, Any] = info
+
+
 def released_summary(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """N, correct, accuracy, extraction failures (no answer found in a response) and
-    rows without a response, over the rows of :func:`score_released`."""
+    """N, correct, accuracy, extraction failures (no answer found in a response), rows
+    without a response, and (from :class:`ReleasedRows`) what was scored, the question
+    rows skipped as bad rows with the released rows left out for them, and the
+    agreement with a released correctness label, over the rows of
+    :func:`score_released`."""
     n = len(rows)
     correct = sum(int(r["correct"]) for r in rows)
     errors = sum(1 for r in rows if r.get("error"))
     failures = sum(1 for r in rows if not r.get("error") and r.get("method") == "none")
+    labelled = [r for r in rows if r.get("released_correct") not in (None, "")]
+    info = getattr(rows, "info", {})
     return {
         "n": n,
         "correct": correct,
@@ -555,20 +702,44 @@ def released_summary(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
         "extraction_failures": failures,
         "extraction_failure_rate": failures / n if n else math.nan,
         "errors": errors,
+        "scored_text": info.get("scored_text", "response"),
+        "unparsed_choice": info.get("unparsed_choice", "wrong"),
+        "skipped_questions": info.get("skipped_questions", {}),
+        "released_rows_of_skipped_questions": info.get("released_rows_of_skipped_questions", 0),
+        "released_labels": len(labelled),
+        "agree_with_released_labels": sum(
+            1 for r in labelled if int(r["correct"]) == int(r["released_correct"])
+        ),
     }
 
 
 def format_released_summary(summary: Mapping[str, Any]) -> str:
-    """One line: N, accuracy (correct / N), extraction failures and empty responses."""
+    """One line: N, accuracy (correct / N), extraction failures, empty responses, what
+    was scored and how, skipped questions, agreement with released labels."""
     n = summary["n"]
     if not n:
         return "N = 0: no rows scored"
-    return (
+    parts = [
         f"N = {n}; accuracy {summary['accuracy']:.1%} ({summary['correct']}/{n}); "
         f"extraction failures {summary['extraction_failures']} "
         f"({summary['extraction_failure_rate']:.1%}); rows without a response "
         f"{summary['errors']}"
-    )
+    ]
+    scored = summary.get("scored_text", "response")
+    unparsed = summary.get("unparsed_choice", "wrong")
+    if scored != "response" or unparsed != "wrong":
+        parts.append(f"scored: {scored}, unparsed choice {unparsed}")
+    skipped = summary.get("skipped_questions") or {}
+    if skipped:
+        reasons = ", ".join(f"{reason} ({k})" for reason, k in skipped.items())
+        parts.append(
+            f"question rows skipped as bad rows {sum(skipped.values())} ({reasons}); "
+            f"released rows left out for them {summary['released_rows_of_skipped_questions']}"
+        )
+    if summary.get("released_labels"):
+        k, m = summary["agree_with_released_labels"], summary["released_labels"]
+        parts.append(f"agrees with the released labels on {k}/{m} ({k / m:.1%})")
+    return "; ".join(parts)
 
 
 RELEASED_COLUMNS = (
@@ -584,6 +755,7 @@ RELEASED_COLUMNS = (
     "rule",
     "reason",
     "error",
+    "released_correct",
 )
 
 
@@ -598,7 +770,10 @@ def score_released(
     condition: str = "released",
     id_field: str | None = None,
     fallback: Callable[[Sample, str], str | None] | None = None,
-) -> list[dict[str, Any]]:
+    unparsed_choice: str = "wrong",
+    response_field: str | None = None,
+    extraction_field: str | None = None,
+) -> ReleasedRows:
     """Rescore a released results file with this project's rules; write ``out_csv``.
 
     ``dataset`` is the adapter name (``distract-bench``, ``mathvista``, ...), which also
@@ -606,24 +781,52 @@ def score_released(
     (:func:`vlmrobust.data.released.load_questions`, or the samples stage's samples
     keyed by ``meta["source_id"]``). ``model`` defaults to the results file's name
     without its suffix and a trailing ``.samples`` (``Org__Model.samples.jsonl`` ->
-    ``Org__Model``). Returns the CSV rows (``sample_id`` = the dataset's own id).
+    ``Org__Model``). ``unparsed_choice``: see :func:`~vlmrobust.score.score_outputs`
+    (``most-similar`` is MathVista's official convention). ``response_field`` (keyed
+    formats) names the response; ``extraction_field`` scores a released extraction
+    instead (MathVista's ``extraction``). Released rows of questions skipped as bad rows
+    (``questions.skipped``) are counted, not scored. Returns the CSV rows (``sample_id``
+    = the dataset's own id; ``released_correct`` = a released label, where the format
+    has one, for comparison only).
     """
     if format not in FORMATS:
         raise ValueError(
             f"unknown released format {format!r}; expected one of {', '.join(FORMATS)}"
         )
+    if response_field is not None and format not in KEYED_FORMATS:
+        raise ValueError(
+            f"--response-field is for the keyed formats ({', '.join(KEYED_FORMATS)}); "
+            f"{format} files name their response themselves"
+        )
     model = model or _model_from_name(Path(samples_path).name)
+    counts: dict[str, int] = {}
     if format == "lmms-eval":
         outputs = import_lmms_eval(
-            samples_path, dataset, questions, model, condition, id_field=id_field or "doc_id"
-        )
-    else:
+            samples_path, dataset, questions, model, condition, id_field=id_field or "doc_id",
+            extraction_field=extraction_field, counts=counts,
+        )  # fmt: skip
+    elif format == "vlmevalkit":
         outputs = import_vlmevalkit(
-            samples_path, dataset, questions, model, condition, id_column=id_field
-        )
+            samples_path, dataset, questions, model, condition, id_column=id_field,
+            extraction_field=extraction_field, counts=counts,
+        )  # fmt: skip
+    else:
+        outputs = import_keyed_json(
+            samples_path, format, dataset, questions, model, condition,
+            response_field=response_field, extraction_field=extraction_field, counts=counts,
+        )  # fmt: skip
     by_key = {s.sample_id: s for s in questions.values()}
-    scored = score_outputs(by_key, outputs, dataset, fallback)
-    rows = []
+    labels = {o.key: o.released["correct"] for o in outputs if o.released}
+    scored = score_outputs(by_key, outputs, dataset, fallback, unparsed_choice)
+    skipped = getattr(questions, "skipped", [])
+    rows = ReleasedRows(
+        scored_text=(
+            f"the released extraction ({extraction_field})" if extraction_field else "response"
+        ),
+        unparsed_choice=unparsed_choice,
+        skipped_questions=skipped_by_reason(skipped),
+        released_rows_of_skipped_questions=counts.get("skipped_questions", 0),
+    )
     for s in scored:
         sample = by_key[s["sample_id"]]
         rows.append(
@@ -640,6 +843,7 @@ def score_released(
                 "rule": s["rule"],
                 "reason": s["reason"],
                 "error": s["error"],
+                "released_correct": None if s["key"] not in labels else int(labels[s["key"]]),
             }
         )
     with atomic_write(out_csv, "w", encoding="utf-8", newline="") as fh:
@@ -657,9 +861,15 @@ def released_labels(spec: Mapping[str, Any], released: str | Path, questions: Ma
     """{sample_id: {"correct": ..., "verdict": ...}} from the released files, where the
     ``imports`` entry asks for them (``released_labels``, ``references``)."""
     labels: dict[str, dict[str, Any]] = {}
-    if spec.get("released_labels"):
+    if spec.get("released_labels") and spec["format"] in KEYED_FORMATS:
+        if not KEYED_FORMATS[spec["format"]]["label"]:
+            raise ValueError(f"imports: {spec['format']} files carry no correctness label")
+    elif spec.get("released_labels"):
         if spec["format"] != "lmms-eval":
-            raise ValueError("imports: released_labels is supported for lmms-eval files only")
+            raise ValueError(
+                "imports: released_labels is supported for lmms-eval and "
+                f"{', '.join(f for f, v in KEYED_FORMATS.items() if v['label'])} files only"
+            )
         id_field = spec.get("id_field") or "doc_id"
         for lineno, rec in enumerate(read_jsonl(released), 1):
             value: Any = rec
@@ -689,6 +899,7 @@ def import_outputs(
     samples: list[Sample],
     released: str | Path,
     variants: Sequence[Variant] | None = None,
+    skipped_ids: Sequence[str] = (),
 ) -> tuple[list[OutputRow], int]:
     """The output rows of one ``imports`` entry and the number of questions without a
     released answer: samples (lmms-eval, VLMEvalKit) or variants of the condition's
@@ -700,10 +911,18 @@ def import_outputs(
     thinking_field, draw_field, condition_field, tokens_field, tokenizer and
     thinking_markers (the model's registry ``options.thinking_markers``; None = the
     defaults), see :func:`import_jsonl`, and needs ``variants`` (the manifest's rows).
+    ``extraction_field`` (not jsonl) scores a released extraction instead of the
+    response; ``response_field`` also names the response of the keyed formats.
+    ``skipped_ids``: the dataset's ids the samples stage skipped as bad rows; their
+    released rows are left out (logged with their count), any other unknown id is an
+    error.
     """
-    from dataclasses import replace
-
-    questions = {str(s.meta.get("source_id", s.sample_id)): s for s in samples}
+    questions = Questions(
+        {str(s.meta.get("source_id", s.sample_id)): s for s in samples},
+        skipped=[{"row": None, "id": str(i), "reason": "skipped"} for i in skipped_ids],
+    )
+    counts: dict[str, int] = {}
+    extraction = spec.get("extraction_field")
     dataset = samples[0].dataset if samples else spec["dataset"]
     fmt = spec["format"]
     if fmt == "jsonl":
@@ -753,6 +972,8 @@ def import_outputs(
             spec["model"],
             spec["condition"],
             id_field=spec.get("id_field") or "doc_id",
+            extraction_field=extraction,
+            counts=counts,
         )
     elif fmt == "vlmevalkit":
         rows = import_vlmevalkit(
@@ -762,10 +983,33 @@ def import_outputs(
             spec["model"],
             spec["condition"],
             id_column=spec.get("id_field"),
+            extraction_field=extraction,
+            counts=counts,
         )
+    elif fmt in KEYED_FORMATS:
+        rows = import_keyed_json(
+            released,
+            fmt,
+            dataset,
+            questions,
+            spec["model"],
+            spec["condition"],
+            response_field=spec.get("response_field"),
+            extraction_field=extraction,
+            counts=counts,
+        )
+        # a released label is used only where the entry asks for it (released_labels)
+        rows = [r if spec.get("released_labels") else replace(r, released=None) for r in rows]
     else:
         raise ValueError(
             f"imports: unknown format {fmt!r}; expected one of {', '.join(IMPORT_FORMATS)}"
+        )
+    if counts.get("skipped_questions"):
+        log.warning(
+            "%s: %d released row(s) answer questions the samples stage skipped as bad rows "
+            "(see its report.json): left out",
+            released,
+            counts["skipped_questions"],
         )
     rows = [replace(r, prompt=spec["prompt"]) for r in rows]
     labels = released_labels(spec, released, questions)
@@ -781,7 +1025,12 @@ def import_outputs(
                     f"{several[0]!r} has {per_sample[several[0]]} variants under condition "
                     f"{spec['condition']!r}"
                 )
-        rows = [replace(r, released=labels.get(r.sample_id)) for r in rows]
+        rows = [
+            replace(r, released={**(r.released or {}), **labels[r.sample_id]} or None)
+            if r.sample_id in labels
+            else r
+            for r in rows
+        ]
     if fmt != "jsonl":
         missing = len(samples) - len({r.sample_id for r in rows})
     return rows, missing

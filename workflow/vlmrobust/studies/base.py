@@ -42,6 +42,23 @@ TABLE_EXTS = ("csv", "md", "tex")
 FIGURE_EXTS = ("png", "pdf")
 
 
+def skipped_rows_warnings(reports: list[str]) -> list[str]:
+    """One warning per dataset whose samples stage skipped bad rows (``on_bad_row:
+    skip``): how many, by reason; they are in no number of the study."""
+    out = []
+    for path in reports:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        if report.get("skipped"):
+            reasons = "; ".join(
+                f"{reason} ({n})" for reason, n in (report.get("skipped_by_reason") or {}).items()
+            )
+            out.append(
+                f"dataset {report.get('dataset')}: {report['skipped']} row(s) of the source "
+                f"skipped as bad rows (on_bad_row: skip), in no number here: {reasons}"
+            )
+    return out
+
+
 class Study(ABC):
     """One study of the workflow; subclasses fill the class variables and methods."""
 
@@ -153,8 +170,21 @@ class Study(ABC):
 
     # ------------------------------------------------------------------ running (generic)
 
+    def samples_reports(self, plan: RunPlan, scope: str) -> list[str]:
+        """The samples reports of the datasets whose files the study reads (a dataset
+        is a folder of every stage file), so that rows skipped as bad rows reach its
+        warnings (:func:`skipped_rows_warnings`)."""
+        files = [p for paths in self.inputs(plan, scope).values() for p in paths]
+        names = sorted({d for d in plan.datasets for p in files if f"/{d}/" in p})
+        return [plan.samples_report_path(d) for d in names]
+
+    def metrics_inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
+        """Everything the metrics job reads: :meth:`inputs` and the samples reports."""
+        return {**self.inputs(plan, scope), "samples_reports": self.samples_reports(plan, scope)}
+
     def write_metrics(self, inputs: Inputs, spec: Mapping[str, Any], out: Path, warnings: Path):
         metrics, found = self.compute(inputs, spec)
+        found = [*skipped_rows_warnings(inputs.get("samples_reports") or []), *found]
         write_metrics(metrics, out, self.extra_columns)
         atomic_write_text(warnings, "".join(f"{w}\n" for w in found))
         return metrics, found
