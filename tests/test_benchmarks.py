@@ -137,6 +137,7 @@ def test_a_dataset_named_after_a_benchmark_gets_its_adapter_and_scorer(name):
     config = load_yaml(REPO / "config/config.yaml")
     config["datasets"] = {name: {"source": "local", "path": "x", "decisions": "d.json"}}
     config["construct"] = {}
+    config["idis"]["blocking"]["datasets"] = None  # the demo's is not in this run
     if name == "demo":
         config["datasets"] = {name: {"source": "local", "path": "results/raw/demo/chart"}}
     ds = validate_config(config, _registry())["datasets"][name]

@@ -73,7 +73,8 @@ def test_condition_inputs_name_pools_decisions_and_demo_assets(config):
         "results/samples/demo-idis-figures/samples.jsonl",
     ]
     assert plan.condition_inputs("idis-objects") == ["results/raw/demo-idis/summary.json"]
-    assert plan.condition_inputs("idis-textual") == []
+    # the writer's prompt file: edited in place, it reruns the condition
+    assert plan.condition_inputs("idis-textual") == ["resources/idis/textual-distractor-prompt.txt"]
     assert plan.condition_inputs("corrupt") == []
     verified = {"decisions": "resources/idis/d.csv", "set": "idis-perception"}
     plan = _plan(config, [(("conditions", "idis-typographic", "verification"), verified)])
@@ -151,11 +152,12 @@ def test_blocked_files_and_their_checks(config):
         _plan(config, [(("idis", "blocking", "models"), ["nope"])])
     with pytest.raises(ConfigError, match=r"'gpt-4o' has backend 'openai'; attention blocking"):
         _plan(config, [(("idis", "blocking", "models"), ["gpt-4o"])])
-    # a registry model the run does not evaluate, a dataset it does not have: nothing to do
-    other = _plan(config, [(("idis", "blocking", "models"), ["demo-extra"])])
-    assert other.blocked_files("demo-idis-perception") == []
-    gone = _plan(config, [(("idis", "blocking", "datasets"), ["x"])])
-    assert gone.blocked_files("demo-idis-perception") == []
+    # a registry model the run does not evaluate, a dataset it does not have: the
+    # blocking step would vanish without a word, so each is an error
+    with pytest.raises(ConfigError, match=r"'demo-extra' is not among the run's `models`"):
+        _plan(config, [(("idis", "blocking", "models"), ["demo-extra"])])
+    with pytest.raises(ConfigError, match=r"idis\.blocking\.datasets: 'x' is not a dataset"):
+        _plan(config, [(("idis", "blocking", "datasets"), ["x"])])
     with pytest.raises(ConfigError, match=r"name at least one extractor"):
         _plan(config, [(("judge", "attributes", "extractors"), {})])
 

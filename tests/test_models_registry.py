@@ -69,7 +69,9 @@ def test_backends_read_only_inference_fields():
 
 def test_prompt_versions_of_a_job():
     assert prompt_versions("crm-answer", "visargs") == {"crm-answer": PROMPTS["crm-answer"].version}
-    assert prompt_versions("default", "mathvista") == {"mathvista-solution": "1"}
+    versions = prompt_versions("default", "mathvista")
+    assert list(versions) == ["mathvista-solution"]
+    assert re.fullmatch(r"1\+[0-9a-f]{8}", versions["mathvista-solution"])
     assert set(prompt_versions("default", "demo")) == {"label", "mcq", "short", "yesno"}
 
 

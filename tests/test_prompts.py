@@ -57,7 +57,8 @@ def build(s: Sample, name: str, **kw):
 def test_mcq_text_and_image_first():
     s = sample(choices=["red", "blue", "green"])
     p = build(s, "mcq")
-    assert (p.name, p.version, p.system) == ("mcq", "1", None)
+    assert (p.name, p.version, p.system) == ("mcq", PROMPTS["mcq"].version, None)
+    assert p.version.startswith("1+")  # the label, then the text's fingerprint
     assert p.content == [
         {"type": "image", "path": "v0.png"},
         {
@@ -408,7 +409,7 @@ def _in9() -> Sample:
 def test_idis_perception_prompts():
     s = _in9()
     p = build(s, "idis-perception")
-    assert (p.name, p.version) == ("idis-perception", "1")
+    assert (p.name, p.version) == ("idis-perception", PROMPTS["idis-perception"].version)
     assert p.content == [
         {"type": "image", "path": "v0.png"},
         {"type": "text", "text": f"{IN9_QUESTION}\n{IDIS_LINE}"},

@@ -24,6 +24,7 @@ import pytest
 from PIL import Image
 
 from vlmrobust.cli import main as cli_main
+from vlmrobust.core.config import load_yaml, validate_config, validate_registry
 from vlmrobust.data import build_samples
 from vlmrobust.data.released import load_questions
 from vlmrobust.score.released import (
@@ -35,7 +36,7 @@ from vlmrobust.score.released import (
 )
 from vlmrobust.studies.base import skipped_rows_warnings
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, REPO
 
 LOGICVISTA = FIXTURES / "idis" / "logicvista"
 
@@ -57,12 +58,12 @@ def logicvista_folder(tmp_path):
 def test_logicvista_dataset_with_its_empty_row_loads_by_default(tmp_path):
     folder = logicvista_folder(tmp_path)
     out = tmp_path / "samples" / "samples.jsonl"
-    report = build_samples(
-        "logicvista",
-        {"adapter": "logicvista", "source": "local", "path": str(folder)},
-        out,
-        tmp_path / "samples" / "report.json",
-    )
+    config = load_yaml(REPO / "config/config.yaml")
+    config["datasets"]["logicvista"] = {"adapter": "logicvista", "source": "local",
+                                        "path": str(folder), "conditions": ["clean"]}  # fmt: skip
+    registry = validate_registry(load_yaml(REPO / "config/models.yaml"))
+    spec = validate_config(config, registry)["datasets"]["logicvista"]  # the default setting
+    report = build_samples("logicvista", spec, out, tmp_path / "samples" / "report.json")
     assert report["on_bad_row"] == "skip"
     assert (report["rows_read"], report["samples_written"], report["skipped"]) == (9, 8, 1)
     assert report["skipped_rows"] == [{"row": 8, "id": "v1_382", "reason": "question is missing"}]

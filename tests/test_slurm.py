@@ -131,6 +131,7 @@ def workflow_run(slurm_cluster, tmp_path_factory):
     config["datasets"] = {name: config["datasets"][name] for name in keep}
     config["demo"].update(n_per_family=3, families=["chart", "objects"])
     config["models"] = []  # data and corruption jobs only
+    config["idis"]["blocking"].update(models=[], datasets=None)  # nothing to block
     config["construct"] = {}
     (workdir / "slurm-test.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     args = ["--configfile", "slurm-test.yaml", "--until", "variants"]

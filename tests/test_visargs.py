@@ -119,7 +119,7 @@ def test_boxes_outside_the_image_are_clipped_and_counted(tmp_path, folder):
 def test_bad_boxes_name_the_sample(tmp_path, folder, box, reason):
     rows = [_row("a", "img/a.png", [_box(0, 0, 5, 5), box])]
     with pytest.raises(BadRowError, match=r"id 'a-vp1'\): " + re.escape(reason)):
-        _build(tmp_path, folder, rows)
+        _build(tmp_path, folder, rows, on_bad_row="error")
     assert not (tmp_path / "out" / "samples.jsonl").exists()
     # skipped, every premise of the bad image is reported and the others are kept
     rows.append(_row("b", "img/b.png", [_box(0, 0, 5, 5)]))

@@ -118,6 +118,37 @@ def test_rerun_has_nothing_to_do(demo_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
+def test_an_input_edited_in_place_reruns_its_jobs(demo_run):
+    """Every byte that makes an output is an input of its job: a demo image edited in
+    place reruns its family's samples job, an edited prompt file its condition's
+    variants jobs; put back (bytes and time), nothing is left to do."""
+    from PIL import Image
+
+    image = demo_run / "results/raw/demo/chart/images/0001.png"
+    prompt = demo_run / "resources/idis/textual-distractor-prompt.txt"
+    for path, pattern in (
+        (image, r"wildcards: dataset=demo-chart\n"),
+        (prompt, r"wildcards: dataset=demo-idis-math, condition=idis-textual\n"),
+    ):
+        data, st = path.read_bytes(), path.stat()
+        try:
+            if path.suffix == ".png":
+                with Image.open(path) as im:
+                    edited = im.convert("RGB")
+                edited.putpixel((0, 0), (255, 0, 255))
+                edited.save(path)
+            else:
+                path.write_bytes(data + b"\n")
+            out = snakemake(demo_run, "-n", *SMALL)
+            text = out.stdout + out.stderr
+            assert re.search(pattern, text), path
+        finally:
+            path.write_bytes(data)
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    proc = snakemake(demo_run, "-n", *SMALL)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
 def test_changed_condition_reruns_only_its_jobs(demo_run):
     from vlmrobust.core.config import load_yaml
 

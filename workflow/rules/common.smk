@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from vlmrobust.core.config import ConfigError, load_yaml
+from vlmrobust.core.config import ConfigError, demo_image_files, load_yaml
 from vlmrobust.core.plan import RunPlan
 from vlmrobust.core.workflow import alternation, ensure_cli_on_path
 from vlmrobust.demo.data import DEMO_VERSION
@@ -142,10 +142,8 @@ scored_files = PLAN.scored_files
 
 
 def model_input(wildcards):
-    """A demo model's checkpoint is built by a job; other models load by name."""
-    if REGISTRY[wildcards.model]["demo_seed"] is not None:
-        return [f"results/models/{wildcards.model}/vlmrobust_demo.json"]
-    return []
+    """A demo model's build record, or a local checkpoint's files (RunPlan.model_files)."""
+    return PLAN.model_files(wildcards.model)
 
 
 def infer_context(wildcards):
@@ -247,6 +245,12 @@ def infer_resource(name):
 def shard_files(wildcards):
     w = wildcards
     return PLAN.shard_files(w.model, w.dataset, w.condition, w.prompt)
+
+
+def demo_images():
+    """Every image the demo_data job writes (demo_image_files per family)."""
+    n = config["demo"]["n_per_family"]
+    return [f for family in config["demo"]["families"] for f in demo_image_files(family, n)]
 
 
 def demo_model_spec(wildcards):

@@ -8,6 +8,8 @@ rule demo_data:
         rows=expand(
             "results/raw/demo/{family}/rows.jsonl", family=config["demo"]["families"]
         ),
+        # each image, so that one edited in place reruns its family's samples job
+        images=demo_images(),
         summary="results/raw/demo/summary.json",
     log:
         "logs/demo_data.log",

@@ -543,6 +543,12 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
             )
     if registry is None:
         registry = validate_registry(load_yaml(config["model_registry"]), config["model_registry"])
+    for mid in config["models"]:
+        if mid not in registry["models"]:
+            raise ConfigError(
+                f"config: models: unknown model id {mid!r} (not in {config['model_registry']}; "
+                f"known: {', '.join(registry['models'])})"
+            )
     for name, ds in config["datasets"].items():
         for mid in ds["models"] or []:
             if mid not in registry["models"]:
@@ -550,20 +556,20 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                     f"config: datasets.{name}.models: unknown model id {mid!r} "
                     f"(not in {config['model_registry']})"
                 )
-    for mid in config["models"]:
-        if mid not in registry["models"]:
-            raise ConfigError(
-                f"config: models: unknown model id {mid!r} (not in {config['model_registry']}; "
-                f"known: {', '.join(registry['models'])})"
-            )
+            if mid not in config["models"]:
+                raise ConfigError(
+                    f"config: datasets.{name}.models: {mid!r} is not among the run's "
+                    f"`models` ({', '.join(config['models']) or 'none'}), so no job would "
+                    f"answer it; add it to `models` or remove it here"
+                )
     _check_blocking(config, registry["models"])
     return config
 
 
 def _check_blocking(config: dict, models: dict) -> None:
-    """``idis.blocking`` names registry models answered locally and conditions of the
-    run. Its datasets may name datasets the run does not have (a command-line
-    ``--config datasets=...`` replaces them): those have nothing to re-answer."""
+    """``idis.blocking`` names models of the run answered locally, conditions and
+    datasets of the run: a name that is not there would drop the blocking step, its
+    table and its figure without a word, so it is an error."""
     blocking = config["idis"]["blocking"]
     for mid in blocking["models"]:
         if mid not in models:
@@ -576,6 +582,20 @@ def _check_blocking(config: dict, models: dict) -> None:
                 f"config: idis.blocking.models: {mid!r} has backend "
                 f"{models[mid]['backend']!r}; attention blocking needs a local checkpoint "
                 "(backend 'hf')"
+            )
+        if mid not in config["models"]:
+            raise ConfigError(
+                f"config: idis.blocking.models: {mid!r} is not among the run's `models` "
+                f"({', '.join(config['models']) or 'none'}), so its blocking step would "
+                "vanish; add it there or remove it here ([] = no blocking)"
+            )
+    for name in blocking["datasets"] or []:
+        if name not in config["datasets"]:
+            raise ConfigError(
+                f"config: idis.blocking.datasets: {name!r} is not a dataset of the run "
+                f"({', '.join(config['datasets']) or 'none'}), so its blocking step, table "
+                "and figure would vanish; name the run's datasets there (null = every Idis "
+                "dataset), or `idis: {blocking: {models: []}}` for no blocking"
             )
     for cond in blocking["conditions"]:
         if cond not in config["conditions"]:
@@ -604,6 +624,19 @@ def under_demo_idis(path: str | None) -> bool:
         return False
     p = Path(path).as_posix()
     return p == DEMO_IDIS_ROOT or p.startswith(DEMO_IDIS_ROOT + "/")
+
+
+def demo_sample_id(index: int) -> str:
+    """The id of the demo generator's ``index``-th row of a family (``0007``); its image
+    is ``images/<id>.png`` in the family's folder."""
+    return f"{index:04d}"
+
+
+def demo_image_files(family: str, n: int) -> list[str]:
+    """The images the demo generator writes for a family of ``n`` rows: the outputs of
+    the ``demo_data`` job and inputs of the family's samples job (an image edited in
+    place rebuilds the samples)."""
+    return [f"{DEMO_ROOT}/{family}/images/{demo_sample_id(i)}.png" for i in range(n)]
 
 
 def demo_folder_family(path: str | None) -> str | None:

@@ -254,8 +254,8 @@ class Decision:
             self.sample_id,
             self.decision,
             CRITERIA_SEP.join(self.criteria_failed),
-            self.note,
-            self.reviewer,
+            spreadsheet_safe(self.note),
+            spreadsheet_safe(self.reviewer),
             self.time,
         ]
 
@@ -268,6 +268,22 @@ class Decision:
             "reviewer": self.reviewer,
             "time": self.time,
         }
+
+
+#: first characters that make a spreadsheet read a cell as a formula
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """Free text as a CSV cell no spreadsheet runs as a formula: a text starting with
+    one of :data:`FORMULA_START` (or with ``'``) gets a leading ``'``, which
+    :func:`from_spreadsheet_safe` removes again when the file is read."""
+    return f"'{text}" if text.startswith((*FORMULA_START, "'")) else text
+
+
+def from_spreadsheet_safe(text: str) -> str:
+    """The text :func:`spreadsheet_safe` was given."""
+    return text[1:] if text.startswith("'") else text
 
 
 def _as_set(ids: Iterable[str]) -> set[str] | frozenset[str]:
@@ -422,8 +438,8 @@ def _parse_decisions(
             rec["sample_id"],
             rec["decision"],
             rec["criteria_failed"],
-            rec["note"],
-            rec["reviewer"],
+            from_spreadsheet_safe(rec["note"]),
+            from_spreadsheet_safe(rec["reviewer"]),
             rec["time"],
             known_ids=known,
             where=where,

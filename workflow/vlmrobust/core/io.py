@@ -95,19 +95,33 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
     return n
 
 
+def read_utf8(path: str | os.PathLike) -> str:
+    """A text file's content; bytes that are not UTF-8 are an error naming the file, the
+    line and the column (``data.tsv:7: not UTF-8 text: byte 0xff at column 12``)."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ValueError(
+            f"{path}:{line}: not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column} "
+            "(save the file as UTF-8)"
+        ) from exc
+
+
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` of each non-blank line of a JSON-lines file (numbered
     from 1, blank lines counted), for readers whose errors name the line; a malformed
-    line is an error naming file and line."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
-            yield lineno, value
+    line, or one that is not UTF-8, is an error naming file and line."""
+    for lineno, line in enumerate(read_utf8(path).split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+        yield lineno, value
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

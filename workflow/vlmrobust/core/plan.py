@@ -40,6 +40,24 @@ ROW_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 #: keys of a condition naming a samples file its perturbation draws figures from
 POOL_KEYS = ("irrelevant_samples", "figure_samples")
+#: keys of a condition naming a folder whose files its perturbation reads
+FOLDER_KEYS = ("segments", "path")
+
+
+def files_under(folder: str | Path, suffixes: tuple[str, ...] | None = None) -> list[str]:
+    """The files under ``folder`` as it is now (sorted; any case of ``suffixes``, None =
+    every file), so that editing one in place reruns the job that reads them; [] for a
+    folder that is not there (yet: a job writes it)."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    return sorted(
+        str(p)
+        for p in root.rglob("*")
+        if p.is_file() and (suffixes is None or p.suffix.lower() in suffixes)
+    )
+
+
 #: the keys of the config's ``masking`` block the CRM comparison stage reads
 COMPARE_SPEC_KEYS = ("step_threshold", "answer_threshold", "attribution_threshold", "model_dir")
 
@@ -229,6 +247,7 @@ class RunPlan:
             DEMO_ROOT,
             ConfigError,
             demo_folder_family,
+            demo_image_files,
             under_demo_idis,
         )
 
@@ -240,8 +259,9 @@ class RunPlan:
         if under_demo_idis(spec["path"]):  # written by the demo_idis job
             return [f"{DEMO_IDIS_ROOT}/summary.json", *extra]
         family = demo_folder_family(spec["path"])
-        if family is not None:  # written by the demo_data job
-            return [f"{DEMO_ROOT}/{family}/rows.jsonl", *extra]
+        if family is not None:  # written by the demo_data job, images declared one by one
+            n = self.config["demo"]["n_per_family"]
+            return [f"{DEMO_ROOT}/{family}/rows.jsonl", *demo_image_files(family, n), *extra]
         if spec["adapter"] == "constructed":
             decisions = [spec["decisions"]] if spec["decisions"] else []
             return [f"{spec['path']}/candidates.jsonl", *decisions]
@@ -251,26 +271,44 @@ class RunPlan:
                 raise ConfigError(f"datasets.{dataset}.path: folder {root} does not exist")
             # images: false reads no image file (reviewers without the images)
             suffixes = ROW_SUFFIXES + (IMAGE_SUFFIXES if spec.get("images", True) else ())
-            files = sorted(
-                str(p) for p in root.rglob("*") if p.suffix.lower() in suffixes and p.is_file()
-            )
-            return files + extra
+            return files_under(root, suffixes) + extra
         return extra
 
     def condition_inputs(self, condition: str) -> list[str]:
         """Files a condition's variants job reads besides the samples: the samples files
-        it draws figures from (:data:`POOL_KEYS`), its verification decisions, and the
-        demo's Idis assets (cut-outs, handwritten expressions) when a folder it names
-        lies where the ``demo_idis`` job writes."""
+        it draws figures from (:data:`POOL_KEYS`), its verification decisions, every
+        file a ``*_file`` key names (a prompt, an object list) where it exists, the
+        files of the folders it names (:data:`FOLDER_KEYS`: cut-outs, expression
+        images), and the demo's Idis assets when a folder lies where the ``demo_idis``
+        job writes. Editing any of them in place reruns the condition."""
         from .config import DEMO_IDIS_ROOT, under_demo_idis
 
         spec = self.conditions[condition]
         found = [spec[k] for k in POOL_KEYS if spec.get(k)]
         if spec.get("verification"):
             found.append(spec["verification"]["decisions"])
+        for key, value in sorted(spec.items()):
+            if key.endswith("_file") and isinstance(value, str) and Path(value).is_file():
+                found.append(value)
         if any(under_demo_idis(v) for v in spec.values() if isinstance(v, str)):
             found.append(f"{DEMO_IDIS_ROOT}/summary.json")
+        for key in FOLDER_KEYS:
+            value = spec.get(key)
+            if isinstance(value, str) and not under_demo_idis(value):
+                found += files_under(value)
         return found
+
+    def model_files(self, model: str) -> list[str]:
+        """What a model's answers depend on besides its registry entry: a demo model's
+        build record (its job builds the checkpoint), else every file of a local
+        checkpoint folder (``local_path``) as it is now, so that weights replaced at the
+        same path rerun the model's jobs; [] for a model loaded by name."""
+        entry = self.registry[model]
+        if entry.get("demo_seed") is not None:
+            return [f"results/models/{model}/vlmrobust_demo.json"]
+        if entry.get("local_path"):
+            return files_under(entry["local_path"])
+        return []
 
     def unparsed_choice(self, dataset: str) -> str:
         """What an unparsed multiple-choice answer of a dataset becomes when scored

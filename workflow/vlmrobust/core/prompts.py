@@ -4,7 +4,12 @@
 backend sends: a list of ``{"type": "text", "text": ...}`` and
 ``{"type": "image", "path": ...}`` parts, plus an optional system prompt. The builder's
 ``name`` and ``version`` are recorded in every output row (``prompt``,
-``prompt_version``); bump a builder's version whenever its text changes.
+``prompt_version``). The version is the builder's human-readable label (``"1"``) plus a
+fingerprint of its text (``1+3f9a0c2e``): a sha256 of the source of its text function,
+of every function of this module it calls and of the module-level constants they read
+(instructions, regular expressions). A changed prompt text therefore reruns the jobs
+that use it even when nobody bumps the label; a mere reformatting of that code reruns
+them too (the safe side).
 
 The question is ``variant.question`` (a textual perturbation may have changed it), the
 images are ``variant.images``; everything else (choices, answer type, precision,
@@ -105,9 +110,12 @@ adapter's benchmark record (:mod:`vlmrobust.core.benchmarks`): ``mathvista`` →
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .benchmarks import BENCHMARKS
@@ -154,15 +162,62 @@ TextFn = Callable[[Sample, str], tuple[str, str | None]]
 ContextTextFn = Callable[[Sample, str, str], tuple[str, str | None]]
 
 
+#: module-level values a prompt text may read, fingerprinted by their repr
+_CONSTANT_TYPES = (str, int, float, tuple, list, dict, re.Pattern)
+
+
+def _code_names(code: Any) -> list[str]:
+    """The global names a code object and the functions nested in it read."""
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names += _code_names(const)
+    return names
+
+
+def text_fingerprint(fn: Callable[..., Any]) -> str:
+    """8 hex digits of a sha256 over ``fn``'s source, the values it closes over, and,
+    recursively, the functions of its module it calls and the constants it reads."""
+    digest = hashlib.sha256()
+    seen: set[int] = set()
+
+    def add(f: Any) -> None:
+        if id(f) in seen:
+            return
+        seen.add(id(f))
+        digest.update(inspect.getsource(f).encode())
+        for cell in f.__closure__ or ():
+            value = cell.cell_contents
+            if inspect.isfunction(value):
+                add(value)
+            else:
+                digest.update(repr(value).encode())
+        for name in sorted(set(_code_names(f.__code__))):
+            value = f.__globals__.get(name)
+            if inspect.isfunction(value) and value.__module__ == f.__module__:
+                add(value)
+            elif isinstance(value, _CONSTANT_TYPES):
+                digest.update(f"{name}={value!r}".encode())
+
+    add(fn)
+    return digest.hexdigest()[:8]
+
+
 @dataclass(frozen=True)
 class PromptBuilder:
     name: str
-    version: str
+    #: the human-readable label; the recorded version adds the text's fingerprint
+    label: str
     description: str
     text: TextFn | ContextTextFn
     #: a second stage: the prompt whose output (same model, same variant) this one is
     #: built on (the CRM final answer is asked after the chain of thought)
     needs: str | None = None
+
+    @cached_property
+    def version(self) -> str:
+        """``<label>+<fingerprint of the text>`` (module docstring)."""
+        return f"{self.label}+{text_fingerprint(self.text)}"
 
 
 # --------------------------------------------------------------------------- helpers

@@ -61,10 +61,11 @@ class Questions(dict):
 
 def reason_kind(reason: str) -> str:
     """What kind of problem a bad row's reason names, without the row's own details:
-    the text before its first ``": "``, quoted values as ``…`` (``image file not found:
+    the text before its first ``": "`` or ``"; "``, quoted values as ``…`` (``image file not found:
     /data/v1_3.png`` -> ``image file not found``; ``answer 'Q' is neither ...`` ->
     ``answer … is neither ...``)."""
-    return re.sub(r"'[^']*'|\"[^\"]*\"", "…", str(reason).split(": ", 1)[0]).strip()
+    head = re.split(r": |; ", str(reason), maxsplit=1)[0]
+    return re.sub(r"'[^']*'|\"[^\"]*\"", "…", head).strip()
 
 
 def skipped_by_reason(skipped: list[dict[str, Any]]) -> dict[str, int]:

@@ -40,7 +40,7 @@ from typing import Any
 from PIL import Image
 
 from ..core.benchmarks import Benchmark
-from ..core.io import read_jsonl
+from ..core.io import read_jsonl, read_utf8
 
 
 class BadRowError(ValueError):
@@ -86,9 +86,20 @@ def _encode_png(img: Image.Image) -> bytes:
 
 
 def _resolve_path(path: str | os.PathLike, base_dir: Path | None) -> Path:
+    """A row's image path, relative to the dataset folder ``base_dir``. A local dataset's
+    images must lie inside its folder (links resolved): the workflow lists the folder's
+    files as the samples job's inputs, so an image elsewhere would change unseen."""
     p = Path(path)
-    if not p.is_absolute() and base_dir is not None:
+    if base_dir is None:
+        return p
+    if not p.is_absolute():
         p = base_dir / p
+    if not p.resolve().is_relative_to(Path(base_dir).resolve()):
+        raise RowProblem(
+            f"image path {str(path)!r} lies outside the dataset folder {str(base_dir)!r}; "
+            "copy the image into the folder (a file outside it is not an input of the "
+            "samples job, so a change to it would rerun nothing)"
+        )
     return p
 
 
@@ -391,11 +402,10 @@ def _iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _iter_json(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        try:
-            obj = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc.msg})") from exc
+    try:
+        obj = json.loads(read_utf8(path))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
     if isinstance(obj, dict):
         rows = list(obj.values())
         if not all(isinstance(r, dict) for r in rows):

@@ -54,7 +54,7 @@ def _check_spec(name: str, spec: dict[str, Any]) -> tuple[str, str, int | None]:
     source = spec.get("source") or "hub"
     if source not in SOURCES:
         raise ValueError(f"{key}.source: {source!r} is not one of {', '.join(SOURCES)}")
-    on_bad = spec.get("on_bad_row") or "skip"
+    on_bad = spec.get("on_bad_row") or "error"
     if on_bad not in ON_BAD_ROW:
         raise ValueError(f"{key}.on_bad_row: {on_bad!r} is not one of {', '.join(ON_BAD_ROW)}")
     limit = spec.get("limit")

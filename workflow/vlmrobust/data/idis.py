@@ -20,6 +20,7 @@ of the Idis study read ``meta["label"]``, ``meta["imagenet9_class"]`` and
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from collections import Counter
@@ -41,6 +42,7 @@ from ..core.idis import (
     WATERBIRDS_QUESTION,
     option_letters,
 )
+from ..core.io import read_utf8
 from .base import (
     Adapter,
     Draft,
@@ -530,7 +532,7 @@ class LogicVista(Adapter):
                 "data/ folder (dataset.json + images/)"
             )
         try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
+            obj = json.loads(read_utf8(path))
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: not valid JSON ({exc.msg})") from exc
         if not isinstance(obj, dict) or not all(isinstance(v, dict) for v in obj.values()):
@@ -633,7 +635,7 @@ class Waterbirds(Adapter):
                 f"{key}.path: {str(folder)!r} has no metadata.csv; set it to the unpacked "
                 "Waterbirds folder (metadata.csv + the bird image folders)"
             )
-        with open(path, newline="", encoding="utf-8") as fh:
+        with io.StringIO(read_utf8(path), newline="") as fh:
             reader = csv.DictReader(fh)
             absent = [c for c in _WB_COLUMNS if c not in (reader.fieldnames or [])]
             if absent:

@@ -250,8 +250,10 @@ class VisArgs(Adapter):
         suffix = Path(url.split("?")[0]).suffix.lower()
         suffix = suffix if suffix in (".jpg", ".jpeg", ".png", ".webp", ".gif") else ".img"
         target = cache / (hashlib.sha256(url.encode("utf-8")).hexdigest()[:32] + suffix)
+        # a download is returned as bytes: the url (in the row) names it, the cache is
+        # no part of the dataset folder whose files are the samples job's inputs
         if target.is_file():
-            return str(target.resolve())
+            return target.read_bytes()
         try:
             req = urllib.request.Request(url, headers={"User-Agent": "vlmrobust"})
             with urllib.request.urlopen(req, timeout=_FETCH_TIMEOUT_S) as resp:
@@ -265,7 +267,7 @@ class VisArgs(Adapter):
         tmp = target.with_name(target.name + ".part")
         tmp.write_bytes(data)
         tmp.replace(target)
-        return str(target.resolve())
+        return data
 
     @staticmethod
     def _template_questions(rows: list[dict[str, Any]]) -> None:

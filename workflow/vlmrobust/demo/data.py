@@ -46,6 +46,7 @@ import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageFont
 
 from ..core.concept_labels import CONCEPT_FAMILIES
+from ..core.config import demo_sample_id
 from ..core.idis import IMAGENET9_CLASS_NAMES as OBJECT_CLASSES
 from ..core.idis import IMAGENET9_LABELS as OBJECT_LABELS
 from ..core.idis import IMAGENET9_QUESTION as OBJECT_QUESTION
@@ -1937,7 +1938,7 @@ def generate_demo(
         fam_dir = out / fam
         rows = []
         for i in range(n):
-            sid = f"{i:04d}"
+            sid = demo_sample_id(i)
             item = _GENERATORS[fam](seed, i, size)
             atomic_save_image(item.image.convert("RGB"), fam_dir / "images" / f"{sid}.png",
                               **_PNG_OPTIONS)  # fmt: skip
@@ -1945,7 +1946,7 @@ def generate_demo(
         write_jsonl(fam_dir / "rows.jsonl", rows)
         if fam == "premises":  # the same images in VisArgs' own format (adapter visargs)
             write_json(fam_dir / "annotation.json", visargs_rows(rows))
-        keep = {f"{i:04d}.png" for i in range(n)}
+        keep = {f"{demo_sample_id(i)}.png" for i in range(n)}
         for stale in sorted((fam_dir / "images").iterdir()):
             if _STALE_IMAGE.match(stale.name) and stale.name not in keep:
                 stale.unlink()

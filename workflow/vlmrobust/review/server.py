@@ -107,6 +107,9 @@ class LocalServer(ThreadingHTTPServer):
     runs it."""
 
     daemon_threads = True
+    #: pending connections the kernel holds while the handlers are busy (socketserver's
+    #: default, 5, reset a burst of requests from one page without an HTTP answer)
+    request_queue_size = 256
     #: the one POST endpoint (a JSON body, the token in the X-Review-Token header)
     post_path: str
     #: the names ``GET /image/<key>/<kind>`` accepts
@@ -172,13 +175,15 @@ class LocalServer(ThreadingHTTPServer):
 
     def image_file(self, image: str) -> Path | None:
         """An image path as a file, if it lies under ``results/`` or ``resources/`` of
-        the image base (checked on the path's text: no ``..``); else None."""
+        the image base once every symbolic link is resolved (a link under ``results/``
+        pointing elsewhere is refused; a ``results/`` that is itself a link to another
+        disk is followed); no ``..`` either; else None."""
         path = Path(image)
         if ".." in path.parts:
             return None
         base = Path(os.path.abspath(self.image_base))
-        file = Path(os.path.abspath(path if path.is_absolute() else base / path))
-        if any(file.is_relative_to(base / root) for root in IMAGE_ROOTS):
+        file = (path if path.is_absolute() else base / path).resolve()
+        if any(file.is_relative_to((base / root).resolve()) for root in IMAGE_ROOTS):
             return file
         return None
 

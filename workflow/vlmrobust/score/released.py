@@ -43,6 +43,7 @@ Command line: ``vlmrobust score-released --format lmms-eval --dataset distract-b
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import math
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clients.vlm.thinking import split_thinking
-from ..core.io import atomic_write, read_jsonl
+from ..core.io import atomic_write, read_jsonl, read_utf8
 from ..core.records import OutputRow, Sample, Variant, output_key
 from ..core.released import Questions, load_released_references, skipped_by_reason
 from . import score_outputs
@@ -279,8 +280,10 @@ def _read_table(path: Path) -> list[dict[str, Any]]:
     if suffix == ".jsonl":
         return read_jsonl(path)
     if suffix == ".json":
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        try:
+            data = json.loads(read_utf8(path))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
         if isinstance(data, dict):
             data = (
                 list(data.values()) if all(isinstance(v, dict) for v in data.values()) else [data]
@@ -300,9 +303,16 @@ def _read_table(path: Path) -> list[dict[str, Any]]:
             ) from exc
         frame = pd.read_excel(path, dtype=str, keep_default_na=False)
     elif suffix in (".tsv", ".csv"):
-        frame = pd.read_csv(
-            path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False
-        )
+        text = read_utf8(path)
+        try:
+            frame = pd.read_csv(
+                io.StringIO(text),
+                sep="\t" if suffix == ".tsv" else ",",
+                dtype=str,
+                keep_default_na=False,
+            )
+        except (pd.errors.ParserError, csv.Error) as exc:
+            raise ValueError(f"{path}: not a readable {suffix[1:].upper()} file ({exc})") from exc
     else:
         raise ValueError(f"{path}: unsupported VLMEvalKit file type; use xlsx, tsv, csv or jsonl")
     return frame.to_dict(orient="records")
@@ -417,7 +427,7 @@ def import_keyed_json(
     response_field = response_field or str(fields["response"])
     counts = counts if counts is not None else {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_utf8(path))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from exc
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
