@@ -250,7 +250,9 @@ def shard_files(wildcards):
 def demo_images():
     """Every image the demo_data job writes (demo_image_files per family)."""
     n = config["demo"]["n_per_family"]
-    return [f for family in config["demo"]["families"] for f in demo_image_files(family, n)]
+    return [
+        f for family in config["demo"]["families"] for f in demo_image_files(family, n)
+    ]
 
 
 def demo_model_spec(wildcards):

@@ -5,11 +5,12 @@ are counted by the kind of their reason (:func:`skipped_by_reason`)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from .io import iter_jsonl
 
 
 def load_released_references(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -21,28 +22,21 @@ def load_released_references(path: str | Path) -> dict[str, dict[str, Any]]:
     a failure and is never judged again in silence. Rows with a verdict have
     ``verdict_error`` None."""
     out: dict[str, dict[str, Any]] = {}
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-            key = row.get("final_id", row.get("doc_id"))
-            if key is None:
-                raise ValueError(f"{path}:{lineno}: neither final_id nor doc_id")
-            key = str(key)
-            if key in out:
-                raise ValueError(f"{path}:{lineno}: duplicate key {key!r}")
-            raw = str(row.get("verdict") or "").strip()
-            verdict = raw.lower()
-            row["verdict"] = verdict if verdict in ("yes", "no") else None
-            row["verdict_error"] = None
-            if row["verdict"] is None:
-                row["verdict_error"] = f"released {raw}" if raw else "released verdict missing"
-            row["key"] = key
-            out[key] = row
+    for lineno, row in iter_jsonl(path):
+        key = row.get("final_id", row.get("doc_id"))
+        if key is None:
+            raise ValueError(f"{path}:{lineno}: neither final_id nor doc_id")
+        key = str(key)
+        if key in out:
+            raise ValueError(f"{path}:{lineno}: duplicate key {key!r}")
+        raw = str(row.get("verdict") or "").strip()
+        verdict = raw.lower()
+        row["verdict"] = verdict if verdict in ("yes", "no") else None
+        row["verdict_error"] = None
+        if row["verdict"] is None:
+            row["verdict_error"] = f"released {raw}" if raw else "released verdict missing"
+        row["key"] = key
+        out[key] = row
     return out
 
 
@@ -61,9 +55,9 @@ class Questions(dict):
 
 def reason_kind(reason: str) -> str:
     """What kind of problem a bad row's reason names, without the row's own details:
-    the text before its first ``": "`` or ``"; "``, quoted values as ``…`` (``image file not found:
-    /data/v1_3.png`` -> ``image file not found``; ``answer 'Q' is neither ...`` ->
-    ``answer … is neither ...``)."""
+    the text before its first ``": "`` or ``"; "``, quoted values as ``…``
+    (``image file not found: /data/v1_3.png`` -> ``image file not found``; ``answer 'Q'
+    is neither ...`` -> ``answer … is neither ...``)."""
     head = re.split(r": |; ", str(reason), maxsplit=1)[0]
     return re.sub(r"'[^']*'|\"[^\"]*\"", "…", head).strip()
 
