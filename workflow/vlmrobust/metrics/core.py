@@ -134,6 +134,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.io import atomic_write, read_jsonl
+from ..core.scored import SCORED_NUMBERS, SCORED_REQUIRED
 
 __all__ = [
     "ALL",
@@ -185,17 +186,6 @@ NOTE_NO_SHARED = "no shared clean-correct samples"
 NOTE_NO_ERRORS = "no perturbation-induced errors for either model"
 NOTE_NO_RETAIN = "no clean-correct units"
 
-SCORED_REQUIRED = (
-    "variant_id",
-    "sample_id",
-    "dataset",
-    "condition",
-    "prompt",
-    "model",
-    "draw",
-    "correct",
-    "score",
-)
 VARIANT_COLUMNS = ("variant_id", "dataset", "condition", "method", "severity")
 _UNIT = ["benchmark", "dataset", "sample_id", "variant_id", "draw"]
 #: index cells one bootstrap chunk holds (bounds memory: ~16 bytes a cell)
@@ -364,7 +354,7 @@ def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.
     if lacking:
         raise ValueError(
             f"scored rows lack the column(s) {', '.join(lacking)}; expected the columns "
-            "of vlmrobust.score.SCORED_COLUMNS (a scored CSV)"
+            "of vlmrobust.core.scored.SCORED_COLUMNS (a scored CSV)"
         )
     optional = [c for c in ("prompt_setting", "error") if c in scored.columns]
     cols = list(SCORED_REQUIRED) + optional
@@ -1057,7 +1047,7 @@ def read_inputs(
         lacking = [c for c in SCORED_REQUIRED if c not in f.columns]
         if lacking:
             raise ValueError(f"{p}: not a scored CSV (no column(s) {', '.join(lacking)})")
-        for col, kind in (("correct", int), ("score", float), ("draw", int)):
+        for col, kind in SCORED_NUMBERS.items():
             num = pd.to_numeric(f[col].replace("", "0" if col == "draw" else None), errors="coerce")
             if num.isna().any():
                 line = int(np.flatnonzero(num.isna().to_numpy())[0]) + 2

@@ -37,6 +37,7 @@ from typing import Any
 
 from ..core.io import atomic_write
 from ..core.records import OutputRow, Sample
+from ..core.scored import SCORED_COLUMNS, SCORED_NUMBERS
 from .extract import Extraction
 from .scorers import SCORERS, UNPARSED_CHOICE, Score, Scorer, get_scorer
 
@@ -58,29 +59,6 @@ __all__ = [
 
 #: how much of the raw output is read when the answer text is empty
 RAW_TAIL_CHARS = 2000
-
-SCORED_COLUMNS = (
-    "key",
-    "variant_id",
-    "sample_id",
-    "dataset",
-    "condition",
-    "prompt",
-    "model",
-    "draw",
-    "answer",
-    "answer_type",
-    "prediction",
-    "correct",
-    "score",
-    "method",
-    "rule",
-    "reason",
-    "finish_reason",
-    "error",
-    "thinking_tokens",
-    "completion_tokens",
-)
 
 
 def _as_row(row: OutputRow | Mapping[str, Any]) -> OutputRow:
@@ -249,9 +227,9 @@ def read_scored(path: str | Path) -> list[dict[str, Any]]:
         for lineno, raw in enumerate(csv.DictReader(fh), 2):
             row: dict[str, Any] = {k: (v if v != "" else None) for k, v in raw.items()}
             try:
-                row["correct"] = int(row["correct"])
-                row["score"] = float(row["score"])
-                row["draw"] = int(row["draw"]) if row.get("draw") is not None else 0
+                for col, kind in SCORED_NUMBERS.items():
+                    empty_draw = col == "draw" and row.get(col) is None
+                    row[col] = 0 if empty_draw else kind(row[col])
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(
                     f"{path}:{lineno}: not a scored row (correct/score/draw: {exc})"
