@@ -13,42 +13,32 @@ from collections.abc import Callable
 
 __all__ = ["SCORED_COLUMNS", "SCORED_NUMBERS", "SCORED_REQUIRED"]
 
-#: every column of a scored CSV, in file order
-SCORED_COLUMNS: tuple[str, ...] = (
-    "key",
-    "variant_id",
-    "sample_id",
-    "dataset",
-    "condition",
-    "prompt",
-    "model",
-    "draw",
-    "answer",
-    "answer_type",
-    "prediction",
-    "correct",
-    "score",
-    "method",
-    "rule",
-    "reason",
-    "finish_reason",
-    "error",
-    "thinking_tokens",
-    "completion_tokens",
+#: every column of a scored CSV, in file order, and whether a reader needs it (the
+#: metrics read only those: a file without one of them is not a scored file)
+_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("key", False),
+    ("variant_id", True),
+    ("sample_id", True),
+    ("dataset", True),
+    ("condition", True),
+    ("prompt", True),
+    ("model", True),
+    ("draw", True),
+    ("answer", False),
+    ("answer_type", False),
+    ("prediction", False),
+    ("correct", True),
+    ("score", True),
+    ("method", False),
+    ("rule", False),
+    ("reason", False),
+    ("finish_reason", False),
+    ("error", False),
+    ("thinking_tokens", False),
+    ("completion_tokens", False),
 )
-
-#: the columns the metrics read: a file without one of them is not a scored file
-SCORED_REQUIRED: tuple[str, ...] = (
-    "variant_id",
-    "sample_id",
-    "dataset",
-    "condition",
-    "prompt",
-    "model",
-    "draw",
-    "correct",
-    "score",
-)
+SCORED_COLUMNS: tuple[str, ...] = tuple(name for name, _ in _COLUMNS)
+SCORED_REQUIRED: tuple[str, ...] = tuple(name for name, needed in _COLUMNS if needed)
 
 #: the numeric columns and their type (an empty draw reads as 0)
 SCORED_NUMBERS: dict[str, Callable[[str], int | float]] = {
