@@ -437,6 +437,23 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
     ``config["model_registry"]``.
     """
     config = validate(config, load_schema("config"), "config")
+    _fill_and_check_datasets(config)
+    _check_demo_training(config)
+    _check_masking(config)
+    _check_constructions(config)
+    seen_imports = _check_imports(config)
+    _check_without_images(config, seen_imports)
+    _check_decoding(config)
+    if registry is None:
+        registry = validate_registry(load_yaml(config["model_registry"]), config["model_registry"])
+    _check_models(config, registry)
+    _check_blocking(config, registry["models"])
+    return config
+
+
+def _fill_and_check_datasets(config: dict) -> None:
+    """Each dataset's adapter, scorer and on_bad_row filled in; its conditions, path and
+    demo folder checked."""
     for name, ds in config["datasets"].items():
         if ds["adapter"] is None:
             if name not in BENCHMARKS:
@@ -473,6 +490,10 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                 f"config: datasets.{name}.path: demo family {family!r} is not generated "
                 f"(demo.families: {', '.join(config['demo']['families'])})"
             )
+
+
+def _check_demo_training(config: dict) -> None:
+    """The demo models never train on the samples they are evaluated on."""
     train = config["demo"]["train"]
     if train["enabled"] and train["seed"] == config["seed"]:
         raise ConfigError(
@@ -481,7 +502,10 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
         )
     if train["enabled"] and not any(w > 0 for w in train["weights"].values()):
         raise ConfigError("config: demo.train.weights: at least one task needs a weight > 0")
-    _check_masking(config)
+
+
+def _check_constructions(config: dict) -> None:
+    """Each construction names datasets of the run."""
     for name, cons in config["construct"].items():
         if not cons["from"]:
             raise ConfigError(f"config: construct.{name}.from: name at least one source dataset")
@@ -490,6 +514,11 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                 raise ConfigError(
                     f"config: construct.{name}.from: {source!r} is not a dataset of the run"
                 )
+
+
+def _check_imports(config: dict) -> set[tuple[str, str, str, str]]:
+    """Each ``imports`` entry answers one (model, dataset, condition, prompt) of the run,
+    once; returns those keys."""
     seen_imports = set()
     for i, imp in enumerate(config["imports"]):
         where = f"config: imports.{i}"
@@ -520,7 +549,11 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                 f"{where}.extraction_field: format jsonl has no released extraction to "
                 "score (it is for lmms-eval, vlmevalkit, mathvista and logicvista files)"
             )
-    _check_without_images(config, seen_imports)
+    return seen_imports
+
+
+def _check_decoding(config: dict) -> None:
+    """The clean condition exists; several draws need a temperature above 0."""
     clean = config["metrics"]["clean_condition"]
     if config["datasets"] and clean not in config["conditions"]:
         raise ConfigError(
@@ -541,8 +574,10 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                 f"config: datasets.{name}: {n} draws per question (n) at temperature 0 "
                 f"would all be the same; set datasets.{name}.temperature above 0"
             )
-    if registry is None:
-        registry = validate_registry(load_yaml(config["model_registry"]), config["model_registry"])
+
+
+def _check_models(config: dict, registry: dict) -> None:
+    """``models`` and every ``datasets.<d>.models`` name registry models of the run."""
     for mid in config["models"]:
         if mid not in registry["models"]:
             raise ConfigError(
@@ -562,8 +597,6 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
                     f"`models` ({', '.join(config['models']) or 'none'}), so no job would "
                     f"answer it; add it to `models` or remove it here"
                 )
-    _check_blocking(config, registry["models"])
-    return config
 
 
 def _check_blocking(config: dict, models: dict) -> None:

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import uuid
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -168,67 +169,109 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
     images_dir = out.parent / "images"
     out.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=".images.", suffix=".tmp", dir=out.parent))
-    samples: list[Sample] = []
-    skipped_rows: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    rows_read = 0
-    n_images = 0
     try:
-        total = None
-        if limit is None and hasattr(src.rows, "__len__"):
-            total = len(src.rows)  # type: ignore[arg-type]
-        bar = tqdm(src.rows, total=total, desc=f"samples {name}", unit="row", disable=None)
-        for index, row in enumerate(bar):
-            rows_read += 1
-            src_id: str | None = None
-            try:
-                src_id = adapter.source_id(row, index)
-                sid = safe_id(name, src_id)
-                if sid in seen:
-                    raise RowProblem(
-                        f"duplicate id: sample id {sid!r} is already used by row {seen[sid]}"
-                    )
-                sample, files = _convert_row(
-                    adapter, name, sid, src_id, row, index, src.base_dir, images_dir, with_images
-                )
-            except RowProblem as exc:
-                where = (
-                    f"{adapter.id_label} {src_id!r}"
-                    if src_id is not None
-                    else (f"{adapter.id_label} missing")
-                )
-                if on_bad == "error":
-                    raise BadRowError(
-                        f"dataset {name!r}, row {index} ({where}): {exc.reason}"
-                    ) from exc
-                skipped_rows.append({"row": index, "id": src_id, "reason": exc.reason})
-                log.warning("dataset %r, row %d (%s): skipped: %s", name, index, where, exc.reason)
-                continue
-            for fname, enc in files:
-                atomic_write_bytes(staged / fname, enc.data)
-            n_images += len(files)
-            seen[sid] = index
-            samples.append(sample)
-            if limit is not None and len(samples) >= limit:
-                break
-        bar.close()
-        if not samples:
-            reasons = "; ".join(f"row {s['row']}: {s['reason']}" for s in skipped_rows[:3])
+        done = _convert_rows(name, adapter, src, on_bad, limit, with_images, images_dir, staged)
+        if not done.samples:
+            reasons = "; ".join(f"row {s['row']}: {s['reason']}" for s in done.skipped[:3])
             raise ValueError(
-                f"{key}: no usable rows ({rows_read} read"
-                + (f", all skipped; first reasons: {reasons})" if skipped_rows else ")")
+                f"{key}: no usable rows ({done.rows_read} read"
+                + (f", all skipped; first reasons: {reasons})" if done.skipped else ")")
             )
         _replace_dir(staged, images_dir)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
 
-    write_samples(out, samples)
+    write_samples(out, done.samples)
+    rep = _report(name, spec, adapter, src, done, source, on_bad, limit, with_images)
+    rep.update({"samples": str(out), "images": str(images_dir)})
+    warnings = rep["warnings"]
+    write_json(report, rep)
+    for w in warnings:
+        log.warning("dataset %r: %s", name, w)
+    log.info("dataset %r: %d samples from %d rows", name, len(done.samples), done.rows_read)
+    return rep
+
+
+@dataclass
+class _Converted:
+    """What the rows of a dataset became: samples, skipped bad rows, counts."""
+
+    samples: list[Sample] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    rows_read: int = 0
+    n_images: int = 0
+
+
+def _convert_rows(
+    name: str,
+    adapter: Adapter,
+    src: Any,
+    on_bad: str,
+    limit: int | None,
+    with_images: bool,
+    images_dir: Path,
+    staged: Path,
+) -> _Converted:
+    """Every row of ``src`` as a sample (its images written to ``staged``), a bad row
+    skipped and counted or, under ``on_bad_row: error``, a :class:`BadRowError`."""
+    done = _Converted()
+    seen: dict[str, int] = {}
+    total = None
+    if limit is None and hasattr(src.rows, "__len__"):
+        total = len(src.rows)
+    bar = tqdm(src.rows, total=total, desc=f"samples {name}", unit="row", disable=None)
+    for index, row in enumerate(bar):
+        done.rows_read += 1
+        src_id: str | None = None
+        try:
+            src_id = adapter.source_id(row, index)
+            sid = safe_id(name, src_id)
+            if sid in seen:
+                raise RowProblem(
+                    f"duplicate id: sample id {sid!r} is already used by row {seen[sid]}"
+                )
+            sample, files = _convert_row(
+                adapter, name, sid, src_id, row, index, src.base_dir, images_dir, with_images
+            )
+        except RowProblem as exc:
+            where = f"{adapter.id_label} {src_id!r}" if src_id is not None else (
+                f"{adapter.id_label} missing"
+            )  # fmt: skip
+            if on_bad == "error":
+                raise BadRowError(f"dataset {name!r}, row {index} ({where}): {exc.reason}") from exc
+            done.skipped.append({"row": index, "id": src_id, "reason": exc.reason})
+            log.warning("dataset %r, row %d (%s): skipped: %s", name, index, where, exc.reason)
+            continue
+        for fname, enc in files:
+            atomic_write_bytes(staged / fname, enc.data)
+        done.n_images += len(files)
+        seen[sid] = index
+        done.samples.append(sample)
+        if limit is not None and len(done.samples) >= limit:
+            break
+    bar.close()
+    return done
+
+
+def _report(
+    name: str,
+    spec: dict[str, Any],
+    adapter: Adapter,
+    src: Any,
+    done: _Converted,
+    source: str,
+    on_bad: str,
+    limit: int | None,
+    with_images: bool,
+) -> dict[str, Any]:
+    """The samples report: counts, skipped rows by kind of reason, warnings."""
+    samples, skipped = done.samples, done.skipped
     expected = spec.get("expected_size")
     warnings: list[str] = []
-    by_reason = skipped_by_reason(skipped_rows)
-    if skipped_rows:
-        warnings.append(skip_summary(len(skipped_rows), by_reason))
+    by_reason = skipped_by_reason(skipped)
+    if skipped:
+        warnings.append(skip_summary(len(skipped), by_reason))
     if expected is not None and expected != len(samples):
         why = f" (limit {limit})" if limit is not None else ""
         warnings.append(f"expected {expected} samples, wrote {len(samples)}{why}")
@@ -238,7 +281,7 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
             "(no model can run on them)"
         )
     warnings.extend(adapter.check(samples))
-    rep: dict[str, Any] = {
+    return {
         "dataset": name,
         "adapter": adapter.name,
         "source": source,
@@ -250,22 +293,15 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
         **src.info,
         "limit": limit,
         "on_bad_row": on_bad,
-        "rows_read": rows_read,
+        "rows_read": done.rows_read,
         "samples_written": len(samples),
-        "images_written": n_images,
+        "images_written": done.n_images,
         "without_images": not with_images,
-        "skipped": len(skipped_rows),
+        "skipped": len(skipped),
         "skipped_by_reason": by_reason,
-        "skipped_rows": skipped_rows,
+        "skipped_rows": skipped,
         "expected_size": expected,
         "answer_types": dict(sorted(Counter(s.answer_type for s in samples).items())),
         **adapter.report_fields(samples),
         "warnings": warnings,
-        "samples": str(out),
-        "images": str(images_dir),
     }
-    write_json(report, rep)
-    for w in warnings:
-        log.warning("dataset %r: %s", name, w)
-    log.info("dataset %r: %d samples from %d rows", name, len(samples), rows_read)
-    return rep
