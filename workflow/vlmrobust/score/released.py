@@ -142,14 +142,19 @@ def model_turn(text: str) -> str:
     return text[cut:]
 
 
-def _lookup(questions: Mapping[str, Sample], src_id: Any, where: str) -> Sample | None:
+def _lookup(
+    questions: Mapping[str, Sample], src_id: Any, where: str, counts: dict[str, int] | None = None
+) -> Sample | None:
     """The question of a released row; None when its id is one of the question rows
-    skipped as bad rows (``Questions.skipped``: the row is counted, not scored)."""
+    skipped as bad rows (``Questions.skipped``): the row is counted in
+    ``counts["skipped_questions"]``, not scored."""
     if isinstance(src_id, float) and src_id.is_integer():
         src_id = int(src_id)
     key = str(src_id).strip()
     sample = questions.get(key)
     if sample is None and key in getattr(questions, "skipped_ids", ()):
+        if counts is not None:
+            counts["skipped_questions"] = counts.get("skipped_questions", 0) + 1
         return None
     if sample is None:
         some = ", ".join(list(questions)[:3])
@@ -244,9 +249,8 @@ def import_lmms_eval(
                 f"{where}: no {id_field!r} field (the dataset's id of the row; a dotted path "
                 "such as llm_as_judge_eval.question_id reaches into nested fields)"
             )
-        sample = _lookup(questions, value, where)
+        sample = _lookup(questions, value, where, counts)
         if sample is None:
-            counts["skipped_questions"] = counts.get("skipped_questions", 0) + 1
             continue
         if extraction_field is not None:
             rows.append(_extracted_row(sample, dataset_name, model, condition, "lmms-eval",
@@ -350,9 +354,8 @@ def import_vlmevalkit(
     rows = []
     for i, rec in enumerate(table):
         where = f"{path}: row {i + 1}"
-        sample = _lookup(questions, rec.get(id_column), where)
+        sample = _lookup(questions, rec.get(id_column), where, counts)
         if sample is None:
-            counts["skipped_questions"] = counts.get("skipped_questions", 0) + 1
             continue
         if extraction_field is not None:
             rows.append(_extracted_row(sample, dataset_name, model, condition, "vlmevalkit",
@@ -440,9 +443,8 @@ def import_keyed_json(
     rows = []
     for qid, rec in data.items():
         where = f"{path}: id {qid!r}"
-        sample = _lookup(questions, qid, where)
+        sample = _lookup(questions, qid, where, counts)
         if sample is None:
-            counts["skipped_questions"] = counts.get("skipped_questions", 0) + 1
             continue
         if extraction_field is not None:
             row = _extracted_row(sample, dataset_name, model, condition, fmt, rec,

@@ -170,17 +170,14 @@ class Study(ABC):
 
     # ------------------------------------------------------------------ running (generic)
 
-    def samples_reports(self, plan: RunPlan, scope: str) -> list[str]:
-        """The samples reports of the datasets whose files the study reads (a dataset
-        is a folder of every stage file), so that rows skipped as bad rows reach its
-        warnings (:func:`skipped_rows_warnings`)."""
-        files = [p for paths in self.inputs(plan, scope).values() for p in paths]
-        names = sorted({d for d in plan.datasets for p in files if f"/{d}/" in p})
-        return [plan.samples_report_path(d) for d in names]
-
     def metrics_inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
-        """Everything the metrics job reads: :meth:`inputs` and the samples reports."""
-        return {**self.inputs(plan, scope), "samples_reports": self.samples_reports(plan, scope)}
+        """Everything the metrics job reads: :meth:`inputs`, and the samples reports of
+        the datasets those files belong to (a dataset is a folder of every stage file),
+        so that rows skipped as bad rows reach the warnings (:func:`skipped_rows_warnings`)."""
+        inputs = self.inputs(plan, scope)
+        folders = {part for paths in inputs.values() for p in paths for part in Path(p).parts}
+        names = sorted(folders & set(plan.datasets))
+        return {**inputs, "samples_reports": [plan.samples_report_path(d) for d in names]}
 
     def write_metrics(self, inputs: Inputs, spec: Mapping[str, Any], out: Path, warnings: Path):
         metrics, found = self.compute(inputs, spec)
