@@ -80,8 +80,8 @@ def main() -> int:
 def print_engines(configfile: str, engine_jobs: int) -> None:
     """Per local model: its inference jobs, the engines (model loads) that answer them
     and the GPUs those engines hold; a model load per job would be one per job."""
-    from vlmrobust.core.plan import RunPlan
     from vlmrobust.core.registry import model_resources
+    from vlmrobust.plan import RunPlan
 
     with contextlib.chdir(REPO):
         plan = RunPlan.load(configfile)

@@ -368,7 +368,7 @@ def _reviewer_config(**dataset):
 
 
 def test_verdicts_only_imports_in_the_run_plan(monkeypatch):
-    from vlmrobust.core.plan import RunPlan
+    from vlmrobust.plan import RunPlan
 
     monkeypatch.chdir(REPO)
     from vlmrobust.studies import STUDIES

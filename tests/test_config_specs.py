@@ -12,7 +12,7 @@ import pytest
 
 from vlmrobust.clients.apicall import api_key_from_env
 from vlmrobust.core.config import ConfigError, load_yaml, validate_config, validate_registry
-from vlmrobust.core.plan import RunPlan
+from vlmrobust.plan import RunPlan
 
 from .conftest import BIN, REPO, run
 

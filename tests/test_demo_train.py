@@ -191,7 +191,7 @@ def test_bad_specs_are_named(split, tmp_path):
 def test_the_run_plan_builds_base_then_fine_tunes_reasoning():
     from tests.conftest import REPO
     from vlmrobust.core.config import ConfigError, load_yaml
-    from vlmrobust.core.plan import RunPlan
+    from vlmrobust.plan import RunPlan
 
     config = load_yaml(REPO / "config/config.yaml")
     config["model_registry"] = str(REPO / "config/models.yaml")

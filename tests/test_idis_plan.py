@@ -9,7 +9,7 @@ import os
 import pytest
 
 from vlmrobust.core.config import ConfigError, load_yaml
-from vlmrobust.core.plan import RunPlan
+from vlmrobust.plan import RunPlan
 
 from .conftest import REPO
 

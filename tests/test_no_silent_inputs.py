@@ -182,7 +182,7 @@ def test_an_image_outside_the_dataset_folder_is_refused_naming_the_row(tmp_path)
 
 
 def test_files_a_condition_or_a_model_reads_are_inputs(tmp_path, monkeypatch):
-    from vlmrobust.core.plan import RunPlan
+    from vlmrobust.plan import RunPlan
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "prompts").mkdir()

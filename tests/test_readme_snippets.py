@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from vlmrobust.core.config import ConfigError, load_yaml
-from vlmrobust.core.plan import RunPlan
+from vlmrobust.plan import RunPlan
 
 from .conftest import REPO
 

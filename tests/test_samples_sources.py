@@ -3,7 +3,7 @@ numbers", item 8): fixing a broken image must rerun the samples and everything a
 
 from __future__ import annotations
 
-from vlmrobust.core.plan import RunPlan
+from vlmrobust.plan import RunPlan
 
 from .conftest import REPO
 

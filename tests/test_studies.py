@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from vlmrobust.core.plan import RunPlan
+from vlmrobust.plan import RunPlan
 from vlmrobust.studies import STUDIES, get_study, study_folders
 from vlmrobust.studies.base import Study
 

@@ -13,8 +13,8 @@ import pytest
 
 from vlmrobust.cli import main
 from vlmrobust.core.io import write_jsonl
-from vlmrobust.core.plan import RunPlan
 from vlmrobust.core.records import OutputRow, Sample, write_samples
+from vlmrobust.plan import RunPlan
 from vlmrobust.score import SCORERS, score_outputs, summarize, write_summary
 from vlmrobust.score.scorers import levenshtein, most_similar_option
 

@@ -447,7 +447,7 @@ def test_idis_analyses_from_the_demo(demo_run):
     """Attributes, areas, attention blocking and every Idis view of the default run."""
     import csv
 
-    from vlmrobust.core.plan import RunPlan
+    from vlmrobust.plan import RunPlan
     from vlmrobust.studies import STUDIES
 
     perception = "demo-idis-perception"

@@ -5,8 +5,10 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from vlmrobust.core import paths
 from vlmrobust.core.config import ConfigError, demo_image_files, load_yaml
-from vlmrobust.core.plan import RunPlan
+from vlmrobust.core.paths import path
+from vlmrobust.plan import RunPlan
 from vlmrobust.core.workflow import alternation, ensure_cli_on_path
 from vlmrobust.demo.data import DEMO_VERSION
 from vlmrobust.demo.idis import IDIS_DEMO_VERSION
@@ -124,7 +126,7 @@ def blocking_spec(wildcards):
 def all_targets():
     targets = PLAN.variant_manifests()
     if MODELS:
-        targets += ["results/scored/summary.csv", "results/requests.txt"]
+        targets += [paths.SCORE_SUMMARY, paths.REQUESTS]
     return (
         targets
         + construct_targets()
@@ -354,7 +356,7 @@ def review_decisions(wildcards):
     """The decisions file of the constructed dataset built from this construction."""
     for spec in DATASETS.values():
         if spec["adapter"] == "constructed" and spec["path"] == (
-            f"results/construct/{wildcards.construction}"
+            path(paths.CONSTRUCTION, construction=wildcards.construction)
         ):
             return spec["decisions"]
     return f"resources/distraction/decisions-{wildcards.construction}.csv"
@@ -366,7 +368,7 @@ def existing_decisions(wildcards):
 
 
 def construct_targets():
-    return [f"results/construct/{name}/review.html" for name in CONSTRUCT]
+    return [path(paths.REVIEW_PAGE, construction=name) for name in CONSTRUCT]
 
 
 def use_released(wildcards):

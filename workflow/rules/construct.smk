@@ -5,7 +5,7 @@ rule construct_candidates:
     input:
         unpack(construct_input),
     output:
-        "results/construct/{construction}/candidates.jsonl",
+        paths.CANDIDATES,
     log:
         "logs/construct/{construction}.log",
     benchmark:
@@ -16,19 +16,20 @@ rule construct_candidates:
         spec=construct_spec,
         seed=config["seed"],
         cache_dir=config["scoring"]["cache_dir"],
+        out_dir=lambda w: path(paths.CONSTRUCTION, construction=w.construction),
     shell:
         "vlmrobust construct --spec {params.spec:q} --samples {input.samples}"
         " --seed {params.seed} --cache-dir {params.cache_dir}"
-        " --out-dir results/construct/{wildcards.construction} > {log} 2>&1"
+        " --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule review_page:
     input:
-        candidates="results/construct/{construction}/candidates.jsonl",
+        candidates=paths.CANDIDATES,
         decisions=existing_decisions,
     output:
         report(
-            "results/construct/{construction}/review.html",
+            paths.REVIEW_PAGE,
             caption="../report/review.rst",
             category="Semantic-distraction study",
             subcategory="Construction",

@@ -5,12 +5,10 @@
 # reruns the data it wrote and everything downstream.
 rule demo_data:
     output:
-        rows=expand(
-            "results/raw/demo/{family}/rows.jsonl", family=config["demo"]["families"]
-        ),
+        rows=expand(paths.DEMO_ROWS, family=config["demo"]["families"]),
         # each image, so that one edited in place reruns its family's samples job
         images=demo_images(),
-        summary="results/raw/demo/summary.json",
+        summary=paths.DEMO_SUMMARY,
     log:
         "logs/demo_data.log",
     benchmark:
@@ -23,15 +21,16 @@ rule demo_data:
         families=config["demo"]["families"],
         seed=config["seed"],
         version=DEMO_VERSION,
+        out=lambda w, output: str(Path(output.summary).parent),
     shell:
-        "vlmrobust demo-data --out results/raw/demo"
+        "vlmrobust demo-data --out {params.out}"
         " --n-per-family {params.n_per_family} --image-size {params.image_size}"
         " --seed {params.seed} --families {params.families} > {log} 2>&1"
 
 
 rule demo_idis:
     output:
-        summary="results/raw/demo-idis/summary.json",
+        summary=paths.DEMO_IDIS_SUMMARY,
     log:
         "logs/demo_idis.log",
     benchmark:
@@ -41,8 +40,9 @@ rule demo_idis:
     params:
         seed=config["seed"],
         version=IDIS_DEMO_VERSION,
+        out=lambda w, output: str(Path(output.summary).parent),
     shell:
-        "vlmrobust demo-idis --out results/raw/demo-idis --seed {params.seed}"
+        "vlmrobust demo-idis --out {params.out} --seed {params.seed}"
         " --n-problems 20 > {log} 2>&1"
 
 
@@ -50,8 +50,8 @@ rule samples:
     input:
         samples_input,
     output:
-        samples="results/samples/{dataset}/samples.jsonl",
-        report="results/samples/{dataset}/report.json",
+        samples=paths.SAMPLES,
+        report=paths.SAMPLES_REPORT,
     log:
         "logs/samples/{dataset}.log",
     benchmark:

@@ -7,10 +7,10 @@
 # else the change mask between the edited and the original image.
 rule idis_areas:
     input:
-        manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
-        samples="results/samples/{dataset}/samples.jsonl",
+        manifest=paths.MANIFEST,
+        samples=paths.SAMPLES,
     output:
-        "results/areas/{dataset}/{condition}.jsonl",
+        paths.AREAS,
     log:
         "logs/idis-areas/{dataset}/{condition}.log",
     conda:
@@ -29,7 +29,7 @@ rule block_attention:
     input:
         unpack(blocking_inputs),
     output:
-        "results/blocked/{model}/{dataset}/{condition}/{prompt}.jsonl",
+        paths.BLOCKED,
     log:
         "logs/block-attention/{model}/{dataset}/{condition}/{prompt}.log",
     wildcard_constraints:

@@ -4,7 +4,7 @@
 # The demo models' training split: demo data drawn with its own seed, never evaluated.
 rule demo_train_data:
     output:
-        summary=f"{PLAN.DEMO_TRAIN_ROOT}/summary.json",
+        summary=paths.DEMO_TRAIN_SUMMARY,
     log:
         "logs/demo_train_data.log",
     priority: 50
@@ -28,7 +28,7 @@ rule demo_model:
     input:
         demo_model_inputs,
     output:
-        "results/models/{model}/vlmrobust_demo.json",
+        paths.MODEL_RECORD,
     log:
         "logs/demo_model/{model}.log",
     benchmark:
@@ -44,19 +44,19 @@ rule demo_model:
         runtime=30,
     params:
         spec=demo_model_spec,
+        out=lambda w: path(paths.MODEL_DIR, model=w.model),
     shell:
-        "vlmrobust demo-model --out results/models/{wildcards.model}"
-        " --spec {params.spec:q} > {log} 2>&1"
+        "vlmrobust demo-model --out {params.out}" " --spec {params.spec:q} > {log} 2>&1"
 
 
 rule infer:
     input:
-        manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
-        samples="results/samples/{dataset}/samples.jsonl",
+        manifest=paths.MANIFEST,
+        samples=paths.SAMPLES,
         model=model_input,
         context=infer_context,
     output:
-        "results/outputs/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.jsonl",
+        paths.SHARD,
     log:
         "logs/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.log",
     benchmark:
@@ -124,10 +124,10 @@ use rule infer as infer_api with:
 
 rule gather_outputs:
     input:
-        manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
+        manifest=paths.MANIFEST,
         shards=shard_files,
     output:
-        "results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
+        paths.OUTPUTS,
     log:
         "logs/gather/{model}/{dataset}/{condition}/{prompt}.log",
     conda:
@@ -147,7 +147,7 @@ rule engine:
     input:
         engine_clients,
     output:
-        "results/engines/{model}/phase{phase}/engine{engine}.json",
+        paths.ENGINE,
     log:
         "logs/engines/{model}/phase{phase}/engine{engine}.log",
     wildcard_constraints:
@@ -177,7 +177,7 @@ rule import_outputs:
     input:
         unpack(import_input),
     output:
-        "results/outputs/{imported}.jsonl",
+        paths.IMPORTED_OUTPUTS,
     log:
         "logs/import/{imported}.log",
     wildcard_constraints:

@@ -5,10 +5,10 @@
 
 rule judge_reference:
     input:
-        outputs="results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
-        samples="results/samples/{dataset}/samples.jsonl",
+        outputs=paths.OUTPUTS,
+        samples=paths.SAMPLES,
     output:
-        "results/judged/{model}/{dataset}/{condition}/{prompt}.jsonl",
+        paths.JUDGED,
     log:
         "logs/judge/{model}/{dataset}/{condition}/{prompt}.log",
     conda:
@@ -32,7 +32,7 @@ rule import_verdicts:
     input:
         unpack(verdicts_input),
     output:
-        "results/judged/{imported}.jsonl",
+        paths.IMPORTED_VERDICTS,
     log:
         "logs/import-verdicts/{imported}.log",
     wildcard_constraints:
@@ -50,9 +50,9 @@ rule import_verdicts:
 # compared rows (masking.smk); the masking study joins its verdicts onto them.
 rule judge_hallucination:
     input:
-        "results/compared/{model}/{dataset}/{condition}.jsonl",
+        paths.COMPARED,
     output:
-        "results/judged-hallucination/{model}/{dataset}/{condition}.jsonl",
+        paths.HALLUCINATION,
     log:
         "logs/judge-hallucination/{model}/{dataset}/{condition}.log",
     benchmark:
@@ -72,10 +72,10 @@ rule judge_hallucination:
 # Idis-math: the MathVerse two-stage judge on every output of a mathverse dataset.
 rule judge_mathverse:
     input:
-        outputs="results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
-        samples="results/samples/{dataset}/samples.jsonl",
+        outputs=paths.OUTPUTS,
+        samples=paths.SAMPLES,
     output:
-        "results/judged-mathverse/{model}/{dataset}/{condition}/{prompt}.jsonl",
+        paths.MATH_JUDGED,
     log:
         "logs/judge-mathverse/{model}/{dataset}/{condition}/{prompt}.log",
     conda:
@@ -92,12 +92,12 @@ rule judge_mathverse:
 # into the task's categories; the variant says which are the distractor's.
 rule judge_attributes:
     input:
-        outputs="results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
-        samples="results/samples/{dataset}/samples.jsonl",
-        manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
+        outputs=paths.OUTPUTS,
+        samples=paths.SAMPLES,
+        manifest=paths.MANIFEST,
         resources=attribute_resources,
     output:
-        "results/judged-attributes/{extractor}/{model}/{dataset}/{condition}/{prompt}.jsonl",
+        paths.ATTRIBUTES,
     log:
         "logs/judge-attributes/{extractor}/{model}/{dataset}/{condition}/{prompt}.log",
     wildcard_constraints:

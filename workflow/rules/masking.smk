@@ -7,7 +7,7 @@ rule compare_masking:
     input:
         unpack(compare_input),
     output:
-        "results/compared/{model}/{dataset}/{condition}.jsonl",
+        paths.COMPARED,
     log:
         "logs/compare/{model}/{dataset}/{condition}.log",
     benchmark:

@@ -7,7 +7,7 @@ rule questions:
     input:
         lambda wildcards: samples_input(wildcards, questions=False),
     output:
-        "results/questions/{dataset}/questions.jsonl",
+        paths.QUESTIONS,
     log:
         "logs/questions/{dataset}.log",
     benchmark:
@@ -18,7 +18,7 @@ rule questions:
         spec=dataset_spec,
         cache_dir=lambda wildcards: (
             DATASETS[wildcards.dataset]["question_writer"].get("cache_dir")
-            or "results/cache/llm"
+            or paths.LLM_CACHE
         ),
     shell:
         "vlmrobust write-questions --name {wildcards.dataset} --spec {params.spec:q}"

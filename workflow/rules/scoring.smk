@@ -3,10 +3,10 @@
 
 rule score:
     input:
-        outputs="results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl",
-        samples="results/samples/{dataset}/samples.jsonl",
+        outputs=paths.OUTPUTS,
+        samples=paths.SAMPLES,
     output:
-        "results/scored/{model}/{dataset}/{condition}/{prompt}.csv",
+        paths.SCORED,
     log:
         "logs/score/{model}/{dataset}/{condition}/{prompt}.log",
     conda:
@@ -28,7 +28,7 @@ rule score_summary:
     input:
         scored_files(),
     output:
-        "results/scored/summary.csv",
+        paths.SCORE_SUMMARY,
     log:
         "logs/score/summary.log",
     conda:
@@ -43,9 +43,9 @@ rule score_summary:
 rule check_requests:
     input:
         outputs=[f for model in MODELS for f in output_files(model)],
-        after=lambda wildcards: ["results/scored/summary.csv"] + study_targets(),
+        after=lambda wildcards: [paths.SCORE_SUMMARY] + study_targets(),
     output:
-        "results/requests.txt",
+        paths.REQUESTS,
     log:
         "logs/check_requests.log",
     conda:

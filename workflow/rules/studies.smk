@@ -7,8 +7,8 @@ rule metrics:
     input:
         unpack(study_inputs),
     output:
-        metrics="results/metrics/{folder}/metrics.csv",
-        warnings="results/metrics/{folder}/warnings.txt",
+        metrics=paths.METRICS,
+        warnings=paths.WARNINGS,
     log:
         "logs/metrics/{folder}.log",
     benchmark:
@@ -33,7 +33,7 @@ rule views:
     input:
         unpack(view_inputs),
     output:
-        directory("results/views/{folder}"),
+        directory(paths.VIEWS),
     log:
         "logs/views/{folder}.log",
     benchmark:
@@ -53,53 +53,55 @@ rule views:
 
 rule table:
     input:
-        "results/views/{folder}",
+        paths.VIEWS,
     output:
         report(
-            "results/tables/{folder}/{name}.csv",
+            f"{paths.TABLE}.csv",
             caption="../report/view.rst",
             category=study_title,
             subcategory="Tables",
         ),
-        multiext("results/tables/{folder}/{name}", ".md", ".tex"),
+        multiext(paths.TABLE, ".md", ".tex"),
     log:
         "logs/tables/{folder}/{name}.log",
     conda:
         "../../envs/report.yaml"
     params:
         caption=study_caption("table"),
+        out_dir=lambda w: path(paths.TABLES, folder=w.folder),
     shell:
         "cp {input}/tables/{wildcards.name}.csv {input}/tables/{wildcards.name}.md"
-        " {input}/tables/{wildcards.name}.tex results/tables/{wildcards.folder}/ > {log} 2>&1"
+        " {input}/tables/{wildcards.name}.tex {params.out_dir}/ > {log} 2>&1"
 
 
 rule figure:
     input:
-        "results/views/{folder}",
+        paths.VIEWS,
     output:
         report(
-            "figures/{folder}/{name}.png",
+            f"{paths.FIGURE}.png",
             caption="../report/view.rst",
             category=study_title,
             subcategory="Figures",
         ),
-        "figures/{folder}/{name}.pdf",
+        f"{paths.FIGURE}.pdf",
     log:
         "logs/figures/{folder}/{name}.log",
     conda:
         "../../envs/report.yaml"
     params:
         caption=study_caption("figure"),
+        out_dir=lambda w: path(paths.FIGURES, folder=w.folder),
     shell:
         "cp {input}/figures/{wildcards.name}.png {input}/figures/{wildcards.name}.pdf"
-        " figures/{wildcards.folder}/ > {log} 2>&1"
+        " {params.out_dir}/ > {log} 2>&1"
 
 
 rule page:
     input:
-        "results/views/{folder}",
+        paths.VIEWS,
     output:
-        "figures/{folder}/{name}.html",
+        f"{paths.FIGURE}.html",
     log:
         "logs/pages/{folder}/{name}.log",
     conda:

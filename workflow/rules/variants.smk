@@ -3,10 +3,10 @@
 
 rule variants:
     input:
-        samples="results/samples/{dataset}/samples.jsonl",
+        samples=paths.SAMPLES,
         extra=condition_inputs,
     output:
-        manifest="results/variants/{dataset}/{condition}/manifest.jsonl",
+        manifest=paths.MANIFEST,
     log:
         "logs/variants/{dataset}/{condition}.log",
     benchmark:

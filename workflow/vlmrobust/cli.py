@@ -4,7 +4,7 @@ The CLI only parses arguments and calls the stage's function: :data:`COMMANDS` i
 table from subcommand to (function, help, arguments). The Snakemake rules pass the
 validated parts of the run configuration as ``--spec`` JSON and name every file; by
 hand, ``--config config/config.yaml`` reads the same parts from a configuration file
-and the run plan (:class:`vlmrobust.core.plan.RunPlan`) fills in the files a job reads
+and the run plan (:class:`vlmrobust.plan.RunPlan`) fills in the files a job reads
 and writes, e.g.::
 
     vlmrobust score --config config/config.yaml --model demo-base --dataset demo-chart \\
@@ -40,7 +40,7 @@ def _json_arg(text: str, what: str) -> Any:
 
 
 def _plan(args: argparse.Namespace):
-    from .core.plan import RunPlan
+    from .plan import RunPlan
 
     return RunPlan.load(args.config)
 
@@ -182,7 +182,7 @@ def cmd_samples(args: argparse.Namespace) -> int:
 
     spec = _spec(args, "datasets", args.name)
     if args.config is not None:
-        from .core.plan import RunPlan
+        from .plan import RunPlan
 
         _fill(
             args,

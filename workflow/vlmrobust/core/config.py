@@ -16,6 +16,7 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from .benchmarks import BENCHMARKS, SCORER_NAMES
+from .paths import DEMO_IDIS_ROOT, DEMO_ROOT
 from .registry import API_BACKENDS, model_resources
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
@@ -641,14 +642,6 @@ def _check_blocking(config: dict, models: dict) -> None:
             "config: idis.blocking: blocking needs the attribute phrases of a trace; "
             "name at least one extractor under judge.attributes.extractors"
         )
-
-
-DEMO_ROOT = "results/raw/demo"
-
-
-#: where the demo's Idis slice is written (ImageNet-9, MathVerse, LogicVista and
-#: Waterbirds layouts, distractor cut-outs, handwritten expressions)
-DEMO_IDIS_ROOT = "results/raw/demo-idis"
 
 
 def under_demo_idis(path: str | None) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..core.plan import RunPlan
+from ..plan import RunPlan
 from .base import Study
 
 

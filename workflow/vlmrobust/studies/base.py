@@ -29,9 +29,11 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from ..core import paths
 from ..core.io import atomic_write_text
-from ..core.plan import RunPlan
+from ..core.paths import path
 from ..metrics.core import read_metrics, write_metrics
+from ..plan import RunPlan
 from ..report.common import save_figure
 from ..report.tables.render import Table, write_table
 
@@ -46,8 +48,8 @@ def skipped_rows_warnings(reports: list[str]) -> list[str]:
     """One warning per dataset whose samples stage skipped bad rows (``on_bad_row:
     skip``): how many, by reason; they are in no number of the study."""
     out = []
-    for path in reports:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    for report_path in reports:
+        report = json.loads(Path(report_path).read_text(encoding="utf-8"))
         if report.get("skipped"):
             reasons = "; ".join(
                 f"{reason} ({n})" for reason, n in (report.get("skipped_by_reason") or {}).items()
@@ -132,30 +134,30 @@ class Study(ABC):
         return f"{self.name}/{scope}" if scope else self.name
 
     def metrics_path(self, scope: str) -> str:
-        return f"results/metrics/{self.folder(scope)}/metrics.csv"
+        return path(paths.METRICS, folder=self.folder(scope))
 
     def warnings_path(self, scope: str) -> str:
-        return f"results/metrics/{self.folder(scope)}/warnings.txt"
+        return path(paths.WARNINGS, folder=self.folder(scope))
 
     def table_files(self, plan: RunPlan, scope: str) -> list[str]:
-        folder = self.folder(scope)
+        folder = path(paths.TABLES, folder=self.folder(scope))
         return [
-            f"results/tables/{folder}/{t}.{ext}"
+            f"{folder}/{t}.{ext}"
             for t in self.table_names(self.spec(plan, scope))
             for ext in TABLE_EXTS
         ]
 
     def figure_files(self, plan: RunPlan, scope: str) -> list[str]:
-        folder = self.folder(scope)
+        folder = path(paths.FIGURES, folder=self.folder(scope))
         return [
-            f"figures/{folder}/{f}.{ext}"
+            f"{folder}/{f}.{ext}"
             for f in self.figure_names(self.spec(plan, scope))
             for ext in FIGURE_EXTS
         ]
 
     def page_files(self, plan: RunPlan, scope: str) -> list[str]:
-        folder = self.folder(scope)
-        return [f"figures/{folder}/{p}.html" for p in self.page_names(self.spec(plan, scope))]
+        folder = path(paths.FIGURES, folder=self.folder(scope))
+        return [f"{folder}/{p}.html" for p in self.page_names(self.spec(plan, scope))]
 
     def targets(self, plan: RunPlan) -> list[str]:
         """Every final file of the study in this run."""

@@ -11,9 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.plan import RunPlan
 from ..metrics.core import read_inputs
 from ..metrics.corruption import compute_corruption_metrics
+from ..plan import RunPlan
 from ..report.figures.corruption import corruption_figure_names, corruption_figures
 from ..report.tables.corruption import corruption_table_names, corruption_tables
 from .base import Inputs, Study, model_fields

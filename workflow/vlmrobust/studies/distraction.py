@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.plan import RunPlan
 from ..metrics.core import read_inputs
 from ..metrics.distraction import compute_distraction_metrics, read_judged
+from ..plan import RunPlan
 from ..report.figures.distraction import distraction_figure_names, distraction_figures
 from ..report.tables.distraction import distraction_table_names, distraction_tables
 from .base import Inputs, Study, model_fields

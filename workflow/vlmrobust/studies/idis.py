@@ -16,7 +16,6 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.plan import RunPlan
 from ..core.prompts import prompt_role
 from ..metrics.core import read_inputs
 from ..metrics.idis import (
@@ -30,6 +29,7 @@ from ..metrics.idis import (
     read_math_judged,
     read_sample_meta,
 )
+from ..plan import RunPlan
 from ..report.figures.idis import FIGURE_CAPTIONS, idis_figure_names, idis_figures, idis_view
 from ..report.tables.idis import TABLE_CAPTIONS, idis_table_names, idis_tables
 from .base import Inputs, Study, model_fields

@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.plan import RunPlan
 from ..metrics.masking import compute_masking_metrics, read_compared
+from ..plan import RunPlan
 from ..report.figures.masking import masking_examples_views, masking_figure_names
 from ..report.tables.masking import masking_table_names, masking_tables
 from .base import Inputs, Study, model_fields

@@ -45,6 +45,7 @@ A compared row (one JSON line of ``results/compared/<model>/<dataset>/<condition
                         failed output); such rows count in no rate and are reported
 """
 
-from ...core.plan import COMPARE_SPEC_KEYS as SPEC_KEYS  # noqa: E402
+#: the keys of the config's ``masking`` block the comparison stage reads
+SPEC_KEYS = ("step_threshold", "answer_threshold", "attribution_threshold", "model_dir")
 
 __all__ = ["SPEC_KEYS"]

@@ -1,10 +1,10 @@
-"""The run plan: a validated configuration and model registry, and the one place that
-says which files a run has and where they live.
+"""The run plan: a validated configuration and model registry, and what a run has:
+its datasets, conditions and models, every file of every job (the templates of
+:mod:`vlmrobust.core.paths` filled in) and each job's parameters.
 
-The Snakefile builds one :class:`RunPlan` and its input functions ask it; the CLI's
-``--config`` builds the same plan, so a step run by hand reads and writes exactly the
-files the workflow would. Paths are relative to the working directory (the repository
-root in a normal run).
+The Snakefile builds one :class:`RunPlan` and its input functions and parameters ask it;
+the study commands' ``--config`` builds the same plan. It sits above the stages (it
+reads their settings' keys) and below the studies and the CLI.
 """
 
 from __future__ import annotations
@@ -13,7 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import load_yaml, validate_config, validate_registry
+from .core import paths
+from .core.config import (
+    ConfigError,
+    demo_folder_family,
+    demo_image_files,
+    load_yaml,
+    under_demo_idis,
+    validate_config,
+    validate_registry,
+)
+from .core.idis import AREA_PERTURBATIONS, IDIS_TASKS
+from .core.paths import path
+from .core.prompts import PROMPTS, prompt_versions
+from .core.registry import inference_fields
+from .judges.crm import SPEC_KEYS as COMPARE_SPEC_KEYS
 
 #: ``prompts`` of a dataset answered with each sample's own prompt
 DEFAULT_PROMPT = "default"
@@ -56,10 +70,6 @@ def files_under(folder: str | Path, suffixes: tuple[str, ...] | None = None) -> 
         for p in root.rglob("*")
         if p.is_file() and (suffixes is None or p.suffix.lower() in suffixes)
     )
-
-
-#: the keys of the config's ``masking`` block the CRM comparison stage reads
-COMPARE_SPEC_KEYS = ("step_threshold", "answer_threshold", "attribution_threshold", "model_dir")
 
 
 def _import_key(entry: dict[str, Any]) -> str:
@@ -168,36 +178,36 @@ class RunPlan:
 
     @staticmethod
     def samples_path(dataset: str) -> str:
-        return f"results/samples/{dataset}/samples.jsonl"
+        return path(paths.SAMPLES, dataset=dataset)
 
     @staticmethod
     def samples_report_path(dataset: str) -> str:
         """The samples stage's report (counts, skipped rows) beside its samples."""
-        return f"results/samples/{dataset}/report.json"
+        return path(paths.SAMPLES_REPORT, dataset=dataset)
 
     @staticmethod
     def manifest_path(dataset: str, condition: str) -> str:
-        return f"results/variants/{dataset}/{condition}/manifest.jsonl"
+        return path(paths.MANIFEST, dataset=dataset, condition=condition)
 
     @staticmethod
     def output_path(model: str, dataset: str, condition: str, prompt: str) -> str:
-        return f"results/outputs/{model}/{dataset}/{condition}/{prompt}.jsonl"
+        return path(paths.OUTPUTS, model=model, dataset=dataset, condition=condition, prompt=prompt)
 
     @staticmethod
     def scored_path(model: str, dataset: str, condition: str, prompt: str) -> str:
-        return f"results/scored/{model}/{dataset}/{condition}/{prompt}.csv"
+        return path(paths.SCORED, model=model, dataset=dataset, condition=condition, prompt=prompt)
 
     @staticmethod
     def judged_path(model: str, dataset: str, condition: str, prompt: str) -> str:
-        return f"results/judged/{model}/{dataset}/{condition}/{prompt}.jsonl"
+        return path(paths.JUDGED, model=model, dataset=dataset, condition=condition, prompt=prompt)
 
     @staticmethod
     def compared_path(model: str, dataset: str, condition: str) -> str:
-        return f"results/compared/{model}/{dataset}/{condition}.jsonl"
+        return path(paths.COMPARED, model=model, dataset=dataset, condition=condition)
 
     @staticmethod
     def hallucination_path(model: str, dataset: str, condition: str) -> str:
-        return f"results/judged-hallucination/{model}/{dataset}/{condition}.jsonl"
+        return path(paths.HALLUCINATION, model=model, dataset=dataset, condition=condition)
 
     def variant_manifests(self) -> list[str]:
         return [
@@ -206,11 +216,11 @@ class RunPlan:
             for c in spec["conditions"]
         ]
 
-    def output_files(self, model: str) -> list[str]:
-        """Gathered outputs of one model: every dataset x condition x prompt it answers
-        (a verdicts-only import has none)."""
+    def output_keys(self, model: str) -> list[tuple[str, str, str, str]]:
+        """(model, dataset, condition, prompt) of every outputs file of one model: each
+        dataset x condition x prompt it answers (a verdicts-only import has none)."""
         return [
-            self.output_path(model, d, c, p)
+            (model, d, c, p)
             for d, spec in self.datasets.items()
             if model in self.models_of(d)
             for c in spec["conditions"]
@@ -218,12 +228,12 @@ class RunPlan:
             if self.has_outputs(model, d, c, p)
         ]
 
+    def output_files(self, model: str) -> list[str]:
+        """Gathered outputs of one model (:meth:`output_keys`)."""
+        return [self.output_path(*key) for key in self.output_keys(model)]
+
     def scored_files(self) -> list[str]:
-        return [
-            path.replace("results/outputs/", "results/scored/").replace(".jsonl", ".csv")
-            for model in self.models
-            for path in self.output_files(model)
-        ]
+        return [self.scored_path(*key) for model in self.models for key in self.output_keys(model)]
 
     # ------------------------------------------------------------------ jobs
     # What one job of a per-job stage reads, its parameters and what it writes: the
@@ -242,26 +252,18 @@ class RunPlan:
         ``question_writer`` is an LLM, the questions file of the ``questions`` step.
         A local folder lists its row files and its image files (:data:`ROW_SUFFIXES`,
         :data:`IMAGE_SUFFIXES`, any case), so fixing an image reruns the samples job."""
-        from .config import (
-            DEMO_IDIS_ROOT,
-            DEMO_ROOT,
-            ConfigError,
-            demo_folder_family,
-            demo_image_files,
-            under_demo_idis,
-        )
-
         spec = self.datasets[dataset]
         writer = (spec.get("question_writer") or {}).get("backend", "template")
         extra = []
         if questions and spec["adapter"] == "visargs" and writer != "template":
-            extra = [f"results/questions/{dataset}/questions.jsonl"]
+            extra = [path(paths.QUESTIONS, dataset=dataset)]
         if under_demo_idis(spec["path"]):  # written by the demo_idis job
-            return [f"{DEMO_IDIS_ROOT}/summary.json", *extra]
+            return [paths.DEMO_IDIS_SUMMARY, *extra]
         family = demo_folder_family(spec["path"])
         if family is not None:  # written by the demo_data job, images declared one by one
             n = self.config["demo"]["n_per_family"]
-            return [f"{DEMO_ROOT}/{family}/rows.jsonl", *demo_image_files(family, n), *extra]
+            rows = path(paths.DEMO_ROWS, family=family)
+            return [rows, *demo_image_files(family, n), *extra]
         if spec["adapter"] == "constructed":
             decisions = [spec["decisions"]] if spec["decisions"] else []
             return [f"{spec['path']}/candidates.jsonl", *decisions]
@@ -281,8 +283,6 @@ class RunPlan:
         files of the folders it names (:data:`FOLDER_KEYS`: cut-outs, expression
         images), and the demo's Idis assets when a folder lies where the ``demo_idis``
         job writes. Editing any of them in place reruns the condition."""
-        from .config import DEMO_IDIS_ROOT, under_demo_idis
-
         spec = self.conditions[condition]
         found = [spec[k] for k in POOL_KEYS if spec.get(k)]
         if spec.get("verification"):
@@ -291,7 +291,7 @@ class RunPlan:
             if key.endswith("_file") and isinstance(value, str) and Path(value).is_file():
                 found.append(value)
         if any(under_demo_idis(v) for v in spec.values() if isinstance(v, str)):
-            found.append(f"{DEMO_IDIS_ROOT}/summary.json")
+            found.append(paths.DEMO_IDIS_SUMMARY)
         for key in FOLDER_KEYS:
             value = spec.get(key)
             if isinstance(value, str) and not under_demo_idis(value):
@@ -305,7 +305,7 @@ class RunPlan:
         same path rerun the model's jobs; [] for a model loaded by name."""
         entry = self.registry[model]
         if entry.get("demo_seed") is not None:
-            return [f"results/models/{model}/vlmrobust_demo.json"]
+            return [path(paths.MODEL_RECORD, model=model)]
         if entry.get("local_path"):
             return files_under(entry["local_path"])
         return []
@@ -364,9 +364,6 @@ class RunPlan:
 
     # ------------------------------------------------------------------ demo models
 
-    #: where the demo models' training split is written (never evaluated)
-    DEMO_TRAIN_ROOT = "results/raw/demo-train"
-
     def demo_init(self, model: str) -> str | None:
         """The checkpoint a demo model starts training from: a reasoning demo model whose
         base is a demo model is fine-tuned from the base's trained weights."""
@@ -403,7 +400,7 @@ class RunPlan:
         if not train["enabled"]:
             return out
         init = self.demo_init(model)
-        out["train_dir"] = self.DEMO_TRAIN_ROOT
+        out["train_dir"] = paths.DEMO_TRAIN_ROOT
         out["init"] = init
         out["train"] = {
             "steps": train["reasoning_steps"] if init else train["steps"],
@@ -423,15 +420,13 @@ class RunPlan:
         spec = self.demo_model_spec(model)
         inputs = []
         if spec["train"] is not None:
-            inputs.append(f"{self.DEMO_TRAIN_ROOT}/summary.json")
+            inputs.append(paths.DEMO_TRAIN_SUMMARY)
         if spec["init"] is not None:
             inputs.append(f"{spec['init']}/vlmrobust_demo.json")
         return inputs
 
     def infer_context(self, model: str, dataset: str, condition: str, prompt: str) -> list[str]:
         """A second-stage prompt's input: the same model's first-stage outputs (CRM)."""
-        from .prompts import PROMPTS
-
         needs = PROMPTS[prompt].needs if prompt in PROMPTS else None
         return [] if needs is None else [self.output_path(model, dataset, condition, needs)]
 
@@ -441,9 +436,6 @@ class RunPlan:
         """The inference job (:class:`vlmrobust.infer.run.Job`): only what changes its
         outputs, so editing a model's display name, family, role, base or studies reruns
         no inference (:func:`vlmrobust.core.registry.inference_fields`)."""
-        from .prompts import prompt_versions
-        from .registry import inference_fields
-
         adapter = self.datasets[dataset]["adapter"]
         temperature, max_new_tokens = self.stage_decoding(prompt, dataset)
         n, top_p = self.draws(dataset)
@@ -468,9 +460,8 @@ class RunPlan:
     def shard_path(
         self, model: str, dataset: str, condition: str, prompt: str, shard: int, shards: int
     ) -> str:
-        return (
-            f"results/outputs/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.jsonl"
-        )
+        names = {"model": model, "dataset": dataset, "condition": condition, "prompt": prompt}
+        return path(paths.SHARD, **names, shard=shard, shards=shards)
 
     # ------------------------------------------------------------------ model services
 
@@ -507,7 +498,7 @@ class RunPlan:
         if not self.config["service"]["enabled"]:
             return []
         return [
-            f"results/engines/{model}/phase{phase}/engine{k}.json"
+            path(paths.ENGINE, model=model, phase=phase, engine=k)
             for model, spec in self.models.items()
             if spec["backend"] in ("hf", "vllm")
             for phase in (0, 1)
@@ -530,7 +521,9 @@ class RunPlan:
 
     @staticmethod
     def math_judged_path(model: str, dataset: str, condition: str, prompt: str) -> str:
-        return f"results/judged-mathverse/{model}/{dataset}/{condition}/{prompt}.jsonl"
+        return path(
+            paths.MATH_JUDGED, model=model, dataset=dataset, condition=condition, prompt=prompt
+        )
 
     def math_judged_files(self, only: str | None = None) -> list[str]:
         """MathVerse judge verdicts of every output of a ``mathverse`` dataset (of the
@@ -557,8 +550,6 @@ class RunPlan:
     def idis_task(self, dataset: str) -> str | None:
         """The attribute-analysis task of a dataset (``perception``, ``math``,
         ``waterbirds``) from its adapter, or None."""
-        from .idis import IDIS_TASKS
-
         return IDIS_TASKS.get(self.datasets[dataset]["adapter"])
 
     @property
@@ -568,7 +559,14 @@ class RunPlan:
 
     @staticmethod
     def attributes_path(extractor: str, model: str, dataset: str, condition: str, prompt: str):
-        return f"results/judged-attributes/{extractor}/{model}/{dataset}/{condition}/{prompt}.jsonl"
+        return path(
+            paths.ATTRIBUTES,
+            extractor=extractor,
+            model=model,
+            dataset=dataset,
+            condition=condition,
+            prompt=prompt,
+        )
 
     def attribute_files(self, dataset: str, extractors: list[str] | None = None) -> list[str]:
         """Attribute labels of every output of an Idis dataset (a dataset whose adapter
@@ -593,12 +591,10 @@ class RunPlan:
 
     @staticmethod
     def area_path(dataset: str, condition: str) -> str:
-        return f"results/areas/{dataset}/{condition}.jsonl"
+        return path(paths.AREAS, dataset=dataset, condition=condition)
 
     def area_files(self, dataset: str) -> list[str]:
         """Distractor areas of an Idis dataset's conditions that place distractors."""
-        from .idis import AREA_PERTURBATIONS
-
         if self.idis_task(dataset) is None:
             return []
         return [
@@ -610,7 +606,7 @@ class RunPlan:
 
     @staticmethod
     def blocked_path(model: str, dataset: str, condition: str, prompt: str) -> str:
-        return f"results/blocked/{model}/{dataset}/{condition}/{prompt}.jsonl"
+        return path(paths.BLOCKED, model=model, dataset=dataset, condition=condition, prompt=prompt)
 
     def blocking_prompt(self, dataset: str) -> str:
         """The prompt setting whose outputs the attention-blocking step re-answers."""
