@@ -46,7 +46,7 @@ rule demo_model:
         spec=demo_model_spec,
         out=lambda w: path(paths.MODEL_DIR, model=w.model),
     shell:
-        "vlmrobust demo-model --out {params.out}" " --spec {params.spec:q} > {log} 2>&1"
+        "vlmrobust demo-model --out {params.out} --spec {params.spec:q} > {log} 2>&1"
 
 
 rule infer:

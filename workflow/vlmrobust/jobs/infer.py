@@ -1,0 +1,144 @@
+"""Jobs of the inference stage: one model on one manifest, the gathering of its shards,
+a vLLM server for a registry entry, and the attention-blocking re-answers."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from . import json_object, log, set_threads
+
+
+def _service(job: Any, service: str, threads: int, idle_s: float, service_log: str | None):
+    """The model service an inference job answers through (``auto``: the one of the
+    Snakemake run above the job, for a local checkpoint), or None: the job loads its own
+    model (``off``, an API model, or a job run by hand)."""
+    from ..clients.service import SERVED_BACKENDS, find_owner
+    from ..infer.run import Service
+
+    if service == "off" or job.model_spec.get("backend") not in SERVED_BACKENDS:
+        return None
+    owner = find_owner()
+    if owner is None:
+        return None
+    log_path = Path(service_log) if service_log else None
+    return Service(owner, threads=threads or None, idle_s=idle_s, log=log_path)
+
+
+def infer(
+    spec: str,
+    manifest: str,
+    samples: str,
+    context: str | None,
+    threads: int,
+    out: str,
+    service: str,
+    service_idle_s: float,
+    service_log: str | None,
+) -> None:
+    """One model (the job ``spec``) on one variant manifest, resumable."""
+    from ..infer.run import Job, run_inference
+
+    job = Job(**json_object(spec))
+    server = _service(job, service, threads, service_idle_s, service_log)
+    if server is None:
+        set_threads(threads)
+    t0 = time.perf_counter()
+    stats = run_inference(
+        job,
+        Path(manifest),
+        Path(samples),
+        Path(out),
+        context=Path(context) if context else None,
+        service=server,
+    )
+    log.info("%s: %s (%.1f s)", out, stats, time.perf_counter() - t0)
+
+
+def gather(manifest: str, out: str, shards: list[str]) -> None:
+    """Concatenate the shards of one output in manifest order."""
+    from ..infer.run import gather_outputs
+
+    n = gather_outputs([Path(p) for p in shards], Path(manifest), Path(out))
+    log.info("%s: %d rows gathered from %d shards", out, n, len(shards))
+
+
+def vllm_serve(config: str, model: str, host: str, port: int, print_only: bool) -> None:
+    """Serve a backend-vllm registry entry through vLLM's OpenAI-compatible server, in
+    the vLLM environment (config `environments.vllm`), on 127.0.0.1 by default."""
+    import os
+    import shlex
+    import sys
+
+    from ..clients.vlm.vllm import serve_command
+    from ..core.config import ConfigError
+    from ..core.workflow import environment_python
+    from ..plan import RunPlan
+
+    plan = RunPlan.load(config)
+    entry = plan.registry.get(model)
+    if entry is None or entry["backend"] != "vllm":
+        raise ConfigError(
+            f"vllm-serve: --model {model!r} is not a registry entry with backend vllm"
+        )
+    python = environment_python(
+        plan.config["environments"]["vllm"],
+        who=f"models.{model} (backend vllm)",
+        setting="environments.vllm",
+        make="bash envs/vllm-env.sh",
+    )
+    cmd = serve_command(model, entry, python=python, host=host, port=port, check=not print_only)
+    if print_only:
+        print(shlex.join(cmd))
+        return
+    log.info("serving %s: %s", model, shlex.join(cmd))
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd) if os.sep in cmd[0] else os.execvp(cmd[0], cmd)
+
+
+def block_attention(
+    spec: str,
+    outputs: str,
+    attributes: str,
+    manifest: str,
+    samples: str,
+    threads: int,
+    out: str,
+) -> None:
+    """Final answers re-generated with attention to the attribute phrases blocked, each
+    scored as the outputs are (the dataset's scorer, no LLM fallback)."""
+    from ..clients.vlm import make_backend
+    from ..infer.blocking import block_attention as block
+    from ..infer.run import Job
+    from ..score import score_outputs
+
+    set_threads(threads)
+    job_spec = json_object(spec)
+    job = Job(**job_spec["infer"])
+    unparsed = job_spec.get("unparsed_choice") or "wrong"
+
+    def score(row: dict[str, Any], sample: Any) -> int | None:
+        scored = score_outputs(
+            {sample.sample_id: sample}, [row], job_spec["scorer"], unparsed_choice=unparsed
+        )
+        return int(scored[0]["correct"])
+
+    backend = make_backend(job.model, job.model_spec)
+    try:
+        summary = block(
+            Path(outputs),
+            Path(samples),
+            Path(manifest),
+            Path(attributes),
+            backend,
+            Path(out),
+            settings=tuple(job_spec["settings"]),
+            max_new_tokens=int(job_spec["max_new_tokens"]),
+            limit=job_spec.get("limit"),
+            score=score,
+        )
+    finally:
+        backend.close()
+    log.info("%s: %s", out, json.dumps(summary, sort_keys=True, default=str))
