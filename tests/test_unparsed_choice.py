@@ -213,7 +213,9 @@ def test_plan_unparsed_choice_default_and_paper():
     assert "unparsed_choice" not in paper.samples_spec("mathvista")
 
 
-def test_cli_score_with_config_takes_the_plans_mode(tmp_path, monkeypatch):
+def test_the_score_rule_passes_the_plans_mode(tmp_path, monkeypatch):
+    """The plan gives the score job the dataset's unparsed_choice (the rule passes it as
+    --unparsed-choice); scoring with it makes the most similar option the answer."""
     config = {
         "model_registry": str(REPO / "config/models.yaml"),
         "models": ["demo-base"],
@@ -238,22 +240,25 @@ def test_cli_score_with_config_takes_the_plans_mode(tmp_path, monkeypatch):
     out = tmp_path / "results/outputs/demo-base/demo-diagram/clean/default.jsonl"
     out.parent.mkdir(parents=True)
     write_jsonl(out, [row.to_dict()])
+    plan = RunPlan.load(tmp_path / "run.yaml")
+    params = plan.score_params("demo-diagram")
+    assert params["unparsed_choice"] == "most-similar"
+    scored = tmp_path / "results/scored/demo-base/demo-diagram/clean/default.csv"
     argv = [
         "score",
-        "--config",
-        "run.yaml",
-        "--model",
-        "demo-base",
-        "--dataset",
-        "demo-diagram",
-        "--condition",
-        "clean",
+        "--outputs",
+        str(out),
+        "--samples",
+        str(tmp_path / "results/samples/demo-diagram/samples.jsonl"),
+        "--scorer",
+        params["scorer"],
+        "--out",
+        str(scored),
     ]
-    assert main(argv) == 0
-    scored = tmp_path / "results/scored/demo-base/demo-diagram/clean/default.csv"
+    assert main([*argv, "--unparsed-choice", params["unparsed_choice"]]) == 0
     (line,) = csv.DictReader(scored.open())
     assert (line["prediction"], line["method"], line["correct"]) == ("B", "most-similar", "1")
-    # an explicit option wins over the plan, as every other one
+    # the run's own setting (wrong): an extraction failure
     assert main([*argv, "--unparsed-choice", "wrong"]) == 0
     (line,) = csv.DictReader(scored.open())
     assert (line["prediction"], line["method"], line["correct"]) == ("", "none", "0")

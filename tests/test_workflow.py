@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -433,14 +434,18 @@ def test_a_newcomer_reruns_metrics_and_a_table_by_hand(demo_run, tmp_path):
     assert "study masking has no scope 'demo-chart' (scopes: 'demo-visargs')" in proc.stderr
 
 
-def test_a_job_by_hand_writes_what_the_workflow_wrote(demo_run, tmp_path):
-    """`vlmrobust score --config ... --model --dataset --condition`: the plan fills in the
-    outputs, samples, scorer and fallback of that job."""
-    run([str(BIN / "vlmrobust"), "score", "--config", "config/config.yaml", "--model",
-         "demo-base", "--dataset", "demo-chart", "--condition", "corrupt", "--out",
-         str(tmp_path / "s.csv")], demo_run)  # fmt: skip
-    made = demo_run / "results/scored/demo-base/demo-chart/corrupt/default.csv"
-    assert (tmp_path / "s.csv").read_bytes() == made.read_bytes()
+def test_a_job_by_hand_is_the_command_snakemake_prints(demo_run, tmp_path):
+    """One job by hand: `snakemake -n -p --forcerun FILE FILE` prints the rule's command
+    (every file and parameter resolved); run with another --out, it writes what the
+    workflow wrote."""
+    target = "results/scored/demo-base/demo-chart/corrupt/default.csv"
+    proc = snakemake(demo_run, *SMALL, "-n", "-p", "--forcerun", target, "--", target)
+    (command,) = re.findall(r"^Shell command: (.*)$", proc.stdout + proc.stderr, flags=re.M)
+    assert command.startswith("vlmrobust score --outputs ") and f"--out {target}" in command
+    command = command.replace(f"--out {target}", f"--out {tmp_path / 's.csv'}")
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "VLMROBUST_SERVICE_OWNER": "off"}
+    subprocess.run(["bash", "-c", command], cwd=demo_run, env=env, check=True)
+    assert (tmp_path / "s.csv").read_bytes() == (demo_run / target).read_bytes()
 
 
 def test_idis_analyses_from_the_demo(demo_run):
