@@ -1,8 +1,10 @@
 """The ``gemini`` backend: Google's Gemini API through ``google-genai``.
 
-The SDK's own retries are off (``HttpRetryOptions(attempts=1)``); the shared policy of
-:mod:`vlmrobust.clients.apicall` retries on top. ``base_url`` (registry) overrides the
-endpoint, which is how the tests point the SDK at a local fake server.
+The SDK's own retries are off (``HttpRetryOptions(attempts=1)``); the chat client both
+families share (:class:`~vlmrobust.clients.chat.ChatClient`) retries on top. This module
+says only what is Gemini's: the options, the request config and contents and how a
+response is read. ``base_url`` (registry) overrides the endpoint, which is how the tests
+point the SDK at a local fake server.
 
 Registry ``options`` (all optional):
 

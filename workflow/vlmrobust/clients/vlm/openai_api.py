@@ -3,8 +3,10 @@
 vLLM, SGLang, LMDeploy and Ollama serve the same chat-completions API; point a
 registry entry at one with ``base_url`` (``api_key_env: null`` when the server needs
 no key). The official ``openai`` client does the HTTP with its own retries switched
-off (``max_retries=0``); :mod:`vlmrobust.clients.apicall` retries on top, the same way for
-every provider.
+off (``max_retries=0``); the chat client both families share
+(:class:`~vlmrobust.clients.chat.ChatClient`) retries on top, the same way for every
+provider. This module says only what is OpenAI's: the options, the request fields and
+how a chat completion is read.
 
 Registry ``options`` (all optional):
 
