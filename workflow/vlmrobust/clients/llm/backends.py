@@ -48,10 +48,10 @@ from ..apicall import (
     CallFailed,
     Completion,
     MalformedResponse,
-    api_key_from_env,
     map_concurrent,
     png_bytes,
 )
+from ..chat import ChatClient, Decoding
 from .cache import LLMCache, make_key, request_payload
 
 #: Options that do not change the answer, so they stay out of the cache key.
@@ -100,6 +100,18 @@ class LLMResponse:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class LLMCall:
+    """One call as a family builds its request from it: the messages, the PNG images
+    that go with the last user message, the schema of a JSON answer (None: text) and
+    the decoding settings."""
+
+    messages: list[dict[str, str]]
+    images: list[bytes]
+    json_schema: dict[str, Any] | None
+    decoding: Decoding
+
+
 def parse_json_text(text: str) -> Any:
     """The JSON value in a model's answer (a ```json fence around it is tolerated)."""
     stripped = text.strip()
@@ -139,7 +151,8 @@ def image_sha256(image: Any) -> str:
 
 
 class LLMBackend(abc.ABC):
-    """A text (+ images) → text / JSON model behind the cache and the retry policy."""
+    """A text (+ images) → text / JSON model behind the cache and the retry policy of its
+    family's chat client (``self.chat``, a :class:`~vlmrobust.clients.chat.ChatClient`)."""
 
     name: str = "?"
 
@@ -158,34 +171,31 @@ class LLMBackend(abc.ABC):
         self.options: dict[str, Any] = dict(spec.get("options") or {})
         self.cache = cache
         self.sleep = sleep
+        self._read_options()
+        self.chat = self._chat_class().from_spec(
+            spec, model=self.model, who=f"LLM {self.model!r}", options=self.options, sleep=sleep
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
 
     # --- what subclasses provide --------------------------------------------------------
-    @property
     @abc.abstractmethod
-    def concurrency(self) -> int: ...
+    def _chat_class(self) -> type[ChatClient]:
+        """The family's chat client class (imported here, on first use)."""
+
+    def _read_options(self) -> None:  # noqa: B027 - optional hook
+        """Check and keep the backend's own options (a ValueError naming the model)."""
 
     @abc.abstractmethod
-    def _call(
-        self,
-        messages: list[dict[str, str]],
-        images: list[bytes],
-        *,
-        json_schema: dict[str, Any] | None,
-        temperature: float,
-        max_tokens: int,
-        seed: int | None,
-        check: Callable[[Completion], None],
-        describe: str,
-    ) -> Completion:
-        """One call under the retry policy; raises CallFailed when it fails for good."""
-
-    def _redact(self, text: str) -> str:
-        return text
+    def _request(self, call: LLMCall) -> dict[str, Any]:
+        """The family's SDK request for ``call`` (see ``ChatClient.call``)."""
 
     # --- the interface ------------------------------------------------------------------
+    @property
+    def concurrency(self) -> int:
+        return self.chat.concurrency
+
     def answer_options(self) -> dict[str, Any]:
         """The options that change the answer (part of the cache key)."""
         return {k: v for k, v in sorted(self.options.items()) if k not in OPERATIONAL_OPTIONS}
@@ -235,11 +245,8 @@ class LLMBackend(abc.ABC):
         )
 
     def cost(self, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
-        pin = self.options.get("price_input_per_mtok")
-        pout = self.options.get("price_output_per_mtok")
-        if pin is None or pout is None or prompt_tokens is None or completion_tokens is None:
-            return None
-        return (prompt_tokens * float(pin) + completion_tokens * float(pout)) / 1e6
+        """The estimated USD cost of a call's tokens at the configured prices."""
+        return self.chat.cost(prompt_tokens, completion_tokens)
 
     def complete(
         self,
@@ -270,47 +277,25 @@ class LLMBackend(abc.ABC):
             pngs = [png_bytes(img) for img in images]
         except (OSError, ValueError) as exc:
             return LLMResponse(text="", error=f"cannot read an input image: {exc}", key=key)
-
-        def check(completion: Completion) -> None:
-            if completion.refusal:
-                raise APICallError(f"refused: {completion.refusal}", retryable=False)
-            if validator is not None:
-                try:
-                    parsed = parse_json_text(completion.text)
-                except json.JSONDecodeError as exc:
-                    raise MalformedResponse(
-                        f"invalid JSON ({exc.msg} at char {exc.pos}; "
-                        f"finish_reason={completion.finish_reason})"
-                    ) from None
-                error = best_match(validator.iter_errors(parsed))
-                if error is not None:
-                    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-                    raise APICallError(
-                        f"schema violation at {where}: {error.message[:200]}", retryable=True
-                    )
-
+        call = LLMCall(msgs, pngs, json_schema, Decoding(max_tokens, temperature, None, seed))
         try:
-            completion = self._call(
-                msgs,
-                pngs,
-                json_schema=json_schema,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                seed=seed,
-                check=check,
-                describe=describe,
+            completion = self.chat.call(
+                self._request(call), describe=describe, check=answer_check(validator)
             )
         except CallFailed as exc:
             return LLMResponse(text="", error=exc.reason, key=key)
         except Exception as exc:  # noqa: BLE001 - one failed call never kills a batch
-            reason = self._redact(f"{describe} failed: {type(exc).__name__}: {exc}")
+            reason = self.chat.redact(f"{describe} failed: {type(exc).__name__}: {exc}")
             return LLMResponse(text="", error=reason, key=key)
-        usage = {
-            "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens,
-        }
+        return self._answered(completion, key, payload, json_schema is not None)
+
+    def _answered(
+        self, completion: Completion, key: str, payload: dict[str, Any], want_json: bool
+    ) -> LLMResponse:
+        """The response of a successful call, stored in the cache (with its request)."""
+        usage = _usage(completion.prompt_tokens, completion.completion_tokens)
         cost = self.cost(completion.prompt_tokens, completion.completion_tokens)
-        parsed = parse_json_text(completion.text) if json_schema is not None else None
+        parsed = parse_json_text(completion.text) if want_json else None
         if self.cache is not None:
             self.cache.put(
                 key,
@@ -360,24 +345,53 @@ class LLMBackend(abc.ABC):
         return LLMResponse(
             text=hit["text"],
             parsed_json=parsed,
-            usage={
-                "prompt_tokens": usage.get("prompt_tokens"),
-                "completion_tokens": usage.get("completion_tokens"),
-            },
+            usage=_usage(usage.get("prompt_tokens"), usage.get("completion_tokens")),
             cached=True,
             cost_usd=hit.get("cost_usd"),
             model=hit.get("model"),
             key=key,
         )
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release the connections."""
+        self.chat.close()
 
     def __enter__(self) -> LLMBackend:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _usage(prompt_tokens: int | None, completion_tokens: int | None) -> dict[str, int | None]:
+    """The ``usage`` of a response: its prompt and completion tokens (None when unknown)."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+
+
+def answer_check(validator: Any | None) -> Callable[[Completion], None]:
+    """What a call's answer must pass, as a ``check`` for the retry loop: a refusal is a
+    final error; with a schema ``validator``, invalid JSON is a malformed response and
+    a schema violation a retryable error."""
+
+    def check(completion: Completion) -> None:
+        if completion.refusal:
+            raise APICallError(f"refused: {completion.refusal}", retryable=False)
+        if validator is not None:
+            try:
+                parsed = parse_json_text(completion.text)
+            except json.JSONDecodeError as exc:
+                raise MalformedResponse(
+                    f"invalid JSON ({exc.msg} at char {exc.pos}; "
+                    f"finish_reason={completion.finish_reason})"
+                ) from None
+            error = best_match(validator.iter_errors(parsed))
+            if error is not None:
+                where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+                raise APICallError(
+                    f"schema violation at {where}: {error.message[:200]}", retryable=True
+                )
+
+    return check
 
 
 def _validator(schema: dict[str, Any]) -> Any:
@@ -396,16 +410,12 @@ class OpenAILLM(LLMBackend):
 
     name = "openai"
 
-    def __init__(
-        self,
-        spec: dict[str, Any],
-        cache: LLMCache | None = None,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def _chat_class(self) -> type[ChatClient]:
         from ..vlm.openai_api import OpenAIChat
 
-        super().__init__(spec, cache, sleep=sleep)
+        return OpenAIChat
+
+    def _read_options(self) -> None:
         mode = self.options.get("json_mode", "json_schema")
         if mode not in ("json_schema", "json_object", "none"):
             raise ValueError(
@@ -413,22 +423,6 @@ class OpenAILLM(LLMBackend):
                 f"none, got {mode!r}"
             )
         self.json_mode = mode
-        who = f"LLM {self.model!r}"
-        self.chat = OpenAIChat(
-            model=self.model,
-            base_url=spec.get("base_url"),
-            api_key=api_key_from_env(spec, who=who, allow_none=True),
-            options=self.options,
-            who=who,
-            sleep=sleep,
-        )
-
-    @property
-    def concurrency(self) -> int:
-        return self.chat.concurrency
-
-    def _redact(self, text: str) -> str:
-        return self.chat.redact(text)
 
     def _response_format(self, json_schema: dict[str, Any] | None) -> dict[str, Any] | None:
         if json_schema is None or self.json_mode == "none":
@@ -440,38 +434,20 @@ class OpenAILLM(LLMBackend):
             "json_schema": {"name": "response", "schema": json_schema, "strict": False},
         }
 
-    def _call(
-        self,
-        messages: list[dict[str, str]],
-        images: list[bytes],
-        *,
-        json_schema: dict[str, Any] | None,
-        temperature: float,
-        max_tokens: int,
-        seed: int | None,
-        check: Callable[[Completion], None],
-        describe: str,
-    ) -> Completion:
+    def _request(self, call: LLMCall) -> dict[str, Any]:
+        """``messages`` with the images as parts of the last user message, and the
+        decoding fields with the ``response_format`` of ``json_mode``."""
         from ..vlm.openai_api import image_part
 
-        wire: list[dict[str, Any]] = [dict(m) for m in messages]
-        if images:
+        wire: list[dict[str, Any]] = [dict(m) for m in call.messages]
+        if call.images:
             last_user = max(i for i, m in enumerate(wire) if m["role"] == "user")
             text = wire[last_user]["content"]
             parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
-            parts += [image_part(png) for png in images]
+            parts += [image_part(png) for png in call.images]
             wire[last_user] = {"role": "user", "content": parts}
-        kwargs = self.chat.request_kwargs(
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_p=None,
-            seed=seed,
-            response_format=self._response_format(json_schema),
-        )
-        return self.chat.call(wire, describe=describe, check=check, **kwargs)
-
-    def close(self) -> None:
-        self.chat.close()
+        response_format = self._response_format(call.json_schema)
+        return {"messages": wire, **self.chat.request_kwargs(call.decoding, response_format)}
 
 
 class GeminiLLM(LLMBackend):
@@ -479,46 +455,17 @@ class GeminiLLM(LLMBackend):
 
     name = "gemini"
 
-    def __init__(
-        self,
-        spec: dict[str, Any],
-        cache: LLMCache | None = None,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def _chat_class(self) -> type[ChatClient]:
         from ..vlm.gemini_api import GeminiChat
 
-        super().__init__(spec, cache, sleep=sleep)
-        who = f"LLM {self.model!r}"
-        self.chat = GeminiChat(
-            model=self.model,
-            base_url=spec.get("base_url"),
-            api_key=api_key_from_env(spec, who=who, allow_none=bool(spec.get("base_url"))),
-            options=self.options,
-            who=who,
-            sleep=sleep,
-        )
+        return GeminiChat
 
-    @property
-    def concurrency(self) -> int:
-        return self.chat.concurrency
-
-    def _redact(self, text: str) -> str:
-        return self.chat.redact(text)
-
-    def _call(
-        self,
-        messages: list[dict[str, str]],
-        images: list[bytes],
-        *,
-        json_schema: dict[str, Any] | None,
-        temperature: float,
-        max_tokens: int,
-        seed: int | None,
-        check: Callable[[Completion], None],
-        describe: str,
-    ) -> Completion:
+    def _request(self, call: LLMCall) -> dict[str, Any]:
+        """The system messages as the system instruction, the other turns as contents
+        (assistant turns in the ``model`` role; the images with the last user turn), and
+        a config asking for JSON when there is a schema."""
         types = self.chat.types
+        messages = call.messages
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system") or None
         turns = [m for m in messages if m["role"] != "system"]
         last_user = max(i for i, m in enumerate(turns) if m["role"] == "user")
@@ -526,22 +473,16 @@ class GeminiLLM(LLMBackend):
         for i, m in enumerate(turns):
             parts = [self.chat.text_part(m["content"])]
             if i == last_user:
-                parts += [self.chat.image_part(png) for png in images]
+                parts += [self.chat.image_part(png) for png in call.images]
             role = "model" if m["role"] == "assistant" else "user"
             contents.append(types.Content(role=role, parts=parts))
         config = self.chat.config(
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_p=None,
-            seed=seed,
+            call.decoding,
             system=system,
-            json_schema=json_schema,
-            json_mode=json_schema is not None,
+            json_schema=call.json_schema,
+            json_mode=call.json_schema is not None,
         )
-        return self.chat.call(contents, config, describe=describe, check=check)
-
-    def close(self) -> None:
-        self.chat.close()
+        return {"contents": contents, "config": config}
 
 
 LLM_BACKENDS: dict[str, type[LLMBackend]] = {"openai": OpenAILLM, "gemini": GeminiLLM}

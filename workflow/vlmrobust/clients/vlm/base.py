@@ -166,6 +166,13 @@ def without_marks(req: Request, marks: list[str]) -> Request:
     return dataclasses.replace(req, content=content)
 
 
+def template_messages(req: Request, processor: Any) -> list[dict[str, Any]]:
+    """:func:`chat_messages` of ``req`` for ``processor``'s chat template (a processor,
+    tokenizer or template string), its media marks taken out of the text first
+    (:func:`without_marks`)."""
+    return chat_messages(without_marks(req, media_marks(processor)))
+
+
 def chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
     for i in range(0, len(items), max(1, size)):
         yield items[i : i + size]

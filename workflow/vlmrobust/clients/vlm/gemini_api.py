@@ -1,8 +1,10 @@
 """The ``gemini`` backend: Google's Gemini API through ``google-genai``.
 
-The SDK's own retries are off (``HttpRetryOptions(attempts=1)``); the shared policy of
-:mod:`vlmrobust.clients.apicall` retries on top. ``base_url`` (registry) overrides the
-endpoint, which is how the tests point the SDK at a local fake server.
+The SDK's own retries are off (``HttpRetryOptions(attempts=1)``); the chat client both
+families share (:class:`~vlmrobust.clients.chat.ChatClient`) retries on top. This module
+says only what is Gemini's: the options, the request config and contents and how a
+response is read. ``base_url`` (registry) overrides the endpoint, which is how the tests
+point the SDK at a local fake server.
 
 Registry ``options`` (all optional):
 
@@ -26,25 +28,11 @@ blocked before generation) and ``other`` (anything else; the raw value is kept i
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
-from ..apicall import (
-    APICallError,
-    Classified,
-    Completion,
-    MalformedResponse,
-    Redactor,
-    RetryPolicy,
-    api_key_from_env,
-    call_with_retries,
-    concurrency_from_options,
-    default_classify,
-    png_bytes,
-)
-from .api_base import APIBackend
+from ..apicall import Classified, Completion, MalformedResponse, default_classify, png_bytes
+from ..chat import ChatClient, Decoding, int_or_none
+from .api_base import APIBackend, content_parts, request_decoding
 from .base import Request
 
 _CONTENT_FILTER = frozenset(
@@ -98,17 +86,13 @@ def classify_gemini(exc: BaseException) -> Classified:
     return default_classify(exc)
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def parse_gemini_response(response: Any, latency_s: float) -> Completion:
     """Read a GenerateContentResponse; raise :class:`MalformedResponse` when it lacks
     the shape (no candidates and no prompt block)."""
     usage = getattr(response, "usage_metadata", None)
-    prompt_tokens = _int_or_none(getattr(usage, "prompt_token_count", None))
-    answer_tokens = _int_or_none(getattr(usage, "candidates_token_count", None))
-    thought_tokens = _int_or_none(getattr(usage, "thoughts_token_count", None))
+    prompt_tokens = int_or_none(getattr(usage, "prompt_token_count", None))
+    answer_tokens = int_or_none(getattr(usage, "candidates_token_count", None))
+    thought_tokens = int_or_none(getattr(usage, "thoughts_token_count", None))
     completion_tokens = None
     if answer_tokens is not None or thought_tokens is not None:
         completion_tokens = (answer_tokens or 0) + (thought_tokens or 0)
@@ -155,56 +139,41 @@ def parse_gemini_response(response: Any, latency_s: float) -> Completion:
     )
 
 
-class GeminiChat:
-    """A generate_content client with the shared retry policy and in-flight limit.
+class GeminiChat(ChatClient):
+    """``models.generate_content`` of ``google-genai`` as a
+    :class:`~vlmrobust.clients.chat.ChatClient` (key, retries, in-flight limit), for
+    :class:`GeminiBackend` (VLM) and :class:`vlmrobust.clients.llm.backends.GeminiLLM`;
+    ``types`` is the SDK's types module, for the parts and contents of a request."""
 
-    Used by :class:`GeminiBackend` (VLM) and :class:`vlmrobust.clients.llm.backends.GeminiLLM`.
-    The API key is handed to the SDK client and kept nowhere else.
-    """
+    family = "gemini"
+    classify = staticmethod(classify_gemini)
+    parse = staticmethod(parse_gemini_response)
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str | None,
-        api_key: str,
-        options: dict[str, Any] | None = None,
-        who: str = "gemini",
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        from google import genai
+    @classmethod
+    def key_optional(cls, spec: dict[str, Any]) -> bool:
+        """A key is required unless a custom endpoint (a proxy or a test server) is set."""
+        return bool(spec.get("base_url"))
+
+    def _read_options(self) -> None:
         from google.genai import types
 
         self.types = types
-        self.model = model
-        self.who = who
-        self.options = dict(options or {})
-        self.policy = RetryPolicy.from_options(self.options)
-        self.concurrency = concurrency_from_options(self.options)
-        self.slots = threading.BoundedSemaphore(self.concurrency)
-        self.sleep = sleep
-        self.redact = Redactor(api_key)
-        self.send_temperature = bool(self.options.get("send_temperature", True))
-        self.send_top_p = bool(self.options.get("send_top_p", self.send_temperature))
-        self.send_seed = bool(self.options.get("send_seed", True))
-        http_options = types.HttpOptions(
+
+    def _connect(self, base_url: str | None, api_key: str) -> Any:
+        from google import genai
+
+        http_options = self.types.HttpOptions(
             base_url=base_url or None,
             api_version=self.options.get("api_version") or None,
             timeout=max(1, int(round(self.policy.timeout_s * 1000))),  # milliseconds
-            retry_options=types.HttpRetryOptions(attempts=1),  # no SDK retries
+            retry_options=self.types.HttpRetryOptions(attempts=1),  # no SDK retries
         )
-        self.client = genai.Client(vertexai=False, api_key=api_key, http_options=http_options)
-
-    def __repr__(self) -> str:
-        return f"GeminiChat(model={self.model!r}, who={self.who!r})"
+        return genai.Client(vertexai=False, api_key=api_key, http_options=http_options)
 
     def config(
         self,
+        decoding: Decoding,
         *,
-        max_tokens: int,
-        temperature: float,
-        top_p: float | None,
-        seed: int | None,
         system: str | None = None,
         json_schema: dict[str, Any] | None = None,
         json_mode: bool = False,
@@ -212,16 +181,11 @@ class GeminiChat:
         """A GenerateContentConfig with the decoding fields this model accepts."""
         types = self.types
         kwargs: dict[str, Any] = {
-            "max_output_tokens": int(max_tokens),
+            "max_output_tokens": int(decoding.max_tokens),
             # No tools are sent; switching AFC off keeps the SDK to exactly one request.
             "automatic_function_calling": types.AutomaticFunctionCallingConfig(disable=True),
         }
-        if self.send_temperature:
-            kwargs["temperature"] = float(temperature)
-        if self.send_top_p and top_p is not None:
-            kwargs["top_p"] = float(top_p)
-        if self.send_seed and seed is not None:
-            kwargs["seed"] = int(seed)
+        kwargs.update(self.sampling(decoding))
         if system:
             kwargs["system_instruction"] = system
         thinking = {
@@ -237,44 +201,9 @@ class GeminiChat:
                 kwargs["response_json_schema"] = json_schema
         return types.GenerateContentConfig(**kwargs)
 
-    def attempt(self, contents: Any, config: Any) -> Completion:
-        """One request, no retry; raises on any failure (classified by the caller)."""
-        start = time.monotonic()
-        response = self.client.models.generate_content(
-            model=self.model, contents=contents, config=config
-        )
-        try:
-            return parse_gemini_response(response, time.monotonic() - start)
-        except APICallError:
-            raise
-        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
-            raise MalformedResponse(f"unexpected shape ({type(exc).__name__}: {exc})") from None
-
-    def call(
-        self,
-        contents: Any,
-        config: Any,
-        *,
-        describe: str,
-        check: Callable[[Completion], Any] | None = None,
-    ) -> Completion:
-        """:meth:`attempt` under the retry policy (see ``OpenAIChat.call``)."""
-
-        def once() -> Completion:
-            completion = self.attempt(contents, config)
-            if check is not None:
-                check(completion)
-            return completion
-
-        return call_with_retries(
-            once,
-            self.policy,
-            describe=describe,
-            classify=classify_gemini,
-            sleep=self.sleep,
-            slots=self.slots,
-            redact=self.redact,
-        )
+    def _send(self, request: dict[str, Any]) -> Any:
+        """``models.generate_content`` with ``contents`` and ``config``."""
+        return self.client.models.generate_content(model=self.model, **request)
 
     def image_part(self, image: Any) -> Any:
         return self.types.Part.from_bytes(data=png_bytes(image), mime_type="image/png")
@@ -282,68 +211,20 @@ class GeminiChat:
     def text_part(self, text: str) -> Any:
         return self.types.Part.from_text(text=text)
 
-    def close(self) -> None:
-        close = getattr(self.client, "close", None)
-        if callable(close):
-            close()
-
 
 class GeminiBackend(APIBackend):
     """A VLM behind the Gemini API."""
 
     name = "gemini"
+    chat_class = GeminiChat
+    api_model_hint = "e.g. gemini-2.5-flash"
     refusal_as_text = False
 
-    def __init__(
-        self,
-        model_id: str,
-        spec: dict[str, Any],
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        super().__init__(model_id, spec)
-        self._init_api(model_id, spec, "e.g. gemini-2.5-flash")
-        # A key is required unless a custom endpoint (a proxy or a test server) is set.
-        self.chat = GeminiChat(
-            model=self.api_model,
-            base_url=spec.get("base_url"),
-            api_key=api_key_from_env(
-                spec, who=f"model {model_id!r}", allow_none=bool(spec.get("base_url"))
-            ),
-            options=self.options,
-            who=f"model {model_id!r}",
-            sleep=sleep,
-        )
-        self.default_batch_size = 4 * self.chat.concurrency
-
     def _contents(self, request: Request) -> Any:
-        types = self.chat.types
-        parts = []
-        for i, part in enumerate(request.content):
-            kind = part.get("type")
-            if kind == "text":
-                parts.append(self.chat.text_part(part["text"]))
-            elif kind == "image":
-                try:
-                    parts.append(self.chat.image_part(part["path"]))
-                except (OSError, ValueError) as exc:
-                    raise ValueError(
-                        f"request {request.key!r}: cannot read image {part.get('path')!r} "
-                        f"({type(exc).__name__}: {exc})"
-                    ) from None
-            else:
-                raise ValueError(
-                    f"request {request.key!r}: content part {i} has type {kind!r}; "
-                    "expected 'text' or 'image'"
-                )
-        return [types.Content(role="user", parts=parts)]
+        parts = content_parts(request, self.chat.text_part, self.chat.image_part)
+        return [self.chat.types.Content(role="user", parts=parts)]
 
     def _send(self, request: Request, describe: str) -> Completion:
-        config = self.chat.config(
-            max_tokens=request.max_new_tokens,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            seed=request.seed,
-            system=request.system,
-        )
-        return self.chat.call(self._contents(request), config, describe=describe)
+        config = self.chat.config(request_decoding(request), system=request.system)
+        contents = self._contents(request)
+        return self.chat.call({"contents": contents, "config": config}, describe=describe)

@@ -58,17 +58,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import (
-    Backend,
-    Request,
-    Result,
-    chat_messages,
-    chunks,
-    media_marks,
-    without_marks,
-)
+from .base import Backend, Request, Result, chunks, media_marks, template_messages
 from .checkpoint import hub_commit, local_revision
-from .media import load_image
+from .media import load_images
 
 log = logging.getLogger(__name__)
 
@@ -423,7 +415,7 @@ class HFBackend(Backend):
     def _prepare(self, req: Request) -> tuple[Request, str, list[Any], int | None]:
         if req.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
-        images = [load_image(p) for p in req.image_paths]
+        images = load_images(req.image_paths)
         prompt = self.chat_prompt(req)
         seed = req.seed
         if not req.greedy and seed is None:
@@ -434,7 +426,7 @@ class HFBackend(Backend):
         """The request as the text the model continues: the processor's chat template
         applied to its messages, with the generation prompt (image placeholders not yet
         expanded). The demo models are trained on exactly this text."""
-        messages = chat_messages(without_marks(req, media_marks(self.processor)))
+        messages = template_messages(req, self.processor)
         return self.processor.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=False, **self._template_kwargs
         )

@@ -3,8 +3,10 @@
 vLLM, SGLang, LMDeploy and Ollama serve the same chat-completions API; point a
 registry entry at one with ``base_url`` (``api_key_env: null`` when the server needs
 no key). The official ``openai`` client does the HTTP with its own retries switched
-off (``max_retries=0``); :mod:`vlmrobust.clients.apicall` retries on top, the same way for
-every provider.
+off (``max_retries=0``); the chat client both families share
+(:class:`~vlmrobust.clients.chat.ChatClient`) retries on top, the same way for every
+provider. This module says only what is OpenAI's: the options, the request fields and
+how a chat completion is read.
 
 Registry ``options`` (all optional):
 
@@ -46,25 +48,17 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from ..apicall import (
-    APICallError,
     Classified,
     Completion,
     MalformedResponse,
-    Redactor,
-    RetryPolicy,
-    api_key_from_env,
-    call_with_retries,
-    concurrency_from_options,
     default_classify,
     png_bytes,
 )
-from .api_base import APIBackend
+from ..chat import ChatClient, Decoding, int_or_none
+from .api_base import APIBackend, content_parts, request_decoding
 from .base import Request
 
 _MAX_TOKENS_PARAMS = ("max_tokens", "max_completion_tokens")
@@ -94,10 +88,6 @@ def classify_openai(exc: BaseException) -> Classified:
     if isinstance(exc, json.JSONDecodeError):
         return Classified(True, f"malformed response: body is not JSON ({exc.msg})")
     return default_classify(exc)
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -139,83 +129,53 @@ def parse_chat_completion(completion: Any, latency_s: float) -> Completion:
         text=content or "",
         finish_reason=str(_field(choice, "finish_reason") or "unknown"),
         reasoning=reasoning or None,
-        prompt_tokens=_int_or_none(_field(usage, "prompt_tokens")),
-        completion_tokens=_int_or_none(_field(usage, "completion_tokens")),
-        reasoning_tokens=_int_or_none(_field(details, "reasoning_tokens")),
+        prompt_tokens=int_or_none(_field(usage, "prompt_tokens")),
+        completion_tokens=int_or_none(_field(usage, "completion_tokens")),
+        reasoning_tokens=int_or_none(_field(details, "reasoning_tokens")),
         model=model if isinstance(model, str) else None,
         latency_s=latency_s,
         refusal=refusal if isinstance(refusal, str) and refusal else None,
     )
 
 
-class OpenAIChat:
-    """A chat-completions client with the shared retry policy and in-flight limit.
+class OpenAIChat(ChatClient):
+    """``chat.completions.create`` of the ``openai`` SDK as a
+    :class:`~vlmrobust.clients.chat.ChatClient` (key, retries, in-flight limit), for
+    :class:`OpenAIBackend` (VLM) and :class:`vlmrobust.clients.llm.backends.OpenAILLM`."""
 
-    Used by :class:`OpenAIBackend` (VLM) and :class:`vlmrobust.clients.llm.backends.OpenAILLM`.
-    The API key is handed to the SDK client and kept nowhere else.
-    """
+    family = "openai"
+    classify = staticmethod(classify_openai)
+    parse = staticmethod(parse_chat_completion)
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str | None,
-        api_key: str,
-        options: dict[str, Any] | None = None,
-        who: str = "openai",
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        import openai
-
-        self.model = model
-        self.who = who
-        self.options = dict(options or {})
-        self.policy = RetryPolicy.from_options(self.options)
-        self.concurrency = concurrency_from_options(self.options)
-        self.slots = threading.BoundedSemaphore(self.concurrency)
-        self.sleep = sleep
-        self.redact = Redactor(api_key)
+    def _read_options(self) -> None:
         param = self.options.get("max_tokens_param", "max_tokens")
         if param not in _MAX_TOKENS_PARAMS:
             raise ValueError(
-                f"{who}: options.max_tokens_param must be one of {', '.join(_MAX_TOKENS_PARAMS)}, "
-                f"got {param!r}"
+                f"{self.who}: options.max_tokens_param must be one of "
+                f"{', '.join(_MAX_TOKENS_PARAMS)}, got {param!r}"
             )
         self.max_tokens_param = param
-        self.send_temperature = bool(self.options.get("send_temperature", True))
-        self.send_top_p = bool(self.options.get("send_top_p", self.send_temperature))
-        self.send_seed = bool(self.options.get("send_seed", True))
         extra_body = self.options.get("extra_body") or {}
         if not isinstance(extra_body, dict):
-            raise ValueError(f"{who}: options.extra_body must be a mapping")
+            raise ValueError(f"{self.who}: options.extra_body must be a mapping")
         self.extra_body = extra_body
-        self.client = openai.OpenAI(
+
+    def _connect(self, base_url: str | None, api_key: str) -> Any:
+        import openai
+
+        return openai.OpenAI(
             api_key=api_key,
             base_url=base_url or None,
             max_retries=0,
             timeout=self.policy.timeout_s,
         )
 
-    def __repr__(self) -> str:
-        return f"OpenAIChat(model={self.model!r}, who={self.who!r})"
-
     def request_kwargs(
-        self,
-        *,
-        max_tokens: int,
-        temperature: float,
-        top_p: float | None,
-        seed: int | None,
-        response_format: dict[str, Any] | None = None,
+        self, decoding: Decoding, response_format: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """The decoding fields of a request as this model accepts them."""
-        kwargs: dict[str, Any] = {self.max_tokens_param: int(max_tokens)}
-        if self.send_temperature:
-            kwargs["temperature"] = float(temperature)
-        if self.send_top_p and top_p is not None:
-            kwargs["top_p"] = float(top_p)
-        if self.send_seed and seed is not None:
-            kwargs["seed"] = int(seed)
+        kwargs: dict[str, Any] = {self.max_tokens_param: int(decoding.max_tokens)}
+        kwargs.update(self.sampling(decoding))
         if self.options.get("reasoning_effort"):
             kwargs["reasoning_effort"] = str(self.options["reasoning_effort"])
         if response_format is not None:
@@ -224,101 +184,35 @@ class OpenAIChat:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
 
-    def attempt(self, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
-        """One request, no retry; raises on any failure (classified by the caller)."""
-        start = time.monotonic()
+    def _send(self, request: dict[str, Any]) -> Any:
+        """``chat.completions.create`` with ``messages`` and the decoding fields; a body
+        that is not JSON is a malformed response."""
         try:
-            completion = self.client.chat.completions.create(
-                model=self.model, messages=messages, **kwargs
-            )
+            return self.client.chat.completions.create(model=self.model, **request)
         except json.JSONDecodeError as exc:
             raise MalformedResponse(f"body is not JSON ({exc.msg})") from None
-        try:
-            return parse_chat_completion(completion, time.monotonic() - start)
-        except APICallError:
-            raise
-        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
-            raise MalformedResponse(f"unexpected shape ({type(exc).__name__}: {exc})") from None
-
-    def call(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        describe: str,
-        check: Callable[[Completion], Any] | None = None,
-        **kwargs: Any,
-    ) -> Completion:
-        """:meth:`attempt` under the retry policy; ``check`` may raise
-        :class:`~vlmrobust.clients.apicall.APICallError` to reject an answer (retried when
-        retryable). Raises :class:`~vlmrobust.clients.apicall.CallFailed` when all fail."""
-
-        def once() -> Completion:
-            completion = self.attempt(messages, **kwargs)
-            if check is not None:
-                check(completion)
-            return completion
-
-        return call_with_retries(
-            once,
-            self.policy,
-            describe=describe,
-            classify=classify_openai,
-            sleep=self.sleep,
-            slots=self.slots,
-            redact=self.redact,
-        )
-
-    def close(self) -> None:
-        self.client.close()
 
 
 def build_user_content(request: Request, detail: str | None = None) -> list[dict[str, Any]]:
     """The user turn of ``request`` as OpenAI content parts, images and text in order."""
-    parts: list[dict[str, Any]] = []
-    for i, part in enumerate(request.content):
-        kind = part.get("type")
-        if kind == "text":
-            parts.append({"type": "text", "text": part["text"]})
-        elif kind == "image":
-            try:
-                parts.append(image_part(part["path"], detail))
-            except (OSError, ValueError) as exc:
-                raise ValueError(
-                    f"request {request.key!r}: cannot read image {part.get('path')!r} "
-                    f"({type(exc).__name__}: {exc})"
-                ) from None
-        else:
-            raise ValueError(
-                f"request {request.key!r}: content part {i} has type {kind!r}; "
-                "expected 'text' or 'image'"
-            )
-    return parts
+
+    def text_part(text: str) -> dict[str, Any]:
+        return {"type": "text", "text": text}
+
+    def image_path_part(path: Any) -> dict[str, Any]:
+        return image_part(path, detail)
+
+    return content_parts(request, text_part, image_path_part)
 
 
 class OpenAIBackend(APIBackend):
     """A VLM behind the OpenAI chat-completions API (OpenAI or a compatible server)."""
 
     name = "openai"
-
-    def __init__(
-        self,
-        model_id: str,
-        spec: dict[str, Any],
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        super().__init__(model_id, spec)
-        self._init_api(model_id, spec, "the model name at the API or the name the server serves")
-        self.chat = OpenAIChat(
-            model=self.api_model,
-            base_url=spec.get("base_url"),
-            api_key=api_key_from_env(spec, who=f"model {model_id!r}", allow_none=True),
-            options=self.options,
-            who=f"model {model_id!r}",
-            sleep=sleep,
-        )
-        self.default_batch_size = 4 * self.chat.concurrency
-        self._tokenizer: Any = None
+    chat_class = OpenAIChat
+    api_model_hint = "the model name at the API or the name the server serves"
+    #: the tokenizer of ``options.tokenizer``, loaded on first use
+    _tokenizer: Any = None
 
     @classmethod
     def image_limit(cls, model_id: str, spec: dict[str, Any]) -> int | None:
@@ -345,10 +239,5 @@ class OpenAIBackend(APIBackend):
         return messages
 
     def _send(self, request: Request, describe: str) -> Completion:
-        kwargs = self.chat.request_kwargs(
-            max_tokens=request.max_new_tokens,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            seed=request.seed,
-        )
-        return self.chat.call(self._messages(request), describe=describe, **kwargs)
+        kwargs = self.chat.request_kwargs(request_decoding(request))
+        return self.chat.call({"messages": self._messages(request), **kwargs}, describe=describe)

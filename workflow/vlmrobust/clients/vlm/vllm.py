@@ -34,17 +34,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import (
-    Backend,
-    Request,
-    Result,
-    chat_messages,
-    chunks,
-    media_marks,
-    without_marks,
-)
+from .base import Backend, Request, Result, chunks, template_messages
 from .checkpoint import hub_commit, local_revision
-from .media import load_image
+from .media import load_images
 
 #: Tokens removed from the end of an output (ends of turn, padding); reasoning tags
 #: such as ``<think>`` are kept even where the tokenizer marks them special.
@@ -110,7 +102,7 @@ def build_vllm_request(
     arguments. Raises when an image cannot be read (the message names the file).
     """
     options = options or {}
-    messages = chat_messages(without_marks(req, media_marks(processor_or_template)))
+    messages = template_messages(req, processor_or_template)
     prompt = _render(
         processor_or_template, messages, dict(options.get("chat_template_kwargs") or {})
     )
@@ -119,7 +111,7 @@ def build_vllm_request(
         "prompt": prompt,
         "sampling_params": sampling_params(req, options.get("generation")),
     }
-    images = [load_image(p) for p in req.image_paths]
+    images = load_images(req.image_paths)
     if images:
         out["multi_modal_data"] = {"image": images}
     return out
@@ -305,7 +297,7 @@ class VLLMBackend(Backend):
             images = []
         content = [{"type": "image", "path": ""} for _ in images]
         probe = Request("probe", [*content, {"type": "text", "text": "Hi"}], max_new_tokens=1)
-        messages = chat_messages(without_marks(probe, media_marks(self.processor)))
+        messages = template_messages(probe, self.processor)
         prompt = _render(
             self.processor, messages, dict(self.options.get("chat_template_kwargs") or {})
         )
