@@ -103,7 +103,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_data(args: argparse.Namespace) -> int:
-    from .demo.data import generate_demo
+    from vlmrobust_demo.data import generate_demo
 
     t0 = time.perf_counter()
     summary = generate_demo(
@@ -121,7 +121,7 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
 def cmd_demo_idis(args: argparse.Namespace) -> int:
     """The Idis demo data: the sizes given as arguments (else the generator's
     defaults); the seed is --seed, else the --config run's seed, else 0."""
-    from .demo.idis import IDIS_DEMO_OPTIONS, generate_idis_demo
+    from vlmrobust_demo.idis import IDIS_DEMO_OPTIONS, generate_idis_demo
 
     seed = args.seed
     if args.config is not None:
@@ -137,8 +137,8 @@ def cmd_demo_idis(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_model(args: argparse.Namespace) -> int:
-    from .demo.model import build_demo_model
-    from .demo.train import TrainSpec
+    from vlmrobust_demo.model import build_demo_model
+    from vlmrobust_demo.train import TrainSpec
 
     if args.config is not None:
         if not args.model:
@@ -170,7 +170,7 @@ def cmd_demo_model(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_seeds(args: argparse.Namespace) -> int:
-    from .demo.seeds import make_demo_seeds
+    from vlmrobust_demo.seeds import make_demo_seeds
 
     seeds = make_demo_seeds(args.out)
     log.info("wrote %d seeds to %s", len(seeds), args.out)

@@ -1,6 +1,6 @@
 """Training targets of the demo models: the answer, and the templated reasoning traces.
 
-The demo models learn from the demo training split (:mod:`vlmrobust.demo.train`). A
+The demo models learn from the demo training split (:mod:`vlmrobust_demo.train`). A
 *direct* model (``demo-base``) is trained to answer with the scorer's canonical answer
 only. A *thinking* model (``demo-reasoning``, ``demo-extra``) is trained to first write
 a short ``<think>…</think>`` trace, then the answer. The trace names what is in the
@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.records import Sample
+from vlmrobust.core.records import Sample
+
 from .data import SOURCE_FAMILY
 
 __all__ = [
@@ -157,7 +158,7 @@ def think_trace(sample: Sample, rng: np.random.Generator) -> str:
     return " ".join([*kept, sentences[-1]])
 
 
-#: The prompt of the auxiliary ``describe`` task (module docstring of vlmrobust.demo.train).
+#: The prompt of the auxiliary ``describe`` task (module docstring of vlmrobust_demo.train).
 DESCRIBE_PROMPT = "Describe the image."
 
 

@@ -9,7 +9,7 @@ video processor) that loads exactly like a downloaded one through
 
 Without training data the weights are random (fast builds for tests of the backends).
 With a training split (``train_dir`` + ``train``) the model is then trained briefly on
-the CPU (:mod:`vlmrobust.demo.train`), so that it answers the demo questions through
+the CPU (:mod:`vlmrobust_demo.train`), so that it answers the demo questions through
 the unchanged ``hf`` path: toy models on synthetic data, but with accuracies that move
 when the image is corrupted, distracted or masked. A thinking model may start from a
 trained base model (``init``).
@@ -121,7 +121,7 @@ def _corpus() -> list[str]:
 def _demo_lines() -> list[str]:
     """The demo's own words: its questions, labels, premises and the trace templates,
     so the demo models' prompts and answers are short in tokens."""
-    from ..core.prompts import (
+    from vlmrobust.core.prompts import (
         CRM_ANSWER_INSTRUCTION,
         CRM_COT_INSTRUCTION,
         LABEL_INSTRUCTION,
@@ -129,6 +129,7 @@ def _demo_lines() -> list[str]:
         SHORT_INSTRUCTION,
         YESNO_INSTRUCTION,
     )
+
     from . import data as demo
 
     lines = [
@@ -288,8 +289,8 @@ def build_demo_model(
     """Write a demo Qwen2-VL checkpoint directory to ``out_dir``; return its record.
 
     Without ``train`` the weights are random (drawn from ``seed``). With ``train`` (a
-    :class:`~vlmrobust.demo.train.TrainSpec`) and ``train_dir`` (a training split
-    written by :func:`vlmrobust.demo.data.generate_demo`) the model is trained on it,
+    :class:`~vlmrobust_demo.train.TrainSpec`) and ``train_dir`` (a training split
+    written by :func:`vlmrobust_demo.data.generate_demo`) the model is trained on it,
     starting from random weights or, with ``init``, from the weights of another demo
     checkpoint of the same sizes. ``options`` are the registry options the model is
     evaluated with (``min_pixels``/``max_pixels``), so training sees the same pixels.
@@ -424,8 +425,9 @@ def _train(
     seed: int,
     options: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """Train ``model`` on the training split (vlmrobust.demo.train); its record."""
-    from ..clients.vlm.hf import HFBackend
+    """Train ``model`` on the training split (vlmrobust_demo.train); its record."""
+    from vlmrobust.clients.vlm.hf import HFBackend
+
     from .train import deterministic_torch, load_examples, train_model
 
     opts = {"min_pixels": DEMO_MIN_PIXELS, "max_pixels": DEMO_MAX_PIXELS, **(options or {})}

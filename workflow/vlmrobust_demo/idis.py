@@ -67,12 +67,13 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw
 
-from ..core.concept_labels import CONCEPT_FAMILIES, LABEL_COLUMNS, write_labels
-from ..core.idis import IMAGENET9_FOLDERS, IMAGENET9_LABELS, MATHVERSE_VERSIONS
-from ..core.io import atomic_save_image, atomic_write_text, write_json
-from ..core.seeding import rng_for
-from ..data.idis import CONCEPT_LABELS_FILE
-from ..perturb.idis import load_objects, object_slug
+from vlmrobust.core.concept_labels import CONCEPT_FAMILIES, LABEL_COLUMNS, write_labels
+from vlmrobust.core.idis import IMAGENET9_FOLDERS, IMAGENET9_LABELS, MATHVERSE_VERSIONS
+from vlmrobust.core.io import atomic_save_image, atomic_write_text, write_json
+from vlmrobust.core.seeding import rng_for
+from vlmrobust.data.idis import CONCEPT_LABELS_FILE
+from vlmrobust.perturb.idis import load_objects, object_slug
+
 from .data import (
     _OBJECT_SPECS,
     _PNG_OPTIONS,

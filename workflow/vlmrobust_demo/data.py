@@ -45,15 +45,15 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageFont
 
-from ..core.concept_labels import CONCEPT_FAMILIES
-from ..core.config import demo_sample_id
-from ..core.idis import IMAGENET9_CLASS_NAMES as OBJECT_CLASSES
-from ..core.idis import IMAGENET9_LABELS as OBJECT_LABELS
-from ..core.idis import IMAGENET9_QUESTION as OBJECT_QUESTION
-from ..core.idis import MATHVERSE_VERSIONS as PROBLEM_VERSIONS
-from ..core.io import atomic_save_image, write_json, write_jsonl
-from ..core.records import ANSWER_TYPES
-from ..core.seeding import rng_for
+from vlmrobust.core.concept_labels import CONCEPT_FAMILIES
+from vlmrobust.core.config import demo_sample_id
+from vlmrobust.core.idis import IMAGENET9_CLASS_NAMES as OBJECT_CLASSES
+from vlmrobust.core.idis import IMAGENET9_LABELS as OBJECT_LABELS
+from vlmrobust.core.idis import IMAGENET9_QUESTION as OBJECT_QUESTION
+from vlmrobust.core.idis import MATHVERSE_VERSIONS as PROBLEM_VERSIONS
+from vlmrobust.core.io import atomic_save_image, write_json, write_jsonl
+from vlmrobust.core.records import ANSWER_TYPES
+from vlmrobust.core.seeding import rng_for
 
 __all__ = [
     "DEMO_FAMILIES",
