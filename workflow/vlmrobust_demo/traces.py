@@ -88,11 +88,14 @@ def _yesno(meta: dict[str, Any], answer: str) -> list[str]:
     return out
 
 
+def _counted(items: list | None, sentence: str) -> list[str]:
+    """``sentence`` with the number of ``items`` filled in, as a list of one sentence;
+    none where there are no items."""
+    return [sentence.format(len(items))] if items else []
+
+
 def _diagram(meta: dict[str, Any], answer: str) -> list[str]:
-    out = []
-    shapes = meta.get("shapes") or []
-    if shapes:
-        out.append(f"The figure has {len(shapes)} shapes.")
+    out = _counted(meta.get("shapes"), "The figure has {} shapes.")
     if meta.get("kind") == "count" and meta.get("target_colour"):
         out.append(f"I count {meta.get('answer_value')} {meta['target_colour']} shapes.")
     elif meta.get("answer_value") is not None:
@@ -130,10 +133,7 @@ def _geometry(meta: dict[str, Any], answer: str) -> list[str]:
 
 
 def _premise(meta: dict[str, Any], answer: str) -> list[str]:
-    out = []
-    premises = meta.get("visual_premises") or []
-    if premises:
-        out.append(f"The image has {len(premises)} parts.")
+    out = _counted(meta.get("visual_premises"), "The image has {} parts.")
     out.append(f"The part asked about shows {_lower_first(answer)}")
     return out
 
