@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_demo.py [--n 20] [--image-size 384] [--repeats 3]
 
-Runs :func:`vlmrobust.demo.data.generate_demo` (all seven families, default arguments
+Runs :func:`vlmrobust_demo.data.generate_demo` (all seven families, default arguments
 unless given) into a fresh temporary folder ``--repeats`` times and prints the best
 wall time in seconds, then the best time per family (each family generated alone).
 The generator is single-threaded (PIL drawing, PNG encoding), so this is one core.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import PIL
 
-from vlmrobust.demo.data import DEMO_FAMILIES, generate_demo
+from vlmrobust_demo.data import DEMO_FAMILIES, generate_demo
 
 
 def best_of(repeats: int, **kwargs) -> float:

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from vlmrobust.clients.vlm.base import Request
     from vlmrobust.clients.vlm.hf import HFBackend
-    from vlmrobust.demo.model import build_demo_model
+    from vlmrobust_demo.model import build_demo_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

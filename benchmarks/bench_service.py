@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model-dir", default=None, help="a head-size-32 demo checkpoint")
     ap.add_argument("--vllm-env", default=str(REPO / ".venv-vllm"))
     args = ap.parse_args(argv)
-    from vlmrobust.demo.model import build_demo_model
+    from vlmrobust_demo.model import build_demo_model
 
     work = Path(tempfile.mkdtemp(prefix="bench-service-"))
     try:

@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker == "vllm":
         run_vllm_worker(args)
         return 0
-    from vlmrobust.demo.model import build_demo_model
+    from vlmrobust_demo.model import build_demo_model
 
     work = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
     try:

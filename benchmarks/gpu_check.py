@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from vlmrobust.clients.vlm.base import Request
     from vlmrobust.clients.vlm.hf import HFBackend
-    from vlmrobust.demo.model import CHAT_TEMPLATE, _build_tokenizer
+    from vlmrobust_demo.model import CHAT_TEMPLATE, _build_tokenizer
 
     cuda = torch.cuda.is_available()
     if not cuda and not args.tiny:

@@ -27,8 +27,8 @@ from vlmrobust.clients.vlm.thinking import split_thinking  # noqa: E402
 from vlmrobust.core.idis import attribute_roles  # noqa: E402
 from vlmrobust.core.prompts import build_prompt  # noqa: E402
 from vlmrobust.core.records import Sample, Variant  # noqa: E402
-from vlmrobust.demo.model import build_demo_model  # noqa: E402
 from vlmrobust.infer.blocking import block_attention, trace_prefill  # noqa: E402
+from vlmrobust_demo.model import build_demo_model  # noqa: E402
 
 OPTIONS = {"min_pixels": 3136, "max_pixels": 50176}
 PREFILL = "<think> the dog bowl is red and the dog bowl is big</think>"

@@ -34,8 +34,8 @@ from vlmrobust.construct.editor import EditorError
 from vlmrobust.construct.writer import WriterError, correct_option
 from vlmrobust.core.decisions import read_candidates
 from vlmrobust.core.records import Sample, safe_id
-from vlmrobust.demo.data import generate_demo
-from vlmrobust.demo.seeds import make_demo_seeds
+from vlmrobust_demo.data import generate_demo
+from vlmrobust_demo.seeds import make_demo_seeds
 
 KEY_ENV = "VLMROBUST_TEST_CONSTRUCT_KEY"
 

@@ -1,4 +1,4 @@
-"""The embedded demo data generator (vlmrobust.demo.data).
+"""The embedded demo data generator (vlmrobust_demo.data).
 
 Answers are re-derived here from what each row says was drawn (``meta``), and for the
 counting diagrams and the geometry boxes from the pixels themselves.
@@ -16,7 +16,7 @@ from PIL import Image
 from scipy import ndimage
 
 from vlmrobust.core.records import ANSWER_TYPES, Sample, safe_id
-from vlmrobust.demo.data import (
+from vlmrobust_demo.data import (
     CONCEPT_FAMILIES,
     DEMO_FAMILIES,
     DEMO_VERSION,

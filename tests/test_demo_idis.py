@@ -1,4 +1,4 @@
-"""The Idis slice of the demo data (vlmrobust.demo.idis): the base datasets written in
+"""The Idis slice of the demo data (vlmrobust_demo.idis): the base datasets written in
 their real formats, the distractor assets, determinism, and the real adapters reading
 the folders.
 
@@ -28,7 +28,8 @@ from vlmrobust.core.idis import (
 )
 from vlmrobust.core.records import read_samples
 from vlmrobust.data.build import build_samples
-from vlmrobust.demo.idis import (
+from vlmrobust.perturb.idis import load_objects, object_slug
+from vlmrobust_demo.idis import (
     _JPEG_OPTIONS,
     all_idis_objects,
     generate_idis_demo,
@@ -36,7 +37,6 @@ from vlmrobust.demo.idis import (
     imagenet9_stem,
     logicvista_table,
 )
-from vlmrobust.perturb.idis import load_objects, object_slug
 
 from .test_demo import _files
 

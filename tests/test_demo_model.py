@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
 from vlmrobust.core.io import sha256_file  # noqa: E402
-from vlmrobust.demo.model import (  # noqa: E402
+from vlmrobust_demo.model import (  # noqa: E402
     DEMO_MARKER,
     DEMO_VOCAB,
     SPECIAL_TOKENS,

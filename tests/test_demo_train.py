@@ -12,10 +12,10 @@ pytest.importorskip("torchvision")
 
 from vlmrobust.clients.vlm.thinking import split_thinking  # noqa: E402
 from vlmrobust.core.records import Sample  # noqa: E402
-from vlmrobust.demo.data import generate_demo  # noqa: E402
-from vlmrobust.demo.model import build_demo_model, read_demo_record  # noqa: E402
-from vlmrobust.demo.traces import crm_chain, describe, target_text, think_trace  # noqa: E402
-from vlmrobust.demo.train import (  # noqa: E402
+from vlmrobust_demo.data import generate_demo  # noqa: E402
+from vlmrobust_demo.model import build_demo_model, read_demo_record  # noqa: E402
+from vlmrobust_demo.traces import crm_chain, describe, target_text, think_trace  # noqa: E402
+from vlmrobust_demo.train import (  # noqa: E402
     TASKS,
     TrainSpec,
     _samples,

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from vlmrobust.clients.vlm.base import Request  # noqa: E402
 from vlmrobust.clients.vlm.hf import HFBackend, RowSampler  # noqa: E402
 from vlmrobust.clients.vlm.media import ImageLoadError, load_image  # noqa: E402
-from vlmrobust.demo.model import build_demo_model  # noqa: E402
+from vlmrobust_demo.model import build_demo_model  # noqa: E402
 
 OPTIONS = {"batch_size": 8, "min_pixels": 3136, "max_pixels": 50176}
 SIZES = [(224, 224), (300, 200), (120, 500), (64, 64), (50, 90), (640, 480)]

@@ -48,41 +48,51 @@ def test_import_contracts_kept():
     assert "broken" not in proc.stdout.split("Contracts:")[-1].replace("0 broken", "")
 
 
-# Each arrow the wrong way that the layering forbids: (importing module, imported module,
-# the contract that must catch it).
+# The packages under workflow/: the production package and the demo generators.
+PACKAGES = ("vlmrobust", "vlmrobust_demo")
+
+# Each arrow the wrong way that the layering forbids: (importing module, under workflow/;
+# imported module; the contract that must catch it).
 WRONG_ARROWS = [
-    ("data/adapters.py", "vlmrobust.review.server", "layers"),
-    ("data/visargs.py", "vlmrobust.clients.llm", "data-no-llm"),
-    ("metrics/distraction.py", "vlmrobust.judges.reference", "pure-metrics"),
-    ("clients/llm/backends.py", "vlmrobust.infer.run", "layers"),
-    ("construct/editor.py", "vlmrobust.infer.run", "layers"),
-    ("score/released.py", "vlmrobust.data.adapters", "layers"),
-    ("judges/crm/stage.py", "vlmrobust.infer.run", "layers"),
-    ("core/config.py", "vlmrobust.data.adapters", "layers"),
-    ("clients/vlm/hf.py", "vlmrobust.demo.model", "demo"),
-    ("report/tables/render.py", "vlmrobust.studies", "layers"),
+    ("vlmrobust/data/adapters.py", "vlmrobust.review.server", "layers"),
+    ("vlmrobust/data/visargs.py", "vlmrobust.clients.llm", "data-no-llm"),
+    ("vlmrobust/metrics/distraction.py", "vlmrobust.judges.reference", "pure-metrics"),
+    ("vlmrobust/clients/llm/backends.py", "vlmrobust.infer.run", "layers"),
+    ("vlmrobust/construct/editor.py", "vlmrobust.infer.run", "layers"),
+    ("vlmrobust/score/released.py", "vlmrobust.data.adapters", "layers"),
+    ("vlmrobust/judges/crm/stage.py", "vlmrobust.infer.run", "layers"),
+    ("vlmrobust/core/config.py", "vlmrobust.data.adapters", "layers"),
+    ("vlmrobust/clients/vlm/hf.py", "vlmrobust_demo.model", "demo"),
+    ("vlmrobust/data/adapters.py", "vlmrobust_demo.data", "demo"),
+    ("vlmrobust_demo/data.py", "vlmrobust.metrics.core", "demo-below"),
+    ("vlmrobust_demo/model.py", "vlmrobust.cli", "demo-below"),
+    ("vlmrobust/report/tables/render.py", "vlmrobust.studies", "layers"),
 ]
 
 
 @pytest.mark.parametrize(("module", "target", "contract"), WRONG_ARROWS)
 def test_import_contract_catches_wrong_arrow(tmp_path, module, target, contract):
-    shutil.copytree(REPO / "workflow" / "vlmrobust", tmp_path / "vlmrobust")
-    path = tmp_path / "vlmrobust" / module
+    for package in PACKAGES:
+        shutil.copytree(REPO / "workflow" / package, tmp_path / package)
+    path = tmp_path / module
     path.write_text(path.read_text() + f"\nimport {target}  # noqa\n")
     proc = _lint_imports(tmp_path, "--contract", contract)
     assert proc.returncode != 0, proc.stdout
-    importer = "vlmrobust." + module.removesuffix(".py").replace("/", ".")
+    importer = module.removesuffix(".py").replace("/", ".")
     assert f"{importer} -> {target}" in proc.stdout, proc.stdout
 
 
 def test_the_architecture_doc_names_every_module():
-    """docs/architecture.md's module map names every module of the package."""
-    package = REPO / "workflow" / "vlmrobust"
+    """docs/architecture.md's module map names every module of the package (relative to
+    it) and of the demo package (as ``vlmrobust_demo/<module>``)."""
     doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
-    modules = sorted(
-        p.relative_to(package).as_posix()
-        for p in package.rglob("*.py")
-        if p.name not in ("__init__.py", "__main__.py")
-    )
-    missing = [m for m in modules if f"`{m}`" not in doc]
+    modules = []
+    for package, prefix in (("vlmrobust", ""), ("vlmrobust_demo", "vlmrobust_demo/")):
+        root = REPO / "workflow" / package
+        modules += [
+            prefix + p.relative_to(root).as_posix()
+            for p in root.rglob("*.py")
+            if p.name not in ("__init__.py", "__main__.py")
+        ]
+    missing = [m for m in sorted(modules) if f"`{m}`" not in doc]
     assert missing == []

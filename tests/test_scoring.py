@@ -551,7 +551,7 @@ def test_generic_scorer_and_default_prompts_on_every_demo_family(tmp_path):
     from vlmrobust.core.prompts import build_prompt, default_prompt
     from vlmrobust.core.records import Variant
     from vlmrobust.data.released import samples_from_rows
-    from vlmrobust.demo.data import DEMO_FAMILIES, generate_demo
+    from vlmrobust_demo.data import DEMO_FAMILIES, generate_demo
 
     generate_demo(tmp_path, n_per_family=6, image_size=128)
     for fam in DEMO_FAMILIES:

@@ -221,7 +221,7 @@ def test_the_owner_of_a_job_is_the_snakemake_process_above_it(monkeypatch, tmp_p
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from vlmrobust.demo.model import build_demo_model
+    from vlmrobust_demo.model import build_demo_model
 
     root = tmp_path_factory.mktemp("svcmodel")
     build_demo_model(root / "model", 5)

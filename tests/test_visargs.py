@@ -21,7 +21,7 @@ from vlmrobust.core.records import read_samples
 from vlmrobust.data.base import BadRowError
 from vlmrobust.data.build import build_samples
 from vlmrobust.data.visargs import region_phrase, template_question
-from vlmrobust.demo.data import generate_demo
+from vlmrobust_demo.data import generate_demo
 
 KEY_ENV = "VLMROBUST_TEST_VISARGS_KEY"
 

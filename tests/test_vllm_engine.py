@@ -70,7 +70,7 @@ def _images(root: Path) -> list[Path]:
 def case(tmp_path_factory):
     """The checkpoint, samples (six of one image, one of two images) and manifest."""
     require_vllm()
-    from vlmrobust.demo.model import build_demo_model
+    from vlmrobust_demo.model import build_demo_model
 
     root = tmp_path_factory.mktemp("vllm")
     build_demo_model(root / "tiny32", seed=11, head_dim=32)
@@ -421,7 +421,7 @@ def test_engine_that_cannot_load_stops_before_any_row(case):
     """The demo's own shape (heads of 16) is refused by vLLM's CPU attention; a config
     of an architecture vLLM does not know is refused too. Each stops the job with the
     model's name and what to change, and writes no row."""
-    from vlmrobust.demo.model import build_demo_model
+    from vlmrobust_demo.model import build_demo_model
 
     build_demo_model(case / "tiny16", seed=12)  # the demo's default shape
     unknown = case / "unknown-arch"

@@ -19,7 +19,7 @@ from vlmrobust.clients.vlm.vllm import (  # noqa: E402
     engine_kwargs,
     serve_command,
 )
-from vlmrobust.demo.model import build_demo_model  # noqa: E402
+from vlmrobust_demo.model import build_demo_model  # noqa: E402
 
 PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 

@@ -520,7 +520,7 @@ def test_a_new_demo_generator_version_reruns_the_demo_data(tmp_path):
     dry = [str(BIN / "snakemake"), target, "-n", "--cores", "1", *SMALL]
     first = run(dry, workdir, env=env)
     assert "Nothing to be done" in first.stdout + first.stderr
-    source = workdir / "workflow/vlmrobust/demo/data.py"
+    source = workdir / "workflow/vlmrobust_demo/data.py"
     text = source.read_text(encoding="utf-8")
     old = re.search(r'^DEMO_VERSION = "(\d+)"$', text, flags=re.M)
     source.write_text(text.replace(old.group(0), f'DEMO_VERSION = "{int(old.group(1)) + 1}"'))

@@ -10,8 +10,8 @@ from vlmrobust.core.config import ConfigError, demo_image_files, load_yaml
 from vlmrobust.core.paths import path
 from vlmrobust.plan import RunPlan
 from vlmrobust.core.workflow import alternation, ensure_cli_on_path
-from vlmrobust.demo.data import DEMO_VERSION
-from vlmrobust.demo.idis import IDIS_DEMO_VERSION
+from vlmrobust_demo.data import DEMO_VERSION
+from vlmrobust_demo.idis import IDIS_DEMO_VERSION
 from vlmrobust.studies import STUDIES, study_folders
 from vlmrobust.studies.base import spec_json
 

@@ -24,10 +24,11 @@ import json
 import logging
 import sys
 
+from vlmrobust_demo.commands import DEMO_COMMANDS
+
 from . import __version__
 from .core.commands import Arg, Command, arg, required
 from .core.config import ConfigError, load_yaml, validate_config
-from .demo.commands import DEMO_COMMANDS
 
 log = logging.getLogger("vlmrobust")
 

@@ -11,8 +11,8 @@ and ``question``, and ``pattern`` — the structured edit the offline writer fil
 left, right, center), style: {color, size (fraction of the shorter side), shape}}``.
 
 The shipped seeds are six demo seeds made for the embedded demo data (drawn
-deterministically by :func:`vlmrobust.demo.seeds.make_demo_seeds`; ``python -m
-vlmrobust.demo.seeds <dir>`` rewrites them). They stand in for the paper's 100 expert
+deterministically by :func:`vlmrobust_demo.seeds.make_demo_seeds`; ``vlmrobust
+demo-seeds --out <dir>`` rewrites them). They stand in for the paper's 100 expert
 seeds, which are not released. :func:`render_from_pattern` fills a seed's pattern into
 the editor's render object (the offline writer's edit).
 

@@ -1,7 +1,7 @@
 """The names the Idis study's base datasets share across layers, defined once.
 
 The adapters (:mod:`vlmrobust.data.idis`), the scorers (:mod:`vlmrobust.score.scorers`)
-and the demo generators (:mod:`vlmrobust.demo`) all read these; none of them spells a
+and the demo generators (:mod:`vlmrobust_demo`) all read these; none of them spells a
 class label, a class folder or a problem version itself.
 
 - ImageNet-9 (Backgrounds Challenge): nine classes, each a *class name* (the folder

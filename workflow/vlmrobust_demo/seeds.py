@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..construct.editor import CompositeEditor
-from ..construct.seeds import Seed, load_seeds, render_from_pattern
-from ..core.io import atomic_save_image, write_jsonl
+from vlmrobust.construct.editor import CompositeEditor
+from vlmrobust.construct.seeds import Seed, load_seeds, render_from_pattern
+from vlmrobust.core.io import atomic_save_image, write_jsonl
 
 __all__ = ["make_demo_seeds"]
 

@@ -9,7 +9,7 @@ video processor) that loads exactly like a downloaded one through
 
 Without training data the weights are random (fast builds for tests of the backends).
 With a training split (``train_dir`` + ``train``) the model is then trained briefly on
-the CPU (:mod:`vlmrobust.demo.train`), so that it answers the demo questions through
+the CPU (:mod:`vlmrobust_demo.train`), so that it answers the demo questions through
 the unchanged ``hf`` path: toy models on synthetic data, but with accuracies that move
 when the image is corrupted, distracted or masked. A thinking model may start from a
 trained base model (``init``).
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from vlmrobust.clients.vlm.checkpoint import BUILD_RECORD as DEMO_MARKER
-from vlmrobust.clients.vlm.checkpoint import read_build_record as read_demo_record  # noqa: F401
+from vlmrobust.clients.vlm.checkpoint import read_build_record as read_demo_record
 from vlmrobust.core.io import sha256_file
 
 from .train import TrainSpec
@@ -121,7 +121,7 @@ def _corpus() -> list[str]:
 def _demo_lines() -> list[str]:
     """The demo's own words: its questions, labels, premises and the trace templates,
     so the demo models' prompts and answers are short in tokens."""
-    from ..core.prompts import (
+    from vlmrobust.core.prompts import (
         CRM_ANSWER_INSTRUCTION,
         CRM_COT_INSTRUCTION,
         LABEL_INSTRUCTION,
@@ -129,6 +129,7 @@ def _demo_lines() -> list[str]:
         SHORT_INSTRUCTION,
         YESNO_INSTRUCTION,
     )
+
     from . import data as demo
 
     lines = [
@@ -288,8 +289,8 @@ def build_demo_model(
     """Write a demo Qwen2-VL checkpoint directory to ``out_dir``; return its record.
 
     Without ``train`` the weights are random (drawn from ``seed``). With ``train`` (a
-    :class:`~vlmrobust.demo.train.TrainSpec`) and ``train_dir`` (a training split
-    written by :func:`vlmrobust.demo.data.generate_demo`) the model is trained on it,
+    :class:`~vlmrobust_demo.train.TrainSpec`) and ``train_dir`` (a training split
+    written by :func:`vlmrobust_demo.data.generate_demo`) the model is trained on it,
     starting from random weights or, with ``init``, from the weights of another demo
     checkpoint of the same sizes. ``options`` are the registry options the model is
     evaluated with (``min_pixels``/``max_pixels``), so training sees the same pixels.
@@ -300,80 +301,119 @@ def build_demo_model(
     directory is built beside ``out_dir`` and renamed into place, so a killed build
     never leaves a half model.
     """
-    import torch
-    from transformers import (
-        GenerationConfig,
-        Qwen2VLForConditionalGeneration,
-        Qwen2VLImageProcessor,
-        Qwen2VLProcessor,
-        Qwen2VLVideoProcessor,
-    )
-
     out_dir = Path(out_dir)
-    if hidden % head_dim or vision_embed % 16 or head_dim % 16:
-        raise ValueError(
-            f"demo model: head_dim ({head_dim}) must be a multiple of 16, hidden ({hidden}) "
-            f"a multiple of head_dim and vision_embed ({vision_embed}) a multiple of 16 "
-            "(the attention head sizes)"
-        )
-    tokenizer = _build_tokenizer(vocab)
-    config = _build_config(
-        tokenizer,
-        text_layers=text_layers,
-        hidden=hidden,
-        vision_depth=vision_depth,
-        vision_embed=vision_embed,
-        vocab=vocab,
-        head_dim=head_dim,
-    )
-    image_processor = Qwen2VLImageProcessor(
-        min_pixels=DEMO_MIN_PIXELS, max_pixels=DEMO_MAX_PIXELS, patch_size=14, merge_size=2
-    )
-    video_processor = Qwen2VLVideoProcessor(
-        min_pixels=DEMO_MIN_PIXELS, max_pixels=DEMO_MAX_PIXELS, patch_size=14, merge_size=2
-    )
-    processor = Qwen2VLProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=CHAT_TEMPLATE,
-    )
-
-    if (train is None) != (train_dir is None):
-        raise ValueError("demo model: give both train_dir and train, or neither")
-    if init is not None and train is None:
-        raise ValueError("demo model: init (a checkpoint to start from) needs training data")
+    _check_arguments(hidden, head_dim, vision_embed, train_dir, train, init)
     sizes = {
         "text_layers": text_layers,
         "hidden": hidden,
         "vision_depth": vision_depth,
         "vision_embed": vision_embed,
         "vocab": vocab,
+        "head_dim": head_dim,
     }
-    if head_dim != DEMO_HEAD_DIM:  # recorded where it differs (older records lack it)
-        sizes["head_dim"] = head_dim
-    # Weights: a private generator state, so the caller's global RNG is left alone and
-    # nothing drawn before changes what is built.
-    init_record = None
-    if init is not None:
-        init_record = read_demo_record(Path(init))
-        if init_record is None or init_record.get("format") != DEMO_FORMAT:
-            raise ValueError(
-                f"demo model: init {init} is not a demo checkpoint of format {DEMO_FORMAT} "
-                "(build it first)"
-            )
-        if init_record.get("sizes") != sizes:
-            raise ValueError(
-                f"demo model: init {init} has sizes {init_record.get('sizes')}, not {sizes}"
-            )
-        model = Qwen2VLForConditionalGeneration.from_pretrained(
-            Path(init), dtype=torch.float32
-        ).eval()
-    else:
+    tokenizer = _build_tokenizer(vocab)
+    config = _build_config(tokenizer, **sizes)
+    processor = _build_processor(tokenizer)
+    recorded = _recorded_sizes(sizes)
+    model, init_record = _initial_model(config, int(seed), init, recorded)
+    model.generation_config = _generation_config(config, tokenizer)
+    training = None
+    if train is not None:
+        training = _train(model, processor, Path(train_dir), train, int(seed), options)
+    record = {
+        "format": DEMO_FORMAT,
+        "seed": int(seed),
+        "sizes": recorded,
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "training": training,
+        "init_weights_sha256": None if init_record is None else init_record["weights_sha256"],
+    }
+    _write_checkpoint(out_dir, model, processor, record)
+    return record
+
+
+def _check_arguments(
+    hidden: int,
+    head_dim: int,
+    vision_embed: int,
+    train_dir: Path | None,
+    train: TrainSpec | None,
+    init: Path | None,
+) -> None:
+    """Refuse sizes the attention heads cannot split, and training data given by halves
+    (``train_dir`` without ``train`` or the reverse, ``init`` without either)."""
+    if hidden % head_dim or vision_embed % 16 or head_dim % 16:
+        raise ValueError(
+            f"demo model: head_dim ({head_dim}) must be a multiple of 16, hidden ({hidden}) "
+            f"a multiple of head_dim and vision_embed ({vision_embed}) a multiple of 16 "
+            "(the attention head sizes)"
+        )
+    if (train is None) != (train_dir is None):
+        raise ValueError("demo model: give both train_dir and train, or neither")
+    if init is not None and train is None:
+        raise ValueError("demo model: init (a checkpoint to start from) needs training data")
+
+
+def _build_processor(tokenizer: Any) -> Any:
+    """The demo's Qwen2-VL processor: ``tokenizer``, the chat template, and image and
+    video processors bounded to the demo's pixel range."""
+    from transformers import Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
+
+    image_processor = Qwen2VLImageProcessor(
+        min_pixels=DEMO_MIN_PIXELS, max_pixels=DEMO_MAX_PIXELS, patch_size=14, merge_size=2
+    )
+    video_processor = Qwen2VLVideoProcessor(
+        min_pixels=DEMO_MIN_PIXELS, max_pixels=DEMO_MAX_PIXELS, patch_size=14, merge_size=2
+    )
+    return Qwen2VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def _recorded_sizes(sizes: dict[str, int]) -> dict[str, int]:
+    """The sizes as the build record holds them: ``head_dim`` only where it differs
+    from the default (older records lack it)."""
+    return {k: v for k, v in sizes.items() if k != "head_dim" or v != DEMO_HEAD_DIM}
+
+
+def _initial_model(
+    config: Any, seed: int, init: Path | None, sizes: dict[str, int]
+) -> tuple[Any, dict[str, Any] | None]:
+    """The model before training and the build record of the checkpoint it starts from:
+    random weights drawn from ``seed`` or, with ``init``, that demo checkpoint's weights
+    (of the same format and ``sizes``; else a ValueError)."""
+    import torch
+    from transformers import Qwen2VLForConditionalGeneration
+
+    if init is None:
+        # A private generator state, so the caller's global RNG is left alone and
+        # nothing drawn before changes what is built.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(seed))
+            torch.manual_seed(seed)
             model = Qwen2VLForConditionalGeneration(config).to(torch.float32).eval()
-    model.generation_config = GenerationConfig(
+        return model, None
+    init_record = read_demo_record(Path(init))
+    if init_record is None or init_record.get("format") != DEMO_FORMAT:
+        raise ValueError(
+            f"demo model: init {init} is not a demo checkpoint of format {DEMO_FORMAT} "
+            "(build it first)"
+        )
+    if init_record.get("sizes") != sizes:
+        raise ValueError(
+            f"demo model: init {init} has sizes {init_record.get('sizes')}, not {sizes}"
+        )
+    model = Qwen2VLForConditionalGeneration.from_pretrained(Path(init), dtype=torch.float32).eval()
+    return model, init_record
+
+
+def _generation_config(config: Any, tokenizer: Any) -> Any:
+    """Greedy decoding that stops at ``<|im_end|>`` or ``<|endoftext|>``."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
         bos_token_id=config.text_config.bos_token_id,
         pad_token_id=config.text_config.pad_token_id,
         eos_token_id=[
@@ -383,10 +423,11 @@ def build_demo_model(
         do_sample=False,
     )
 
-    training = None
-    if train is not None:
-        training = _train(model, processor, Path(train_dir), train, int(seed), options)
 
+def _write_checkpoint(out_dir: Path, model: Any, processor: Any, record: dict[str, Any]) -> None:
+    """Save ``model`` and ``processor`` (JSON files with sorted keys) and ``record``,
+    completed with the weights' sha256, in a folder beside ``out_dir`` that then
+    replaces it."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
@@ -394,16 +435,7 @@ def build_demo_model(
         processor.save_pretrained(tmp)
         for path in sorted(tmp.glob("*.json")):
             _normalize_json(path)
-        weights = tmp / "model.safetensors"
-        record = {
-            "format": DEMO_FORMAT,
-            "seed": int(seed),
-            "sizes": sizes,
-            "parameters": int(sum(p.numel() for p in model.parameters())),
-            "training": training,
-            "init_weights_sha256": None if init_record is None else init_record["weights_sha256"],
-            "weights_sha256": sha256_file(weights),
-        }
+        record["weights_sha256"] = sha256_file(tmp / "model.safetensors")
         (tmp / DEMO_MARKER).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         # mkdtemp and the weights writer create owner-only modes; a checkpoint is shared.
         tmp.chmod(0o755)
@@ -413,7 +445,6 @@ def build_demo_model(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return record
 
 
 def _train(
@@ -424,8 +455,9 @@ def _train(
     seed: int,
     options: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """Train ``model`` on the training split (vlmrobust.demo.train); its record."""
-    from ..clients.vlm.hf import HFBackend
+    """Train ``model`` on the training split (vlmrobust_demo.train); its record."""
+    from vlmrobust.clients.vlm.hf import HFBackend
+
     from .train import deterministic_torch, load_examples, train_model
 
     opts = {"min_pixels": DEMO_MIN_PIXELS, "max_pixels": DEMO_MAX_PIXELS, **(options or {})}

@@ -67,12 +67,13 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw
 
-from ..core.concept_labels import CONCEPT_FAMILIES, LABEL_COLUMNS, write_labels
-from ..core.idis import IMAGENET9_FOLDERS, IMAGENET9_LABELS, MATHVERSE_VERSIONS
-from ..core.io import atomic_save_image, atomic_write_text, write_json
-from ..core.seeding import rng_for
-from ..data.idis import CONCEPT_LABELS_FILE
-from ..perturb.idis import load_objects, object_slug
+from vlmrobust.core.concept_labels import CONCEPT_FAMILIES, LABEL_COLUMNS, write_labels
+from vlmrobust.core.idis import IMAGENET9_FOLDERS, IMAGENET9_LABELS, MATHVERSE_VERSIONS
+from vlmrobust.core.io import atomic_save_image, atomic_write_text, write_json
+from vlmrobust.core.seeding import rng_for
+from vlmrobust.data.idis import CONCEPT_LABELS_FILE
+from vlmrobust.perturb.idis import load_objects, object_slug
+
 from .data import (
     _OBJECT_SPECS,
     _PNG_OPTIONS,
@@ -1461,22 +1462,47 @@ def generate_idis_demo(
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     seed = int(seed)
-    args = {
-        "n_per_class": _check("n_per_class", n_per_class),
-        "n_problems": _check("n_problems", n_problems),
-        "n_tables": _check("n_tables", n_tables),
-        "n_birds": _check("n_birds", n_birds),
-        "image_size": _check("image_size", image_size),
-        "diagram_size": _check("diagram_size", diagram_size),
-        "n_segment_variants": _check("n_segment_variants", n_segment_variants),
-        "n_expressions": _check("n_expressions", n_expressions),
+    options = {
+        "n_per_class": n_per_class,
+        "n_problems": n_problems,
+        "n_tables": n_tables,
+        "n_birds": n_birds,
+        "image_size": image_size,
+        "diagram_size": diagram_size,
+        "n_segment_variants": n_segment_variants,
+        "n_expressions": n_expressions,
     }
+    args = {name: _check(name, value) for name, value in options.items()}
     out = Path(out_dir)
     written: set[Path] = set()
     counts: dict[str, Any] = {}
+    counts.update(_write_imagenet9(out / "imagenet9", seed, args, written))
+    counts.update(_write_mathverse(out / "mathverse", seed, args, written))
+    counts.update(_write_logicvista(out / "logicvista", seed, args, written))
+    counts.update(_write_waterbirds(out / "waterbirds", seed, args, written))
+    counts.update(_write_segments(out / "segments", seed, args, written))
+    expressions = _write_expressions(out, seed, args, written)
+    counts.update({style: args["n_expressions"] for style in expressions})
+    for part in ("imagenet9", "mathverse", "logicvista", "waterbirds", "segments",
+                 "handwritten", "mathwriting"):  # fmt: skip
+        _remove_stale(out / part, written, (".JPEG", ".jpg", ".png"))
+    summary = {
+        "generator": "vlmrobust.demo.idis",
+        "version": IDIS_DEMO_VERSION,
+        "seed": seed,
+        "arguments": args,
+        "counts": counts,
+        "expressions": expressions,
+    }
+    write_json(out / "summary.json", summary)
+    return summary
 
-    # ImageNet-9 Backgrounds Challenge: original/val and only_fg/val
-    in9 = out / "imagenet9"
+
+def _write_imagenet9(
+    in9: Path, seed: int, args: dict[str, int], written: set[Path]
+) -> dict[str, Any]:
+    """The ImageNet-9 Backgrounds Challenge images (original/val and only_fg/val) under
+    ``in9``; their count. Each path written is added to ``written``."""
     for cls, folder in enumerate(IMAGENET9_FOLDERS):
         for k in range(args["n_per_class"]):
             original, only_fg, _ = imagenet9_images(seed, cls, k, args["image_size"])
@@ -1485,10 +1511,14 @@ def generate_idis_demo(
                 path = in9 / kind / "val" / folder / f"{stem}.JPEG"
                 _save_jpeg(img, path)
                 written.add(path)
-    counts["imagenet9"] = len(IMAGENET9_FOLDERS) * args["n_per_class"]
+    return {"imagenet9": len(IMAGENET9_FOLDERS) * args["n_per_class"]}
 
-    # MathVerse testmini + the confirmed concept families
-    mv = out / "mathverse"
+
+def _write_mathverse(
+    mv: Path, seed: int, args: dict[str, int], written: set[Path]
+) -> dict[str, Any]:
+    """MathVerse testmini (the rows and their images) and the confirmed concept
+    families under ``mv``; the counts of rows, problems and problems per family."""
     rows: list[dict[str, Any]] = []
     labels: dict[str, dict[str, str]] = {}
     for p in range(args["n_problems"]):
@@ -1506,14 +1536,19 @@ def generate_idis_demo(
         }
     write_json(mv / "testmini.json", rows)
     write_labels(mv / CONCEPT_LABELS_FILE, list(LABEL_COLUMNS), labels)
-    counts["mathverse"] = len(rows)
-    counts["mathverse_problems"] = len(labels)
-    counts["concept_families"] = dict(
-        sorted(Counter(r["concept_family"] for r in labels.values()).items())
-    )
+    return {
+        "mathverse": len(rows),
+        "mathverse_problems": len(labels),
+        "concept_families": dict(
+            sorted(Counter(r["concept_family"] for r in labels.values()).items())
+        ),
+    }
 
-    # LogicVista table questions
-    lv = out / "logicvista"
+
+def _write_logicvista(
+    lv: Path, seed: int, args: dict[str, int], written: set[Path]
+) -> dict[str, Any]:
+    """The LogicVista table questions (dataset.json and images) under ``lv``; their count."""
     dataset: dict[str, Any] = {}
     for t in range(args["n_tables"]):
         entry, img = logicvista_table(seed, t)
@@ -1522,10 +1557,14 @@ def generate_idis_demo(
         written.add(path)
         dataset[f"v1_{t}"] = entry
     write_json(lv / "dataset.json", dataset)
-    counts["logicvista"] = len(dataset)
+    return {"logicvista": len(dataset)}
 
-    # Waterbirds
-    wb = out / "waterbirds"
+
+def _write_waterbirds(
+    wb: Path, seed: int, args: dict[str, int], written: set[Path]
+) -> dict[str, Any]:
+    """The Waterbirds images and metadata.csv under ``wb``; the count of images and of
+    images per group."""
     meta_rows, groups = [], Counter()
     for i in range(args["n_birds"]):
         row, img = waterbird_sample(seed, i, args["image_size"])
@@ -1538,18 +1577,33 @@ def generate_idis_demo(
     _write_csv(wb / "metadata.csv",
                ("img_id", "img_filename", "y", "split", "place", "place_filename"),
                meta_rows)  # fmt: skip
-    counts["waterbirds"] = len(meta_rows)
-    counts["waterbirds_groups"] = {g: groups[g] for g, _, _ in WATERBIRD_GROUPS}
+    return {
+        "waterbirds": len(meta_rows),
+        "waterbirds_groups": {g: groups[g] for g, _, _ in WATERBIRD_GROUPS},
+    }
 
-    # Distractor assets: object cut-outs and handwritten expressions
-    seg = out / "segments"
+
+def _write_segments(
+    seg: Path, seed: int, args: dict[str, int], written: set[Path]
+) -> dict[str, Any]:
+    """The distractor object cut-outs under ``seg`` (one folder per object); the count
+    of objects and of cut-outs."""
     for name in all_idis_objects():
         for k in range(args["n_segment_variants"]):
             path = seg / object_slug(name) / f"{k}.png"
             _save_png(segment_image(seed, name, k), path)
             written.add(path)
-    counts["segment_objects"] = len(_SEGMENT_SPECS)
-    counts["segments"] = len(_SEGMENT_SPECS) * args["n_segment_variants"]
+    return {
+        "segment_objects": len(_SEGMENT_SPECS),
+        "segments": len(_SEGMENT_SPECS) * args["n_segment_variants"],
+    }
+
+
+def _write_expressions(
+    out: Path, seed: int, args: dict[str, int], written: set[Path]
+) -> dict[str, list[str]]:
+    """The handwritten expressions of each style under ``out/<style>``; their LaTeX,
+    in order, per style."""
     expressions: dict[str, list[str]] = {}
     for style in ("handwritten", "mathwriting"):
         expressions[style] = []
@@ -1559,18 +1613,4 @@ def generate_idis_demo(
             _save_png(img, path)
             written.add(path)
             expressions[style].append(latex)
-        counts[style] = args["n_expressions"]
-
-    for part in ("imagenet9", "mathverse", "logicvista", "waterbirds", "segments",
-                 "handwritten", "mathwriting"):  # fmt: skip
-        _remove_stale(out / part, written, (".JPEG", ".jpg", ".png"))
-    summary = {
-        "generator": "vlmrobust.demo.idis",
-        "version": IDIS_DEMO_VERSION,
-        "seed": seed,
-        "arguments": args,
-        "counts": counts,
-        "expressions": expressions,
-    }
-    write_json(out / "summary.json", summary)
-    return summary
+    return expressions

@@ -1,6 +1,6 @@
 """Training targets of the demo models: the answer, and the templated reasoning traces.
 
-The demo models learn from the demo training split (:mod:`vlmrobust.demo.train`). A
+The demo models learn from the demo training split (:mod:`vlmrobust_demo.train`). A
 *direct* model (``demo-base``) is trained to answer with the scorer's canonical answer
 only. A *thinking* model (``demo-reasoning``, ``demo-extra``) is trained to first write
 a short ``<think>…</think>`` trace, then the answer. The trace names what is in the
@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.records import Sample
+from vlmrobust.core.records import Sample
+
 from .data import SOURCE_FAMILY
 
 __all__ = [
@@ -87,11 +88,14 @@ def _yesno(meta: dict[str, Any], answer: str) -> list[str]:
     return out
 
 
+def _counted(items: list | None, sentence: str) -> list[str]:
+    """``sentence`` with the number of ``items`` filled in, as a list of one sentence;
+    none where there are no items."""
+    return [sentence.format(len(items))] if items else []
+
+
 def _diagram(meta: dict[str, Any], answer: str) -> list[str]:
-    out = []
-    shapes = meta.get("shapes") or []
-    if shapes:
-        out.append(f"The figure has {len(shapes)} shapes.")
+    out = _counted(meta.get("shapes"), "The figure has {} shapes.")
     if meta.get("kind") == "count" and meta.get("target_colour"):
         out.append(f"I count {meta.get('answer_value')} {meta['target_colour']} shapes.")
     elif meta.get("answer_value") is not None:
@@ -129,10 +133,7 @@ def _geometry(meta: dict[str, Any], answer: str) -> list[str]:
 
 
 def _premise(meta: dict[str, Any], answer: str) -> list[str]:
-    out = []
-    premises = meta.get("visual_premises") or []
-    if premises:
-        out.append(f"The image has {len(premises)} parts.")
+    out = _counted(meta.get("visual_premises"), "The image has {} parts.")
     out.append(f"The part asked about shows {_lower_first(answer)}")
     return out
 
@@ -157,7 +158,7 @@ def think_trace(sample: Sample, rng: np.random.Generator) -> str:
     return " ".join([*kept, sentences[-1]])
 
 
-#: The prompt of the auxiliary ``describe`` task (module docstring of vlmrobust.demo.train).
+#: The prompt of the auxiliary ``describe`` task (module docstring of vlmrobust_demo.train).
 DESCRIBE_PROMPT = "Describe the image."
 
 

@@ -45,15 +45,15 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageFont
 
-from ..core.concept_labels import CONCEPT_FAMILIES
-from ..core.config import demo_sample_id
-from ..core.idis import IMAGENET9_CLASS_NAMES as OBJECT_CLASSES
-from ..core.idis import IMAGENET9_LABELS as OBJECT_LABELS
-from ..core.idis import IMAGENET9_QUESTION as OBJECT_QUESTION
-from ..core.idis import MATHVERSE_VERSIONS as PROBLEM_VERSIONS
-from ..core.io import atomic_save_image, write_json, write_jsonl
-from ..core.records import ANSWER_TYPES
-from ..core.seeding import rng_for
+from vlmrobust.core.concept_labels import CONCEPT_FAMILIES
+from vlmrobust.core.config import demo_sample_id
+from vlmrobust.core.idis import IMAGENET9_CLASS_NAMES as OBJECT_CLASSES
+from vlmrobust.core.idis import IMAGENET9_LABELS as OBJECT_LABELS
+from vlmrobust.core.idis import IMAGENET9_QUESTION as OBJECT_QUESTION
+from vlmrobust.core.idis import MATHVERSE_VERSIONS as PROBLEM_VERSIONS
+from vlmrobust.core.io import atomic_save_image, write_json, write_jsonl
+from vlmrobust.core.records import ANSWER_TYPES
+from vlmrobust.core.seeding import rng_for
 
 __all__ = [
     "DEMO_FAMILIES",
@@ -102,6 +102,7 @@ _PNG_OPTIONS = {"optimize": False, "compress_level": 6}
 _SS = 2  # supersampling factor for pictogram layers (anti-aliased edges)
 
 RGB = tuple[int, int, int]
+Point = tuple[float, float]
 
 # Colours whose names appear in questions: clearly distinct hues.
 NAMED_COLOURS: dict[str, RGB] = {
@@ -385,107 +386,137 @@ def _plain(obj: Any) -> Any:
 # ------------------------------------------------------------------ 1. diagram
 
 
+#: What a diagram kind draws and asks: the stem, the options, the correct letter and
+#: the kind's own metadata.
+_Asked = tuple[str, list[str], str, dict[str, Any]]
+
+
 def _gen_diagram(seed: int, index: int, size: int) -> _Item:
+    """Diagram sample ``index``: one of four kinds (by index), a multiple-choice question."""
     rng = rng_for(seed, "demo", "diagram", index)
     kind = ("count", "longest", "length", "position")[index % 4]
     img = Image.new("RGB", (size, size), WHITE)
     d = ImageDraw.Draw(img)
-    lw = max(2, size // 160)
-    fs = max(12, size // 22)
     meta: dict[str, Any] = {"source_family": SOURCE_FAMILY["diagram"], "kind": kind}
     k = _pick(rng, (4, 5))
-
-    if kind == "count":
-        colours = _sample(rng, list(NAMED_COLOURS), 3)
-        cols, rows = 4, 3
-        cw, ch = size / cols, size / rows
-        cells = _sample(rng, [(c, r) for r in range(rows) for c in range(cols)], _ri(rng, 6, 11))
-        target = colours[0]
-        drawn = []
-        for i, (c, r) in enumerate(cells):
-            colour = target if i == 0 else _pick(rng, colours)
-            shape = _pick(rng, SHAPES[:4])
-            rad = min(cw, ch) * _ru(rng, 0.22, 0.34)
-            cx = (c + 0.5) * cw + _ru(rng, -0.12, 0.12) * cw
-            cy = (r + 0.5) * ch + _ru(rng, -0.12, 0.12) * ch
-            _draw_shape(d, shape, cx, cy, rad, NAMED_COLOURS[colour], width=lw)
-            drawn.append({"shape": shape, "colour": colour, "center": [round(cx), round(cy)]})
-        count = sum(1 for s in drawn if s["colour"] == target)
-        distract = [str(v) for v in _near_ints(count, lo=0)]
-        options, letter = _options_with(rng, str(count), distract, k)
-        stem = f"How many {target} shapes are there in the figure?"
-        meta.update(shapes=drawn, target_colour=target, answer_value=count)
-
-    elif kind == "longest":
-        names = _sample(rng, ["AB", "CD", "EF", "GH", "JK", "MN", "PQ", "RS", "TU", "VW"], k)
-        longest = size * _ru(rng, 0.55, 0.72)
-        ratios = [1.0] + [_ru(rng, 0.3, 0.8) for _ in range(k - 1)]
-        order = _shuffled(rng, range(k))
-        band = size / k
-        lengths = {}
-        for slot, j in enumerate(order):
-            name, length = names[j], longest * ratios[j]
-            ang = math.radians(_ru(rng, -7, 7))
-            cy = (slot + 0.5) * band
-            cx = size / 2 + _ru(rng, -1, 1) * (size * 0.85 - length) / 2
-            dx, dy = math.cos(ang) * length / 2, math.sin(ang) * length / 2
-            p, q = (cx - dx, cy - dy), (cx + dx, cy + dy)
-            d.line([p, q], fill=INK, width=lw + 1)
-            for pt, letter_ in ((p, name[0]), (q, name[1])):
-                d.ellipse([pt[0] - 4, pt[1] - 4, pt[0] + 4, pt[1] + 4], fill=INK)
-                _text(d, (pt[0], pt[1] - fs * 0.9), letter_, fs)
-            lengths[name] = round(length, 1)
-        correct = names[0]
-        options, letter = _options_with(rng, correct, names[1:], k)
-        stem = "Which of the labelled segments in the figure is the longest?"
-        meta.update(lengths=lengths, answer_value=correct)
-
-    elif kind == "length":
-        ac, cb = _ri(rng, 2, 15), _ri(rng, 2, 15)
-        ab = ac + cb
-        x0, x1 = size * 0.1, size * 0.9
-        y = size * _ru(rng, 0.45, 0.6)
-        xc = x0 + (x1 - x0) * ac / ab
-        d.line([(x0, y), (x1, y)], fill=INK, width=lw + 1)
-        for x, name in ((x0, "A"), (xc, "C"), (x1, "B")):
-            d.ellipse([x - 5, y - 5, x + 5, y + 5], fill=INK)
-            _text(d, (x, y + fs * 1.1), name, fs)
-        # the whole length above (a bracket), AC below
-        top = y - size * 0.14
-        d.line([(x0, y - 10), (x0, top), (x1, top), (x1, y - 10)], fill=(90, 90, 90), width=lw)
-        _text(d, ((x0 + x1) / 2, top - fs * 0.8), f"AB = {ab}", fs)
-        low = y + size * 0.17
-        d.line([(x0, y + 10 + fs * 1.6), (x0, low), (xc, low), (xc, y + 10 + fs * 1.6)],
-               fill=(90, 90, 90), width=lw)  # fmt: skip
-        _text(d, ((x0 + xc) / 2, low + fs * 0.9), f"AC = {ac}", fs)
-        distract = [str(v) for v in _near_ints(cb)] + [str(ab), str(ac)]
-        options, letter = _options_with(rng, str(cb), distract, k)
-        stem = "Point C lies on segment AB. Using the lengths marked in the figure, find CB."
-        meta.update(given={"AB": ab, "AC": ac}, answer_value=cb)
-
-    else:  # position
-        pad = size * 0.08
-        cell = (size - 2 * pad) / 3
-        for i in range(4):
-            d.line([(pad + i * cell, pad), (pad + i * cell, size - pad)], fill=INK, width=lw)
-            d.line([(pad, pad + i * cell), (size - pad, pad + i * cell)], fill=INK, width=lw)
-        grid = [[_pick(rng, SHAPES) for _ in range(3)] for _ in range(3)]
-        for r in range(3):
-            for c in range(3):
-                colour = NAMED_COLOURS[_pick(rng, list(NAMED_COLOURS))]
-                cx, cy = pad + (c + 0.5) * cell, pad + (r + 0.5) * cell
-                _draw_shape(d, grid[r][c], cx, cy, cell * 0.3, colour, width=lw)
-        r, c = _ri(rng, 0, 2), _ri(rng, 0, 2)
-        row_name = ("top", "middle", "bottom")[r]
-        col_name = ("left", "middle", "right")[c]
-        where = "centre" if (r, c) == (1, 1) else f"{row_name}-{col_name}"
-        correct = grid[r][c]
-        options, letter = _options_with(rng, correct, [s for s in SHAPES if s != correct], k)
-        stem = f"Which shape is in the {where} cell of the 3×3 grid?"
-        meta.update(grid=grid, cell=[r, c], answer_value=correct)
-
+    draw_kind = {
+        "count": _diagram_count,
+        "longest": _diagram_longest,
+        "length": _diagram_length,
+        "position": _diagram_position,
+    }[kind]
+    stem, options, letter, kind_meta = draw_kind(rng, d, size, k)
+    meta.update(kind_meta)
     meta["options"] = options
     return _Item(img, _mc_question(stem, options), letter, "letter", choices=options, meta=meta)
+
+
+def _diagram_strokes(size: int) -> tuple[int, int]:
+    """The line width and the font size of a diagram ``size`` px square."""
+    return max(2, size // 160), max(12, size // 22)
+
+
+def _diagram_count(rng: np.random.Generator, d: ImageDraw.ImageDraw, size: int, k: int) -> _Asked:
+    """Coloured shapes on a 4×3 grid: how many are of the target colour (``k`` options)."""
+    lw, _ = _diagram_strokes(size)
+    colours = _sample(rng, list(NAMED_COLOURS), 3)
+    cols, rows = 4, 3
+    cw, ch = size / cols, size / rows
+    cells = _sample(rng, [(c, r) for r in range(rows) for c in range(cols)], _ri(rng, 6, 11))
+    target = colours[0]
+    drawn = []
+    for i, (c, r) in enumerate(cells):
+        colour = target if i == 0 else _pick(rng, colours)
+        shape = _pick(rng, SHAPES[:4])
+        rad = min(cw, ch) * _ru(rng, 0.22, 0.34)
+        cx = (c + 0.5) * cw + _ru(rng, -0.12, 0.12) * cw
+        cy = (r + 0.5) * ch + _ru(rng, -0.12, 0.12) * ch
+        _draw_shape(d, shape, cx, cy, rad, NAMED_COLOURS[colour], width=lw)
+        drawn.append({"shape": shape, "colour": colour, "center": [round(cx), round(cy)]})
+    count = sum(1 for s in drawn if s["colour"] == target)
+    distract = [str(v) for v in _near_ints(count, lo=0)]
+    options, letter = _options_with(rng, str(count), distract, k)
+    stem = f"How many {target} shapes are there in the figure?"
+    return stem, options, letter, {"shapes": drawn, "target_colour": target, "answer_value": count}
+
+
+def _diagram_longest(rng: np.random.Generator, d: ImageDraw.ImageDraw, size: int, k: int) -> _Asked:
+    """``k`` labelled segments, one per band: which is the longest."""
+    lw, fs = _diagram_strokes(size)
+    names = _sample(rng, ["AB", "CD", "EF", "GH", "JK", "MN", "PQ", "RS", "TU", "VW"], k)
+    longest = size * _ru(rng, 0.55, 0.72)
+    ratios = [1.0] + [_ru(rng, 0.3, 0.8) for _ in range(k - 1)]
+    order = _shuffled(rng, range(k))
+    band = size / k
+    lengths = {}
+    for slot, j in enumerate(order):
+        name, length = names[j], longest * ratios[j]
+        ang = math.radians(_ru(rng, -7, 7))
+        cy = (slot + 0.5) * band
+        cx = size / 2 + _ru(rng, -1, 1) * (size * 0.85 - length) / 2
+        dx, dy = math.cos(ang) * length / 2, math.sin(ang) * length / 2
+        p, q = (cx - dx, cy - dy), (cx + dx, cy + dy)
+        d.line([p, q], fill=INK, width=lw + 1)
+        for pt, letter_ in ((p, name[0]), (q, name[1])):
+            d.ellipse([pt[0] - 4, pt[1] - 4, pt[0] + 4, pt[1] + 4], fill=INK)
+            _text(d, (pt[0], pt[1] - fs * 0.9), letter_, fs)
+        lengths[name] = round(length, 1)
+    correct = names[0]
+    options, letter = _options_with(rng, correct, names[1:], k)
+    stem = "Which of the labelled segments in the figure is the longest?"
+    return stem, options, letter, {"lengths": lengths, "answer_value": correct}
+
+
+def _diagram_length(rng: np.random.Generator, d: ImageDraw.ImageDraw, size: int, k: int) -> _Asked:
+    """Point C on segment AB, AB and AC marked: the length of CB."""
+    lw, fs = _diagram_strokes(size)
+    ac, cb = _ri(rng, 2, 15), _ri(rng, 2, 15)
+    ab = ac + cb
+    x0, x1 = size * 0.1, size * 0.9
+    y = size * _ru(rng, 0.45, 0.6)
+    xc = x0 + (x1 - x0) * ac / ab
+    d.line([(x0, y), (x1, y)], fill=INK, width=lw + 1)
+    for x, name in ((x0, "A"), (xc, "C"), (x1, "B")):
+        d.ellipse([x - 5, y - 5, x + 5, y + 5], fill=INK)
+        _text(d, (x, y + fs * 1.1), name, fs)
+    # the whole length above (a bracket), AC below
+    top = y - size * 0.14
+    d.line([(x0, y - 10), (x0, top), (x1, top), (x1, y - 10)], fill=(90, 90, 90), width=lw)
+    _text(d, ((x0 + x1) / 2, top - fs * 0.8), f"AB = {ab}", fs)
+    low = y + size * 0.17
+    d.line([(x0, y + 10 + fs * 1.6), (x0, low), (xc, low), (xc, y + 10 + fs * 1.6)],
+           fill=(90, 90, 90), width=lw)  # fmt: skip
+    _text(d, ((x0 + xc) / 2, low + fs * 0.9), f"AC = {ac}", fs)
+    distract = [str(v) for v in _near_ints(cb)] + [str(ab), str(ac)]
+    options, letter = _options_with(rng, str(cb), distract, k)
+    stem = "Point C lies on segment AB. Using the lengths marked in the figure, find CB."
+    return stem, options, letter, {"given": {"AB": ab, "AC": ac}, "answer_value": cb}
+
+
+def _diagram_position(
+    rng: np.random.Generator, d: ImageDraw.ImageDraw, size: int, k: int
+) -> _Asked:
+    """A 3×3 grid of coloured shapes: which shape is in the named cell."""
+    lw, _ = _diagram_strokes(size)
+    pad = size * 0.08
+    cell = (size - 2 * pad) / 3
+    for i in range(4):
+        d.line([(pad + i * cell, pad), (pad + i * cell, size - pad)], fill=INK, width=lw)
+        d.line([(pad, pad + i * cell), (size - pad, pad + i * cell)], fill=INK, width=lw)
+    grid = [[_pick(rng, SHAPES) for _ in range(3)] for _ in range(3)]
+    for r in range(3):
+        for c in range(3):
+            colour = NAMED_COLOURS[_pick(rng, list(NAMED_COLOURS))]
+            cx, cy = pad + (c + 0.5) * cell, pad + (r + 0.5) * cell
+            _draw_shape(d, grid[r][c], cx, cy, cell * 0.3, colour, width=lw)
+    r, c = _ri(rng, 0, 2), _ri(rng, 0, 2)
+    row_name = ("top", "middle", "bottom")[r]
+    col_name = ("left", "middle", "right")[c]
+    where = "centre" if (r, c) == (1, 1) else f"{row_name}-{col_name}"
+    correct = grid[r][c]
+    options, letter = _options_with(rng, correct, [s for s in SHAPES if s != correct], k)
+    stem = f"Which shape is in the {where} cell of the 3×3 grid?"
+    return stem, options, letter, {"grid": grid, "cell": [r, c], "answer_value": correct}
 
 
 # -------------------------------------------------------------------- 2. chart
@@ -518,13 +549,67 @@ def _fmt_num(raw: int, scale: int) -> str:
     return str(raw) if scale == 1 else f"{raw / scale:.1f}"
 
 
+@dataclass
+class _ChartData:
+    """What a chart shows: its categories and their values (integers in ``1/scale`` units)."""
+
+    chart_type: str  # "bar" or "line"
+    metric: str
+    unit: str
+    x_name: str
+    cats: list[str]
+    scale: int
+    raws: list[int]
+
+
+@dataclass
+class _PlotArea:
+    """The plot area of a chart in pixels and the top of its value axis."""
+
+    left: float
+    right: float
+    top: float
+    bottom: float
+    ymax: float
+
+    def y(self, v: float) -> float:
+        """The pixel row of value ``v``."""
+        return self.bottom - (self.bottom - self.top) * v / self.ymax
+
+
 def _gen_chart(seed: int, index: int, size: int) -> _Item:
+    """Chart sample ``index``: a bar or line chart (by index) and a numeric question."""
     rng = rng_for(seed, "demo", "chart", index)
     chart_type = ("bar", "line")[index % 2]
     kind = ("value", "difference", "max", "sum")[(index // 2) % 4]
     w, h = round(size * 4 / 3), size
     img = Image.new("RGB", (w, h), WHITE)
     d = ImageDraw.Draw(img)
+    data = _chart_data(rng, chart_type)
+    fs = max(10, size // 30)
+    area, y_label = _draw_chart_frame(img, d, data, fs)
+    _draw_chart_values(rng, d, data, area, fs)
+    operands, raw_ans, question = _chart_question(rng, kind, data)
+    scale = data.scale
+    values = {
+        c: (r if scale == 1 else r / scale) for c, r in zip(data.cats, data.raws, strict=True)
+    }
+    meta = {
+        "source_family": SOURCE_FAMILY["chart"],
+        "chart_type": chart_type,
+        "question_kind": kind,
+        "operands": operands,
+        "values": values,
+        "x_label": data.x_name,
+        "y_label": y_label,
+    }
+    precision = 1 if scale == 10 else None
+    return _Item(img, question, _fmt_num(raw_ans, scale), "number", precision=precision, meta=meta)
+
+
+def _chart_data(rng: np.random.Generator, chart_type: str) -> _ChartData:
+    """The topic, the categories (a bar chart's, or years or months along a line chart)
+    and the values of a chart."""
     n = _ri(rng, 4, 7)
     metric, unit = _pick(rng, _CHART_TOPICS)
     if chart_type == "bar":
@@ -539,52 +624,67 @@ def _gen_chart(seed: int, index: int, size: int) -> _Item:
     scale = 10 if rng.random() < 0.4 else 1
     lo, hi = (10, 200) if scale == 10 else (3, 95)
     raws = [_ri(rng, lo, hi) for _ in range(n)]
+    return _ChartData(chart_type, metric, unit, x_name, cats, scale, raws)
 
-    # plot area and axes
+
+def _draw_chart_frame(
+    img: Image.Image, d: ImageDraw.ImageDraw, data: _ChartData, fs: int
+) -> tuple[_PlotArea, str]:
+    """Draw the grid lines, the axes, the title and the axis labels; the plot area and
+    the value axis' label."""
+    w, h = img.size
     left, right, top, bottom = 0.13 * w, w - 0.04 * w, 0.14 * h, h - 0.17 * h
-    fs = max(10, size // 30)
-    vmax = max(raws) / scale
+    vmax = max(data.raws) / data.scale
     step = _nice_step(vmax * 1.1)
-    ymax = step * math.ceil(vmax * 1.1 / step)
-
-    def ypix(v: float) -> float:
-        return bottom - (bottom - top) * v / ymax
-
+    area = _PlotArea(left, right, top, bottom, step * math.ceil(vmax * 1.1 / step))
     t = 0.0
-    while t <= ymax + 1e-9:
-        y = ypix(t)
+    while t <= area.ymax + 1e-9:
+        y = area.y(t)
         d.line([(left, y), (right, y)], fill=(225, 225, 225), width=1)
         label = f"{t:g}"
         _text(d, (left - 6, y), label, fs, anchor="rm")
         t += step
     d.line([(left, top), (left, bottom), (right, bottom)], fill=INK, width=2)
-    _text(d, (w / 2, top * 0.45), f"{metric} by {x_name.lower()}", round(fs * 1.3))
-    _text(d, ((left + right) / 2, h - 0.045 * h), x_name, fs)
-    y_label = f"{metric} ({unit})"
+    _text(d, (w / 2, top * 0.45), f"{data.metric} by {data.x_name.lower()}", round(fs * 1.3))
+    _text(d, ((left + right) / 2, h - 0.045 * h), data.x_name, fs)
+    y_label = f"{data.metric} ({data.unit})"
     lab = Image.new("RGBA", (round(_text_width(d, y_label, fs)) + 8, fs + 8), (0, 0, 0, 0))
     _text(ImageDraw.Draw(lab), (lab.width / 2, lab.height / 2), y_label, fs)
     lab = lab.rotate(90, expand=True)
     img.paste(lab, (round(0.012 * w), round((top + bottom) / 2 - lab.height / 2)), lab)
+    return area, y_label
 
-    slot = (right - left) / n
+
+def _draw_chart_values(
+    rng: np.random.Generator, d: ImageDraw.ImageDraw, data: _ChartData, area: _PlotArea, fs: int
+) -> None:
+    """Draw the categories, the bars or the line in one colour, and each value's label."""
+    n = len(data.raws)
+    slot = (area.right - area.left) / n
     colour = _jitter(rng, _pick(rng, list(NAMED_COLOURS.values())), 12)
     points = []
-    for i, raw in enumerate(raws):
-        cx = left + (i + 0.5) * slot
-        y = ypix(raw / scale)
+    for i, raw in enumerate(data.raws):
+        cx = area.left + (i + 0.5) * slot
+        y = area.y(raw / data.scale)
         points.append((cx, y))
-        _text(d, (cx, bottom + fs * 0.9), cats[i], fs)
-        if chart_type == "bar":
+        _text(d, (cx, area.bottom + fs * 0.9), data.cats[i], fs)
+        if data.chart_type == "bar":
             bw = slot * 0.6
-            d.rectangle([cx - bw / 2, y, cx + bw / 2, bottom - 1], fill=colour, outline=INK)
-    if chart_type == "line":
+            d.rectangle([cx - bw / 2, y, cx + bw / 2, area.bottom - 1], fill=colour, outline=INK)
+    if data.chart_type == "line":
         d.line(points, fill=colour, width=3)
         for cx, y in points:
             d.ellipse([cx - 5, y - 5, cx + 5, y + 5], fill=colour, outline=INK)
-    for (cx, y), raw in zip(points, raws, strict=True):
-        _text(d, (cx, y - fs * 0.85), _fmt_num(raw, scale), fs, stroke=2)
+    for (cx, y), raw in zip(points, data.raws, strict=True):
+        _text(d, (cx, y - fs * 0.85), _fmt_num(raw, data.scale), fs, stroke=2)
 
-    values = {c: (r if scale == 1 else r / scale) for c, r in zip(cats, raws, strict=True)}
+
+def _chart_question(
+    rng: np.random.Generator, kind: str, data: _ChartData
+) -> tuple[list[str], int, str]:
+    """A question of ``kind`` (value, difference, max, sum): the categories it is about,
+    its answer (in ``1/scale`` units) and its wording."""
+    cats, raws, n = data.cats, data.raws, len(data.raws)
     if kind == "value":
         i = _ri(rng, 0, n - 1)
         operands = [cats[i]]
@@ -603,17 +703,7 @@ def _gen_chart(seed: int, index: int, size: int) -> _Item:
         operands = list(cats)
         raw_ans = sum(raws)
         question = "What is the sum of all the values shown in the chart?"
-    meta = {
-        "source_family": SOURCE_FAMILY["chart"],
-        "chart_type": chart_type,
-        "question_kind": kind,
-        "operands": operands,
-        "values": values,
-        "x_label": x_name,
-        "y_label": y_label,
-    }
-    precision = 1 if scale == 10 else None
-    return _Item(img, question, _fmt_num(raw_ans, scale), "number", precision=precision, meta=meta)
+    return operands, raw_ans, question
 
 
 # ------------------------------------------------------------------- 3. yes/no
@@ -730,133 +820,164 @@ def _variants(*answers: str) -> list[str]:
     return list(dict.fromkeys(a for a in answers if a))
 
 
+@dataclass
+class _TextScene:
+    """A text image, the text drawn on it and the question asked about it."""
+
+    image: Image.Image
+    rendered: list[str]
+    question_kind: str
+    question: str
+    answer: str
+    answers: list[str]
+    values: dict[str, int] | None = None  # an infographic's numbers, by label
+
+
 def _gen_text(seed: int, index: int, size: int) -> _Item:
+    """Text sample ``index``: a sign, a poster, an infographic or a licence plate (by
+    index), and a question answered by text read off the image."""
     rng = rng_for(seed, "demo", "text", index)
     kind = ("sign", "poster", "infographic", "plate")[index % 4]
-    rendered: list[str] = []
-
-    if kind == "sign":
-        img = Image.new("RGB", (size, size), _jitter(rng, (170, 210, 240)))
-        d = ImageDraw.Draw(img)
-        horizon = size * _ru(rng, 0.6, 0.75)
-        d.rectangle([0, horizon, size, size], fill=_jitter(rng, (110, 170, 90)))
-        word = _pick(rng, _SIGN_WORDS)
-        bw, bh = size * _ru(rng, 0.6, 0.85), size * _ru(rng, 0.2, 0.28)
-        cx, top = size / 2 + _ru(rng, -0.06, 0.06) * size, size * _ru(rng, 0.12, 0.25)
-        d.rectangle([cx - size * 0.02, top + bh, cx + size * 0.02, size * 0.92], fill=(110,) * 3)
-        board = _pick(rng, ((0, 110, 60), (20, 60, 150), (170, 30, 30), (90, 60, 30)))
-        d.rounded_rectangle([cx - bw / 2, top, cx + bw / 2, top + bh], radius=bh * 0.15,
-                            fill=board, outline=WHITE, width=max(2, size // 100))  # fmt: skip
-        fs = _fit_size(d, word, bw * 0.82, round(bh * 0.55))
-        _text(d, (cx, top + bh / 2), word, fs, fill=WHITE)
-        rendered.append(word)
-        question = "What is written on the sign?"
-        answer = word.lower()
-        answers = _variants(answer, word, word.title())
-        q_kind = "sign"
-
-    elif kind == "poster":
-        w, h = round(size * 0.75), size
-        bg = _jitter(rng, _pick(rng, ((250, 230, 190), (220, 235, 250), (245, 215, 225))))
-        img = Image.new("RGB", (w, h), bg)
-        d = ImageDraw.Draw(img)
-        accent = _pick(rng, list(NAMED_COLOURS.values()))
-        for _ in range(5):
-            r = _ru(rng, 0.05, 0.14) * w
-            x, y = _ru(rng, 0, w), _ru(rng, 0.3, 0.75) * h
-            d.ellipse([x - r, y - r, x + r, y + r], fill=_shade(accent, 1.6))
-        event, venue = _pick(rng, _EVENTS), _pick(rng, _VENUES)
-        year, day = _ri(rng, 1995, 2030), _ri(rng, 1, 28)
-        month, price = _pick(rng, _MONTH_NAMES), _ri(rng, 3, 60)
-        d.rectangle([0, 0, w, h * 0.2], fill=accent)
-        fs = _fit_size(d, event.upper(), w * 0.88, round(h * 0.085))
-        _text(d, (w / 2, h * 0.1), event.upper(), fs, fill=WHITE)
-        date = f"{month} {day}, {year}"
-        lines = ((date, 0.42, 0.06), (venue, 0.56, 0.055), (f"Tickets ${price}", 0.8, 0.06))
-        for text, v, s in lines:
-            _text(d, (w / 2, h * v), text, _fit_size(d, text, w * 0.85, round(h * s)))
-        rendered += [event.upper(), date, venue, f"Tickets ${price}"]
-        q_kind = _pick(rng, ("event", "year", "venue", "price"))
-        if q_kind == "event":
-            question = "What is the name of the event on the poster?"
-            answer, answers = event.lower(), _variants(event.lower(), event, event.upper())
-        elif q_kind == "year":
-            question = "In which year does the event on the poster take place?"
-            answer, answers = str(year), [str(year)]
-        elif q_kind == "venue":
-            question = "Where is the event held?"
-            answer, answers = venue.lower(), _variants(venue.lower(), venue)
-        else:
-            question = "How much does a ticket cost?"
-            answer, answers = f"${price}", _variants(f"${price}", str(price), f"{price} dollars")
-
-    elif kind == "infographic":
-        w, h = round(size * 4 / 3), size
-        img = Image.new("RGB", (w, h), (248, 248, 244))
-        d = ImageDraw.Draw(img)
-        town = _pick(rng, _TOWNS)
-        title = f"{town} in numbers"
-        _text(d, (w / 2, h * 0.12), title, _fit_size(d, title, w * 0.9, round(h * 0.08)))
-        n = _ri(rng, 3, 4)
-        labels = _sample(rng, _STATS, n)
-        nums = [_ri(rng, 1000, 98000) if lab == "Population" else _ri(rng, 3, 950)
-                for lab in labels]  # fmt: skip
-        colours = _sample(rng, list(NAMED_COLOURS.values()), n)
-        pw = w / n
-        for i, (lab, num, col) in enumerate(zip(labels, nums, colours, strict=True)):
-            x0 = i * pw
-            d.rounded_rectangle([x0 + pw * 0.06, h * 0.25, x0 + pw * 0.94, h * 0.92],
-                                radius=12, fill=WHITE, outline=col, width=3)  # fmt: skip
-            cx = x0 + pw / 2
-            d.ellipse([cx - h * 0.07, h * 0.3, cx + h * 0.07, h * 0.44], fill=col)
-            txt = f"{num:,}"
-            _text(d, (cx, h * 0.58), txt, _fit_size(d, txt, pw * 0.8, round(h * 0.1)), fill=col)
-            _text(d, (cx, h * 0.76), lab, _fit_size(d, lab, pw * 0.8, round(h * 0.045)))
-            rendered += [txt, lab]
-        i = _ri(rng, 0, n - 1)
-        if rng.random() < 0.6:
-            q_kind = "value"
-            question = _INFO_QUESTIONS.get(
-                labels[i], f"According to the infographic, how many {labels[i].lower()} are there?"
-            ).format(town=town)
-            answer, answers = f"{nums[i]:,}", _variants(f"{nums[i]:,}", str(nums[i]))
-        else:
-            q_kind = "label"
-            question = f"Which item in the infographic has the value {nums[i]:,}?"
-            answer, answers = labels[i].lower(), _variants(labels[i].lower(), labels[i])
-        nums_meta = dict(zip(labels, nums, strict=True))
-
-    else:  # plate
-        w, h = size, round(size * 0.62)
-        img = Image.new("RGB", (w, h), _jitter(rng, (150, 150, 155)))
-        d = ImageDraw.Draw(img)
-        car = _pick(rng, list(NAMED_COLOURS.values()))
-        d.rounded_rectangle([w * 0.03, h * 0.08, w * 0.97, h * 0.95], radius=h * 0.1, fill=car)
-        letters = "".join(_pick(rng, "ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(2))
-        plate = f"{letters} {_ri(rng, 1000, 9999)}"
-        px0, py0, px1, py1 = w * 0.16, h * 0.3, w * 0.84, h * 0.74
-        d.rounded_rectangle([px0, py0, px1, py1], radius=h * 0.04, fill=(250, 250, 240),
-                            outline=INK, width=max(2, size // 90))  # fmt: skip
-        region = "NORTHLAND"
-        _text(d, (w / 2, py0 + (py1 - py0) * 0.16), region, round((py1 - py0) * 0.14))
-        fs = _fit_size(d, plate, (px1 - px0) * 0.86, round((py1 - py0) * 0.55))
-        _text(d, (w / 2, py0 + (py1 - py0) * 0.6), plate, fs)
-        rendered += [region, plate]
-        question = "What is the registration number on the licence plate?"
-        answer = plate
-        answers = _variants(plate, plate.replace(" ", ""), plate.lower())
-        q_kind = "plate"
-
+    draw_kind = {
+        "sign": _text_sign,
+        "poster": _text_poster,
+        "infographic": _text_infographic,
+        "plate": _text_plate,
+    }[kind]
+    scene = draw_kind(rng, size)
     meta: dict[str, Any] = {
         "source_family": SOURCE_FAMILY["text"],
         "text_kind": kind,
-        "question_kind": q_kind,
-        "answers": answers,
-        "rendered_text": rendered,
+        "question_kind": scene.question_kind,
+        "answers": scene.answers,
+        "rendered_text": scene.rendered,
     }
-    if kind == "infographic":
-        meta["values"] = nums_meta
-    return _Item(img, question, answer, "text", meta=meta)
+    if scene.values is not None:
+        meta["values"] = scene.values
+    return _Item(scene.image, scene.question, scene.answer, "text", meta=meta)
+
+
+def _text_sign(rng: np.random.Generator, size: int) -> _TextScene:
+    """A road sign with one word, over grass and sky."""
+    img = Image.new("RGB", (size, size), _jitter(rng, (170, 210, 240)))
+    d = ImageDraw.Draw(img)
+    horizon = size * _ru(rng, 0.6, 0.75)
+    d.rectangle([0, horizon, size, size], fill=_jitter(rng, (110, 170, 90)))
+    word = _pick(rng, _SIGN_WORDS)
+    bw, bh = size * _ru(rng, 0.6, 0.85), size * _ru(rng, 0.2, 0.28)
+    cx, top = size / 2 + _ru(rng, -0.06, 0.06) * size, size * _ru(rng, 0.12, 0.25)
+    d.rectangle([cx - size * 0.02, top + bh, cx + size * 0.02, size * 0.92], fill=(110,) * 3)
+    board = _pick(rng, ((0, 110, 60), (20, 60, 150), (170, 30, 30), (90, 60, 30)))
+    d.rounded_rectangle([cx - bw / 2, top, cx + bw / 2, top + bh], radius=bh * 0.15,
+                        fill=board, outline=WHITE, width=max(2, size // 100))  # fmt: skip
+    fs = _fit_size(d, word, bw * 0.82, round(bh * 0.55))
+    _text(d, (cx, top + bh / 2), word, fs, fill=WHITE)
+    answer = word.lower()
+    return _TextScene(
+        img, [word], "sign", "What is written on the sign?", answer,
+        _variants(answer, word, word.title()),
+    )  # fmt: skip
+
+
+def _text_poster(rng: np.random.Generator, size: int) -> _TextScene:
+    """An event poster (name, date, venue, price) and a question about one of them."""
+    w, h = round(size * 0.75), size
+    bg = _jitter(rng, _pick(rng, ((250, 230, 190), (220, 235, 250), (245, 215, 225))))
+    img = Image.new("RGB", (w, h), bg)
+    d = ImageDraw.Draw(img)
+    accent = _pick(rng, list(NAMED_COLOURS.values()))
+    for _ in range(5):
+        r = _ru(rng, 0.05, 0.14) * w
+        x, y = _ru(rng, 0, w), _ru(rng, 0.3, 0.75) * h
+        d.ellipse([x - r, y - r, x + r, y + r], fill=_shade(accent, 1.6))
+    event, venue = _pick(rng, _EVENTS), _pick(rng, _VENUES)
+    year, day = _ri(rng, 1995, 2030), _ri(rng, 1, 28)
+    month, price = _pick(rng, _MONTH_NAMES), _ri(rng, 3, 60)
+    d.rectangle([0, 0, w, h * 0.2], fill=accent)
+    fs = _fit_size(d, event.upper(), w * 0.88, round(h * 0.085))
+    _text(d, (w / 2, h * 0.1), event.upper(), fs, fill=WHITE)
+    date = f"{month} {day}, {year}"
+    lines = ((date, 0.42, 0.06), (venue, 0.56, 0.055), (f"Tickets ${price}", 0.8, 0.06))
+    for text, v, s in lines:
+        _text(d, (w / 2, h * v), text, _fit_size(d, text, w * 0.85, round(h * s)))
+    rendered = [event.upper(), date, venue, f"Tickets ${price}"]
+    q_kind = _pick(rng, ("event", "year", "venue", "price"))
+    if q_kind == "event":
+        question = "What is the name of the event on the poster?"
+        answer, answers = event.lower(), _variants(event.lower(), event, event.upper())
+    elif q_kind == "year":
+        question = "In which year does the event on the poster take place?"
+        answer, answers = str(year), [str(year)]
+    elif q_kind == "venue":
+        question = "Where is the event held?"
+        answer, answers = venue.lower(), _variants(venue.lower(), venue)
+    else:
+        question = "How much does a ticket cost?"
+        answer, answers = f"${price}", _variants(f"${price}", str(price), f"{price} dollars")
+    return _TextScene(img, rendered, q_kind, question, answer, answers)
+
+
+def _text_infographic(rng: np.random.Generator, size: int) -> _TextScene:
+    """A town's infographic (3-4 labelled numbers): a value or the label of a value."""
+    w, h = round(size * 4 / 3), size
+    img = Image.new("RGB", (w, h), (248, 248, 244))
+    d = ImageDraw.Draw(img)
+    town = _pick(rng, _TOWNS)
+    title = f"{town} in numbers"
+    _text(d, (w / 2, h * 0.12), title, _fit_size(d, title, w * 0.9, round(h * 0.08)))
+    n = _ri(rng, 3, 4)
+    labels = _sample(rng, _STATS, n)
+    nums = [_ri(rng, 1000, 98000) if lab == "Population" else _ri(rng, 3, 950)
+            for lab in labels]  # fmt: skip
+    colours = _sample(rng, list(NAMED_COLOURS.values()), n)
+    pw = w / n
+    rendered: list[str] = []
+    for i, (lab, num, col) in enumerate(zip(labels, nums, colours, strict=True)):
+        x0 = i * pw
+        d.rounded_rectangle([x0 + pw * 0.06, h * 0.25, x0 + pw * 0.94, h * 0.92],
+                            radius=12, fill=WHITE, outline=col, width=3)  # fmt: skip
+        cx = x0 + pw / 2
+        d.ellipse([cx - h * 0.07, h * 0.3, cx + h * 0.07, h * 0.44], fill=col)
+        txt = f"{num:,}"
+        _text(d, (cx, h * 0.58), txt, _fit_size(d, txt, pw * 0.8, round(h * 0.1)), fill=col)
+        _text(d, (cx, h * 0.76), lab, _fit_size(d, lab, pw * 0.8, round(h * 0.045)))
+        rendered += [txt, lab]
+    i = _ri(rng, 0, n - 1)
+    if rng.random() < 0.6:
+        q_kind = "value"
+        question = _INFO_QUESTIONS.get(
+            labels[i], f"According to the infographic, how many {labels[i].lower()} are there?"
+        ).format(town=town)
+        answer, answers = f"{nums[i]:,}", _variants(f"{nums[i]:,}", str(nums[i]))
+    else:
+        q_kind = "label"
+        question = f"Which item in the infographic has the value {nums[i]:,}?"
+        answer, answers = labels[i].lower(), _variants(labels[i].lower(), labels[i])
+    values = dict(zip(labels, nums, strict=True))
+    return _TextScene(img, rendered, q_kind, question, answer, answers, values)
+
+
+def _text_plate(rng: np.random.Generator, size: int) -> _TextScene:
+    """A car's licence plate: its registration number."""
+    w, h = size, round(size * 0.62)
+    img = Image.new("RGB", (w, h), _jitter(rng, (150, 150, 155)))
+    d = ImageDraw.Draw(img)
+    car = _pick(rng, list(NAMED_COLOURS.values()))
+    d.rounded_rectangle([w * 0.03, h * 0.08, w * 0.97, h * 0.95], radius=h * 0.1, fill=car)
+    letters = "".join(_pick(rng, "ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(2))
+    plate = f"{letters} {_ri(rng, 1000, 9999)}"
+    px0, py0, px1, py1 = w * 0.16, h * 0.3, w * 0.84, h * 0.74
+    d.rounded_rectangle([px0, py0, px1, py1], radius=h * 0.04, fill=(250, 250, 240),
+                        outline=INK, width=max(2, size // 90))  # fmt: skip
+    region = "NORTHLAND"
+    _text(d, (w / 2, py0 + (py1 - py0) * 0.16), region, round((py1 - py0) * 0.14))
+    fs = _fit_size(d, plate, (px1 - px0) * 0.86, round((py1 - py0) * 0.55))
+    _text(d, (w / 2, py0 + (py1 - py0) * 0.6), plate, fs)
+    return _TextScene(
+        img, [region, plate], "plate",
+        "What is the registration number on the licence plate?", plate,
+        _variants(plate, plate.replace(" ", ""), plate.lower()),
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ 5. objects
@@ -1111,13 +1232,7 @@ class _Problem:
 
 
 def _label_out(
-    d: ImageDraw.ImageDraw,
-    p: tuple[float, float],
-    q: tuple[float, float],
-    centre: tuple[float, float],
-    text: str,
-    fs: int,
-    offset: float,
+    d: ImageDraw.ImageDraw, p: Point, q: Point, centre: Point, text: str, fs: int, offset: float
 ) -> None:
     """Write ``text`` beside the midpoint of segment pq, on the side away from ``centre``."""
     mx, my = (p[0] + q[0]) / 2, (p[1] + q[1]) / 2
@@ -1129,17 +1244,15 @@ def _label_out(
     _text(d, (mx + nx * offset, my + ny * offset), text, fs)
 
 
-def _vertex_label(
-    d: ImageDraw.ImageDraw, p: tuple[float, float], centre: tuple[float, float], name: str, fs: int
-) -> None:
+def _vertex_label(d: ImageDraw.ImageDraw, p: Point, centre: Point, name: str, fs: int) -> None:
     dx, dy = p[0] - centre[0], p[1] - centre[1]
     norm = math.hypot(dx, dy) or 1.0
     _text(d, (p[0] + dx / norm * fs * 0.9, p[1] + dy / norm * fs * 0.9), name, fs)
 
 
 def _fit_points(
-    pts: list[tuple[float, float]], size: int, rng: np.random.Generator, fill: float = 0.62
-) -> list[tuple[float, float]]:
+    pts: list[Point], size: int, rng: np.random.Generator, fill: float = 0.62
+) -> list[Point]:
     """Scale and centre unit-space points into the canvas (y grows downwards)."""
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
     span = max(max(xs) - min(xs), max(ys) - min(ys)) or 1.0
@@ -1155,14 +1268,9 @@ def _fmt_val(v: float) -> str:
 
 
 def _right_mark(
-    d: ImageDraw.ImageDraw,
-    corner: tuple[float, float],
-    p: tuple[float, float],
-    q: tuple[float, float],
-    s: float,
-    lw: int,
+    d: ImageDraw.ImageDraw, corner: Point, p: Point, q: Point, s: float, lw: int
 ) -> None:
-    def toward(a: tuple[float, float]) -> tuple[float, float]:
+    def toward(a: Point) -> Point:
         n = math.dist(corner, a) or 1.0
         return ((a[0] - corner[0]) / n * s, (a[1] - corner[1]) / n * s)
 
@@ -1172,159 +1280,202 @@ def _right_mark(
            fill=INK, width=lw)  # fmt: skip
 
 
-def _geometry_problem(rng: np.random.Generator, family: str, size: int) -> _Problem:
-    lw = max(2, size // 150)
-    fs = max(12, size // 20)
+def _geometry_strokes(size: int) -> tuple[int, int]:
+    """The line width and the font size of a geometry figure ``size`` px square."""
+    return max(2, size // 150), max(12, size // 20)
 
+
+def _triangle_centre(A: Point, B: Point, C: Point) -> Point:
+    """The centroid of triangle ABC (labels are written away from it)."""
+    return ((A[0] + B[0] + C[0]) / 3, (A[1] + B[1] + C[1]) / 3)
+
+
+def _geometry_problem(rng: np.random.Generator, family: str, size: int) -> _Problem:
+    """A problem of concept family ``family`` (triangle, quadrilateral, circle, 3d)
+    with its figure drawn ``size`` px square; the subject is drawn from ``rng``."""
     if family == "triangle":
         if rng.random() < 0.5:
-            a, b, c = _pick(rng, ((3, 4, 5), (6, 8, 10), (5, 12, 13), (8, 15, 17), (9, 12, 15),
-                                  (12, 16, 20), (7, 24, 25), (20, 21, 29)))  # fmt: skip
-            if rng.random() < 0.5:
-                a, b = b, a
-            mirror = rng.random() < 0.5
-            sx = -1 if mirror else 1
-            C, B, A = _fit_points([(0, 0), (sx * b, 0), (0, -a)], size, rng)
-            centre = ((A[0] + B[0] + C[0]) / 3, (A[1] + B[1] + C[1]) / 3)
-
-            def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
-                d.polygon([A, B, C], outline=INK, width=lw)
-                _right_mark(d, C, A, B, size * 0.04, lw)
-                for p, n in ((A, "A"), (B, "B"), (C, "C")):
-                    _vertex_label(d, p, centre, n, fs)
-                if 0 in shown:
-                    _label_out(d, A, C, centre, str(a), fs, fs * 0.9)
-                if 1 in shown:
-                    _label_out(d, C, B, centre, str(b), fs, fs * 0.9)
-
-            opts = [str(v) for v in _near_ints(c)] + [str(a + b), str(abs(a - b))]
-            return _Problem(
-                "right triangle hypotenuse",
-                "In right triangle ABC, ∠ACB = 90°.",
-                [(f"AC = {a}", str(a), a), (f"BC = {b}", str(b), b)],
-                "Find the length of AB.",
-                c, None, str(c), opts, draw,
-                {"AC": a, "BC": b, "AB": c},
-            )  # fmt: skip
-        alpha, beta = _ri(rng, 3, 8) * 10, _ri(rng, 3, 8) * 10
-        alpha += _ri(rng, 0, 4)
-        if alpha + beta > 150:
-            beta = 150 - alpha
-        gamma = 180 - alpha - beta
-        ta, tb = math.tan(math.radians(alpha)), math.tan(math.radians(beta))
-        cx = tb / (ta + tb)
-        A, B, C = _fit_points([(0, 0), (1, 0), (cx, -ta * cx)], size, rng)
-        centre = ((A[0] + B[0] + C[0]) / 3, (A[1] + B[1] + C[1]) / 3)
-
-        def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
-            d.polygon([A, B, C], outline=INK, width=lw)
-            for p, n in ((A, "A"), (B, "B"), (C, "C")):
-                _vertex_label(d, p, centre, n, fs)
-            for i, (p, val) in enumerate(((A, alpha), (B, beta))):
-                if i in shown:
-                    t = 0.3
-                    q = (p[0] + (centre[0] - p[0]) * t, p[1] + (centre[1] - p[1]) * t)
-                    _text(d, (q[0], q[1] + fs * 0.2), f"{val}°", round(fs * 0.85))
-
-        opts = [f"{v}°" for v in _near_ints(gamma, lo=5)] + [f"{180 - gamma}°"]
-        return _Problem(
-            "triangle angle sum",
-            "In triangle ABC the angles at A and B are given.",
-            [(f"∠CAB = {alpha}°", f"{alpha}°", alpha), (f"∠ABC = {beta}°", f"{beta}°", beta)],
-            "Find the measure of ∠ACB in degrees.",
-            gamma, None, f"{gamma}°", opts, draw,
-            {"CAB": alpha, "ABC": beta, "ACB": gamma},
-        )  # fmt: skip
-
+            return _right_triangle_problem(rng, size)
+        return _angle_sum_problem(rng, size)
     if family == "quadrilateral":
         sub = _pick(rng, ("rectangle area", "rectangle perimeter", "parallelogram area"))
         wv, hv = _sample(rng, list(range(3, 15)), 2)
         if sub.startswith("rectangle"):
-            A, B, C, D = _fit_points([(0, 0), (wv, 0), (wv, -hv), (0, -hv)], size, rng)
-            centre = ((A[0] + C[0]) / 2, (A[1] + C[1]) / 2)
-
-            def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
-                d.polygon([A, B, C, D], outline=INK, width=lw)
-                for p, n in ((A, "A"), (B, "B"), (C, "C"), (D, "D")):
-                    _vertex_label(d, p, centre, n, fs)
-                _right_mark(d, A, B, D, size * 0.035, lw)
-                if 0 in shown:
-                    _label_out(d, A, B, centre, str(wv), fs, fs * 0.9)
-                if 1 in shown:
-                    _label_out(d, B, C, centre, str(hv), fs, fs * 1.1)
-
-            if sub == "rectangle area":
-                ans, ask = wv * hv, "Find the area of rectangle ABCD."
-                opts = [str(v) for v in _near_ints(ans)] + [str(2 * (wv + hv)), str(wv + hv)]
-            else:
-                ans, ask = 2 * (wv + hv), "Find the perimeter of rectangle ABCD."
-                opts = [str(v) for v in _near_ints(ans)] + [str(wv * hv), str(wv + hv)]
-            return _Problem(
-                sub, "ABCD is a rectangle.",
-                [(f"AB = {wv}", str(wv), wv), (f"BC = {hv}", str(hv), hv)],
-                ask, ans, None, str(ans), opts, draw,
-                {"AB": wv, "BC": hv, "answer": ans},
-            )  # fmt: skip
-        slant = _ru(rng, 0.25, 0.6) * hv
-        A, B, C, D, E = _fit_points(
-            [(0, 0), (wv, 0), (wv + slant, -hv), (slant, -hv), (slant, 0)], size, rng
-        )
-        centre = ((A[0] + C[0]) / 2, (A[1] + C[1]) / 2)
-
-        def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
-            d.polygon([A, B, C, D], outline=INK, width=lw)
-            _dashed(d, D, E, width=lw)
-            _right_mark(d, E, D, B, size * 0.03, lw)
-            for p, n in ((A, "A"), (B, "B"), (C, "C"), (D, "D")):
-                _vertex_label(d, p, centre, n, fs)
-            _text(d, (E[0], E[1] + fs * 0.9), "E", fs)
-            if 0 in shown:
-                _text(d, ((A[0] + B[0]) / 2 + fs, A[1] + fs * 0.9), str(wv), fs)
-            if 1 in shown:
-                _text(d, (D[0] + fs * 0.8, (D[1] + E[1]) / 2), str(hv), fs)
-
-        ans = wv * hv
-        opts = [str(v) for v in _near_ints(ans)] + [str(2 * (wv + hv)), str(ans // 2)]
-        return _Problem(
-            sub, "ABCD is a parallelogram and DE ⊥ AB.",
-            [(f"AB = {wv}", str(wv), wv), (f"DE = {hv}", str(hv), hv)],
-            "Find the area of parallelogram ABCD.", ans, None, str(ans), opts, draw,
-            {"AB": wv, "DE": hv, "answer": ans},
-        )  # fmt: skip
-
+            return _rectangle_problem(rng, sub, wv, hv, size)
+        return _parallelogram_problem(rng, sub, wv, hv, size)
     if family == "circle":
-        r = _ri(rng, 2, 12)
-        sub = _pick(rng, ("circle area", "circle circumference"))
-        ang = math.radians(_ru(rng, -160, 20))
-        Oc = (size / 2 + _ru(rng, -0.04, 0.04) * size, size / 2 + _ru(rng, -0.04, 0.04) * size)
-        R = size * _ru(rng, 0.26, 0.33)
-        P = (Oc[0] + R * math.cos(ang), Oc[1] + R * math.sin(ang))
+        return _circle_problem(rng, size)
+    return _cuboid_problem(rng, size)
 
-        def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
-            d.ellipse([Oc[0] - R, Oc[1] - R, Oc[0] + R, Oc[1] + R], outline=INK, width=lw)
-            d.line([Oc, P], fill=INK, width=lw)
-            d.ellipse([Oc[0] - 4, Oc[1] - 4, Oc[0] + 4, Oc[1] + 4], fill=INK)
-            _text(d, (Oc[0] - fs * 0.5, Oc[1] + fs * 0.8), "O", fs)
-            _text(d, (Oc[0] + (R + fs * 0.7) * math.cos(ang),
-                      Oc[1] + (R + fs * 0.7) * math.sin(ang)), "A", fs)  # fmt: skip
-            if 0 in shown:
-                below = (Oc[0] + P[0]) / 2, (Oc[1] + P[1]) / 2
-                _label_out(d, Oc, P, (below[0], below[1] - 1e3), str(r), fs, fs * 0.8)
 
-        if sub == "circle area":
-            ans, coef, ask = math.pi * r * r, r * r, "Find the area of circle O."
-            wrong = [2 * r, 4 * r * r, r, 2 * r * r] + [v for v in _near_ints(r * r)]
-        else:
-            ans, coef, ask = 2 * math.pi * r, 2 * r, "Find the circumference of circle O."
-            wrong = [r, r * r, 4 * r] + [v for v in _near_ints(2 * r)]
-        return _Problem(
-            sub, "O is the centre of the circle and A lies on the circle.",
-            [(f"OA = {r}", str(r), r)],
-            ask, round(ans, 2), 2, f"{coef}π", [f"{v}π" for v in wrong], draw,
-            {"OA": r, "radius": r, "answer": round(ans, 2)},
-        )  # fmt: skip
+def _right_triangle_problem(rng: np.random.Generator, size: int) -> _Problem:
+    """The hypotenuse of a right triangle with integer sides, the legs given."""
+    lw, fs = _geometry_strokes(size)
+    a, b, c = _pick(rng, ((3, 4, 5), (6, 8, 10), (5, 12, 13), (8, 15, 17), (9, 12, 15),
+                          (12, 16, 20), (7, 24, 25), (20, 21, 29)))  # fmt: skip
+    if rng.random() < 0.5:
+        a, b = b, a
+    mirror = rng.random() < 0.5
+    sx = -1 if mirror else 1
+    C, B, A = _fit_points([(0, 0), (sx * b, 0), (0, -a)], size, rng)
+    centre = _triangle_centre(A, B, C)
 
-    # 3d: a cuboid in oblique projection
+    def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
+        d.polygon([A, B, C], outline=INK, width=lw)
+        _right_mark(d, C, A, B, size * 0.04, lw)
+        for p, n in ((A, "A"), (B, "B"), (C, "C")):
+            _vertex_label(d, p, centre, n, fs)
+        if 0 in shown:
+            _label_out(d, A, C, centre, str(a), fs, fs * 0.9)
+        if 1 in shown:
+            _label_out(d, C, B, centre, str(b), fs, fs * 0.9)
+
+    opts = [str(v) for v in _near_ints(c)] + [str(a + b), str(abs(a - b))]
+    return _Problem(
+        "right triangle hypotenuse",
+        "In right triangle ABC, ∠ACB = 90°.",
+        [(f"AC = {a}", str(a), a), (f"BC = {b}", str(b), b)],
+        "Find the length of AB.",
+        c, None, str(c), opts, draw,
+        {"AC": a, "BC": b, "AB": c},
+    )  # fmt: skip
+
+
+def _angle_sum_problem(rng: np.random.Generator, size: int) -> _Problem:
+    """The third angle of a triangle, two angles given."""
+    lw, fs = _geometry_strokes(size)
+    alpha, beta = _ri(rng, 3, 8) * 10, _ri(rng, 3, 8) * 10
+    alpha += _ri(rng, 0, 4)
+    if alpha + beta > 150:
+        beta = 150 - alpha
+    gamma = 180 - alpha - beta
+    ta, tb = math.tan(math.radians(alpha)), math.tan(math.radians(beta))
+    cx = tb / (ta + tb)
+    A, B, C = _fit_points([(0, 0), (1, 0), (cx, -ta * cx)], size, rng)
+    centre = _triangle_centre(A, B, C)
+
+    def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
+        d.polygon([A, B, C], outline=INK, width=lw)
+        for p, n in ((A, "A"), (B, "B"), (C, "C")):
+            _vertex_label(d, p, centre, n, fs)
+        for i, (p, val) in enumerate(((A, alpha), (B, beta))):
+            if i in shown:
+                t = 0.3
+                q = (p[0] + (centre[0] - p[0]) * t, p[1] + (centre[1] - p[1]) * t)
+                _text(d, (q[0], q[1] + fs * 0.2), f"{val}°", round(fs * 0.85))
+
+    opts = [f"{v}°" for v in _near_ints(gamma, lo=5)] + [f"{180 - gamma}°"]
+    return _Problem(
+        "triangle angle sum",
+        "In triangle ABC the angles at A and B are given.",
+        [(f"∠CAB = {alpha}°", f"{alpha}°", alpha), (f"∠ABC = {beta}°", f"{beta}°", beta)],
+        "Find the measure of ∠ACB in degrees.",
+        gamma, None, f"{gamma}°", opts, draw,
+        {"CAB": alpha, "ABC": beta, "ACB": gamma},
+    )  # fmt: skip
+
+
+def _rectangle_problem(rng: np.random.Generator, sub: str, wv: int, hv: int, size: int) -> _Problem:
+    """The area or the perimeter (``sub``) of a ``wv`` by ``hv`` rectangle."""
+    lw, fs = _geometry_strokes(size)
+    A, B, C, D = _fit_points([(0, 0), (wv, 0), (wv, -hv), (0, -hv)], size, rng)
+    centre = ((A[0] + C[0]) / 2, (A[1] + C[1]) / 2)
+
+    def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
+        d.polygon([A, B, C, D], outline=INK, width=lw)
+        for p, n in ((A, "A"), (B, "B"), (C, "C"), (D, "D")):
+            _vertex_label(d, p, centre, n, fs)
+        _right_mark(d, A, B, D, size * 0.035, lw)
+        if 0 in shown:
+            _label_out(d, A, B, centre, str(wv), fs, fs * 0.9)
+        if 1 in shown:
+            _label_out(d, B, C, centre, str(hv), fs, fs * 1.1)
+
+    if sub == "rectangle area":
+        ans, ask = wv * hv, "Find the area of rectangle ABCD."
+        opts = [str(v) for v in _near_ints(ans)] + [str(2 * (wv + hv)), str(wv + hv)]
+    else:
+        ans, ask = 2 * (wv + hv), "Find the perimeter of rectangle ABCD."
+        opts = [str(v) for v in _near_ints(ans)] + [str(wv * hv), str(wv + hv)]
+    return _Problem(
+        sub, "ABCD is a rectangle.",
+        [(f"AB = {wv}", str(wv), wv), (f"BC = {hv}", str(hv), hv)],
+        ask, ans, None, str(ans), opts, draw,
+        {"AB": wv, "BC": hv, "answer": ans},
+    )  # fmt: skip
+
+
+def _parallelogram_problem(
+    rng: np.random.Generator, sub: str, wv: int, hv: int, size: int
+) -> _Problem:
+    """The area of a parallelogram with base ``wv`` and height ``hv``."""
+    lw, fs = _geometry_strokes(size)
+    slant = _ru(rng, 0.25, 0.6) * hv
+    A, B, C, D, E = _fit_points(
+        [(0, 0), (wv, 0), (wv + slant, -hv), (slant, -hv), (slant, 0)], size, rng
+    )
+    centre = ((A[0] + C[0]) / 2, (A[1] + C[1]) / 2)
+
+    def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
+        d.polygon([A, B, C, D], outline=INK, width=lw)
+        _dashed(d, D, E, width=lw)
+        _right_mark(d, E, D, B, size * 0.03, lw)
+        for p, n in ((A, "A"), (B, "B"), (C, "C"), (D, "D")):
+            _vertex_label(d, p, centre, n, fs)
+        _text(d, (E[0], E[1] + fs * 0.9), "E", fs)
+        if 0 in shown:
+            _text(d, ((A[0] + B[0]) / 2 + fs, A[1] + fs * 0.9), str(wv), fs)
+        if 1 in shown:
+            _text(d, (D[0] + fs * 0.8, (D[1] + E[1]) / 2), str(hv), fs)
+
+    ans = wv * hv
+    opts = [str(v) for v in _near_ints(ans)] + [str(2 * (wv + hv)), str(ans // 2)]
+    return _Problem(
+        sub, "ABCD is a parallelogram and DE ⊥ AB.",
+        [(f"AB = {wv}", str(wv), wv), (f"DE = {hv}", str(hv), hv)],
+        "Find the area of parallelogram ABCD.", ans, None, str(ans), opts, draw,
+        {"AB": wv, "DE": hv, "answer": ans},
+    )  # fmt: skip
+
+
+def _circle_problem(rng: np.random.Generator, size: int) -> _Problem:
+    """The area or the circumference of a circle, its radius given (answers in π)."""
+    lw, fs = _geometry_strokes(size)
+    r = _ri(rng, 2, 12)
+    sub = _pick(rng, ("circle area", "circle circumference"))
+    ang = math.radians(_ru(rng, -160, 20))
+    Oc = (size / 2 + _ru(rng, -0.04, 0.04) * size, size / 2 + _ru(rng, -0.04, 0.04) * size)
+    R = size * _ru(rng, 0.26, 0.33)
+    P = (Oc[0] + R * math.cos(ang), Oc[1] + R * math.sin(ang))
+
+    def draw(d: ImageDraw.ImageDraw, shown: set[int]) -> None:
+        d.ellipse([Oc[0] - R, Oc[1] - R, Oc[0] + R, Oc[1] + R], outline=INK, width=lw)
+        d.line([Oc, P], fill=INK, width=lw)
+        d.ellipse([Oc[0] - 4, Oc[1] - 4, Oc[0] + 4, Oc[1] + 4], fill=INK)
+        _text(d, (Oc[0] - fs * 0.5, Oc[1] + fs * 0.8), "O", fs)
+        _text(d, (Oc[0] + (R + fs * 0.7) * math.cos(ang),
+                  Oc[1] + (R + fs * 0.7) * math.sin(ang)), "A", fs)  # fmt: skip
+        if 0 in shown:
+            below = (Oc[0] + P[0]) / 2, (Oc[1] + P[1]) / 2
+            _label_out(d, Oc, P, (below[0], below[1] - 1e3), str(r), fs, fs * 0.8)
+
+    if sub == "circle area":
+        ans, coef, ask = math.pi * r * r, r * r, "Find the area of circle O."
+        wrong = [2 * r, 4 * r * r, r, 2 * r * r] + [v for v in _near_ints(r * r)]
+    else:
+        ans, coef, ask = 2 * math.pi * r, 2 * r, "Find the circumference of circle O."
+        wrong = [r, r * r, 4 * r] + [v for v in _near_ints(2 * r)]
+    return _Problem(
+        sub, "O is the centre of the circle and A lies on the circle.",
+        [(f"OA = {r}", str(r), r)],
+        ask, round(ans, 2), 2, f"{coef}π", [f"{v}π" for v in wrong], draw,
+        {"OA": r, "radius": r, "answer": round(ans, 2)},
+    )  # fmt: skip
+
+
+def _cuboid_problem(rng: np.random.Generator, size: int) -> _Problem:
+    """The volume or the surface area of a cuboid drawn in oblique projection."""
+    lw, fs = _geometry_strokes(size)
     sub = _pick(rng, ("cuboid volume", "cuboid surface area"))
     lv, wv, hv = (_ri(rng, 2, 12) for _ in range(3))
     dx, dy = wv * 0.5 * math.cos(math.radians(40)), -wv * 0.5 * math.sin(math.radians(40))

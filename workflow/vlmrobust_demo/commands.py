@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..core.commands import Command, arg
-from ..core.config import load_yaml, validate_config
+from vlmrobust.core.commands import Command, arg
+from vlmrobust.core.config import load_yaml, validate_config
 
 log = logging.getLogger("vlmrobust")
 

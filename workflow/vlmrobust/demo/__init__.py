@@ -1,3 +1,0 @@
-"""The embedded demo: synthetic datasets drawn with PIL (:mod:`.data`), tiny
-Qwen2-VL-architecture checkpoints (:mod:`.model`) and the demo seed distractors
-(:mod:`.seeds`). Nothing in the production stages imports it; the CLI's demo commands do."""
