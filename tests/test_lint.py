@@ -3,6 +3,7 @@ contracts of the package's layers (import-linter, configured in pyproject.toml).
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -67,6 +68,13 @@ WRONG_ARROWS = [
     ("vlmrobust_demo/data.py", "vlmrobust.metrics.core", "demo-below"),
     ("vlmrobust_demo/model.py", "vlmrobust.cli", "demo-below"),
     ("vlmrobust/report/tables/render.py", "vlmrobust.studies", "layers"),
+    ("vlmrobust/plan.py", "vlmrobust.studies.base", "layers"),
+    ("vlmrobust/core/paths.py", "vlmrobust.plan", "layers"),
+    ("vlmrobust/jobs/score.py", "vlmrobust.cli", "layers"),
+    ("vlmrobust/score/released.py", "vlmrobust.jobs.score", "layers"),
+    ("vlmrobust/jobs/data.py", "vlmrobust_demo.data", "demo"),
+    ("vlmrobust_demo/idis.py", "vlmrobust.plan", "demo-below"),
+    ("vlmrobust_demo/commands.py", "vlmrobust.jobs", "demo-below"),
 ]
 
 
@@ -96,3 +104,31 @@ def test_the_architecture_doc_names_every_module():
         ]
     missing = [m for m in sorted(modules) if f"`{m}`" not in doc]
     assert missing == []
+
+
+#: the longest a function of the packages may be (lines from `def` to its last line)
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(root) -> list[str]:
+    """``file:function (lines)`` of every function under ``root`` longer than the limit."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    found.append(f"{path.relative_to(root)}:{node.name} ({lines})")
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_function_is_longer_than_80_lines(package):
+    """One function, one idea: none of the packages' functions runs over 80 lines."""
+    assert long_functions(REPO / "workflow" / package) == []
+
+
+def test_the_function_limit_catches_a_long_function(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "m.py").write_text(f"def short():\n    return 1\n\n\ndef long():\n{body}\n")
+    assert long_functions(tmp_path) == [f"m.py:long ({MAX_FUNCTION_LINES + 1})"]

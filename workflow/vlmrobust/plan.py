@@ -235,9 +235,20 @@ class RunPlan:
     def scored_files(self) -> list[str]:
         return [self.scored_path(*key) for model in self.models for key in self.output_keys(model)]
 
+    def scored_of(self, dataset: str, models: list[str], conditions: list[str]) -> list[str]:
+        """The scored files of ``models`` on one dataset under ``conditions`` and every
+        prompt setting (a verdicts-only import has none)."""
+        return [
+            self.scored_path(m, dataset, c, p)
+            for m in models
+            for c in conditions
+            for p in self.prompts_of(dataset)
+            if self.has_outputs(m, dataset, c, p)
+        ]
+
     # ------------------------------------------------------------------ jobs
-    # What one job of a per-job stage reads, its parameters and what it writes: the
-    # Snakefile's input functions and the CLI's --config both ask these.
+    # What one job of a per-job stage reads and its parameters: the Snakefile's input
+    # functions and parameters ask these.
 
     def samples_spec(self, dataset: str) -> dict[str, Any]:
         """The dataset's configuration without the keys that do not change its samples

@@ -80,13 +80,7 @@ class DistractionStudy(Study):
         conditions = [spec[k] for k in keys if spec[k] and spec[k] in answered]
         models, prompts = spec["model_order"], plan.prompts_of(scope)
         return {
-            "scored": [
-                plan.scored_path(m, scope, c, p)
-                for m in models
-                for c in conditions
-                for p in prompts
-                if plan.has_outputs(m, scope, c, p)
-            ],
+            "scored": plan.scored_of(scope, models, conditions),
             "judged": [
                 plan.judged_path(m, scope, spec["distracted_condition"], p)
                 for m in models

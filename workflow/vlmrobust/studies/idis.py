@@ -120,16 +120,10 @@ class IdisStudy(Study):
 
     def inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
         conditions = plan.datasets[scope]["conditions"]
-        models, prompts = plan.models_of(scope), plan.prompts_of(scope)
+        models = plan.models_of(scope)
         idis = set(self.conditions(plan))
         return {
-            "scored": [
-                plan.scored_path(m, scope, c, p)
-                for m in models
-                for c in conditions
-                for p in prompts
-                if plan.has_outputs(m, scope, c, p)
-            ],
+            "scored": plan.scored_of(scope, models, conditions),
             "manifests": [plan.manifest_path(scope, c) for c in conditions if c in idis],
             "samples": [plan.samples_path(scope)],
             "math_judged": plan.math_judged_files(scope),
