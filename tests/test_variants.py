@@ -202,7 +202,10 @@ def test_unknown_perturbation(samples_path, tmp_path):
         ({"methods": []}, r"key 'conditions\.c\.methods': \[\] should be non-empty"),
         ({"methods": ["fog", "fog"]}, r"key 'conditions\.c\.methods': .* non-unique"),
         ({"severities": [0, 3]}, r"key 'conditions\.c\.severities\.0': 0 is less than the minimum"),
-        ({"severities": [2.5]}, r"key 'conditions\.c\.severities\.0': 2.5 is not of type 'integer'"),
+        (
+            {"severities": [2.5]},
+            r"key 'conditions\.c\.severities\.0': 2.5 is not of type 'integer'",
+        ),
         ({"blank_fill": "nocolour"}, r"conditions\.c\.blank_fill: 'nocolour' is not a colour"),
         ({"severity": [3]}, r"unknown key 'conditions\.c\.severity' \(allowed here: .*assignment"),
     ],
