@@ -395,11 +395,12 @@ def test_verification_config_errors_name_the_key(tmp_path):
     cases = [
         (
             {"decisions": str(decisions), "set": "distraction"},
-            r"verification\.set: 'distraction' is not one of idis-perception, idis-math",
+            r"'conditions\.c\.verification\.set': 'distraction' is not one of "
+            r"\['idis-perception', 'idis-math'\]",
         ),
         (
             {"decisions": str(decisions), "set": "idis-math", "require": "all"},
-            r"verification\.require: 'all'",
+            r"'conditions\.c\.verification\.require': 'all'",
         ),
         (
             {"decisions": str(tmp_path / "no.csv"), "set": "idis-math"},
@@ -407,9 +408,9 @@ def test_verification_config_errors_name_the_key(tmp_path):
         ),
         (
             {"decisions": str(decisions), "set": "idis-math", "keep": 1},
-            r"verification\.keep: unknown key",
+            r"unknown key 'conditions\.c\.verification\.keep'",
         ),
-        ("x.csv", r"conditions\.c\.verification: expected a mapping"),
+        ("x.csv", r"'conditions\.c\.verification': 'x\.csv' is not of type"),
         # the file's criteria are those of another set: the file and line are named
         (
             {"decisions": str(decisions), "set": "idis-math"},

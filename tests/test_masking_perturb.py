@@ -489,14 +489,20 @@ def test_exif_orientation_swaps_the_size(tmp_path):
     [
         (
             {"region": "elsewhere"},
-            r"conditions\.c\.region: 'elsewhere' is not one of specific, random",
+            r"'conditions\.c\.region': 'elsewhere' is not one of \['specific', 'random'\]",
         ),
-        ({"fill": "grey"}, r"conditions\.c\.fill: 'grey' is not one of black, mean, blur"),
-        ({"blur_radius": 0}, r"conditions\.c\.blur_radius: expected a number > 0"),
-        ({"blur_radius": "big"}, r"conditions\.c\.blur_radius: expected a number > 0"),
-        ({"min_distance": 1.5}, r"conditions\.c\.min_distance: expected a number from 0 to 1"),
-        ({"min_distance": True}, r"conditions\.c\.min_distance: expected a number from 0 to 1"),
-        ({"radius": 3}, r"conditions\.c\.radius: unknown key .*allowed keys: blur_radius, fill"),
+        (
+            {"fill": "grey"},
+            r"'conditions\.c\.fill': 'grey' is not one of \['black', 'mean', 'blur'\]",
+        ),
+        (
+            {"blur_radius": 0},
+            r"'conditions\.c\.blur_radius': 0 is less than or equal to the minimum",
+        ),
+        ({"blur_radius": "big"}, r"'conditions\.c\.blur_radius': 'big' is not of type 'number'"),
+        ({"min_distance": 1.5}, r"'conditions\.c\.min_distance': 1\.5 is greater than the maximum"),
+        ({"min_distance": True}, r"'conditions\.c\.min_distance': True is not of type 'number'"),
+        ({"radius": 3}, r"unknown key 'conditions\.c\.radius' \(allowed here: .*fill, blur_radius"),
     ],
 )
 def test_bad_spec(samples_path, tmp_path, change, message):

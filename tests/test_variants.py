@@ -194,12 +194,20 @@ def test_unknown_perturbation(samples_path, tmp_path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"assignment": "some"}, r"conditions\.c\.assignment: 'some' is not one of random, all"),
-        ({"methods": ["fog", "rain"]}, r"conditions\.c\.methods: unknown method 'rain'"),
-        ({"methods": []}, r"conditions\.c\.methods: expected a non-empty list"),
-        ({"severities": [0, 3]}, r"conditions\.c\.severities: severity 0 is not an integer 1-5"),
+        (
+            {"assignment": "some"},
+            r"key 'conditions\.c\.assignment': 'some' is not one of \['random', 'all'\]",
+        ),
+        ({"methods": ["fog", "rain"]}, r"key 'conditions\.c\.methods\.1': 'rain' is not one of"),
+        ({"methods": []}, r"key 'conditions\.c\.methods': \[\] should be non-empty"),
+        ({"methods": ["fog", "fog"]}, r"key 'conditions\.c\.methods': .* non-unique"),
+        ({"severities": [0, 3]}, r"key 'conditions\.c\.severities\.0': 0 is less than the minimum"),
+        (
+            {"severities": [2.5]},
+            r"key 'conditions\.c\.severities\.0': 2.5 is not of type 'integer'",
+        ),
         ({"blank_fill": "nocolour"}, r"conditions\.c\.blank_fill: 'nocolour' is not a colour"),
-        ({"severity": [3]}, r"conditions\.c\.severity: unknown key .*allowed keys: assignment"),
+        ({"severity": [3]}, r"unknown key 'conditions\.c\.severity' \(allowed here: .*assignment"),
     ],
 )
 def test_bad_corruption_spec(samples_path, tmp_path, change, message):

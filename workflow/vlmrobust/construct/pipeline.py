@@ -23,7 +23,7 @@ written file's path (relative when ``out_dir`` is).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +56,6 @@ def build_candidates(
 ) -> CandidateList:
     """Construct one candidate per sample (see the module docstring); returns the rows
     written to ``candidates.jsonl`` (``.failures`` has the failed samples)."""
-    from PIL import Image
-
     out = Path(out_dir)
     base = Path(image_base) if image_base is not None else None
     if hasattr(writer, "seed") and getattr(writer, "seed", None) is None:
@@ -78,63 +76,92 @@ def build_candidates(
         if not sample.images:
             fail(sample, "image", "the sample has no image")
             continue
-        rel = Path(sample.images[0])
-        path = rel if rel.is_absolute() or base is None else base / rel
         try:
-            with Image.open(path) as opened:
-                image = (
-                    opened.convert("RGB")
-                    if opened.mode not in ("RGB", "L", "RGBA")
-                    else (opened.copy())
-                )
+            image = _first_image(sample, base)
         except (OSError, ValueError) as exc:
             fail(sample, "image", exc)
             continue
-        try:
-            description = writer.describe(sample, image)
-        except Exception as exc:  # noqa: BLE001 - recorded, never dropped
-            fail(sample, "describe", exc)
-            continue
-        demos = retrieve_entries(sample_query_text(sample, description), kb, k)
-        try:
-            edit = writer.write(sample, image, demos, description)
-        except Exception as exc:  # noqa: BLE001
-            fail(sample, "write", exc)
-            continue
-        try:
-            edited = editor.edit(image, edit)
-        except Exception as exc:  # noqa: BLE001
-            fail(sample, "edit", exc)
-            continue
-        edited_path = out / "images" / f"{sample.sample_id}.png"
-        atomic_save_image(edited, edited_path)
-        rows.append(
-            {
-                "sample_id": sample.sample_id,
-                "question": sample.question,
-                "choices": list(sample.choices),
-                "answer": sample.answer,
-                "original_image": str(sample.images[0]),
-                "edited_image": str(edited_path),
-                "distractor_description": edit["distractor_description"],
-                "trap_reasoning_path": edit["trap_reasoning_path"],
-                "trap_answer": edit["trap_answer"],
-                "edit_instruction": instruction_text(edit),
-                "edit": edit["edit_instruction"],
-                "render": edit.get("render"),
-                "seed_ids": [d.seed.seed_id for d in demos],
-                "writer": _name(writer),
-                "editor": _name(editor),
-                "dataset": sample.dataset,
-                "construct_seed": seed,
-            }
-        )
+        row = _construct_one(sample, image, writer, editor, kb, k, out, seed, fail)
+        if row is not None:
+            rows.append(row)
+    _write_outputs(out, rows, len(samples), writer, editor, k, seed)
+    return rows
+
+
+def _first_image(sample: Sample, base: Path | None) -> Any:
+    """The sample's first image, opened (relative paths from ``base``, when given);
+    a mode other than RGB, L or RGBA is converted to RGB."""
+    from PIL import Image
+
+    rel = Path(sample.images[0])
+    path = rel if rel.is_absolute() or base is None else base / rel
+    with Image.open(path) as opened:
+        return opened.convert("RGB") if opened.mode not in ("RGB", "L", "RGBA") else (opened.copy())
+
+
+def _construct_one(
+    sample: Sample,
+    image: Any,
+    writer: Any,
+    editor: Any,
+    kb: KnowledgeBase,
+    k: int,
+    out: Path,
+    seed: int,
+    fail: Callable[[Sample, str, BaseException | str], None],
+) -> dict[str, Any] | None:
+    """Describe, retrieve the seeds, write and edit one sample; save the edited image
+    and return its candidate row, or report the failed stage to ``fail`` and return
+    None."""
+    try:
+        description = writer.describe(sample, image)
+    except Exception as exc:  # noqa: BLE001 - recorded, never dropped
+        fail(sample, "describe", exc)
+        return None
+    demos = retrieve_entries(sample_query_text(sample, description), kb, k)
+    try:
+        edit = writer.write(sample, image, demos, description)
+    except Exception as exc:  # noqa: BLE001
+        fail(sample, "write", exc)
+        return None
+    try:
+        edited = editor.edit(image, edit)
+    except Exception as exc:  # noqa: BLE001
+        fail(sample, "edit", exc)
+        return None
+    edited_path = out / "images" / f"{sample.sample_id}.png"
+    atomic_save_image(edited, edited_path)
+    return {
+        "sample_id": sample.sample_id,
+        "question": sample.question,
+        "choices": list(sample.choices),
+        "answer": sample.answer,
+        "original_image": str(sample.images[0]),
+        "edited_image": str(edited_path),
+        "distractor_description": edit["distractor_description"],
+        "trap_reasoning_path": edit["trap_reasoning_path"],
+        "trap_answer": edit["trap_answer"],
+        "edit_instruction": instruction_text(edit),
+        "edit": edit["edit_instruction"],
+        "render": edit.get("render"),
+        "seed_ids": [d.seed.seed_id for d in demos],
+        "writer": _name(writer),
+        "editor": _name(editor),
+        "dataset": sample.dataset,
+        "construct_seed": seed,
+    }
+
+
+def _write_outputs(
+    out: Path, rows: CandidateList, n_samples: int, writer: Any, editor: Any, k: int, seed: int
+) -> None:
+    """``candidates.jsonl``, ``failures.jsonl`` and ``summary.json`` under ``out``."""
     write_jsonl(out / "candidates.jsonl", rows)
     write_jsonl(out / "failures.jsonl", rows.failures)
     write_json(
         out / "summary.json",
         {
-            "n_samples": len(samples),
+            "n_samples": n_samples,
             "n_candidates": len(rows),
             "n_failures": len(rows.failures),
             "writer": _name(writer),
@@ -143,7 +170,6 @@ def build_candidates(
             "seed": seed,
         },
     )
-    return rows
 
 
 def construct(

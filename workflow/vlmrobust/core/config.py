@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -680,3 +681,30 @@ def demo_family(path: str) -> str:
     if family is None:
         raise ConfigError(f"demo dataset path {path!r} must be {DEMO_ROOT}/<family>")
     return family
+
+
+@lru_cache(maxsize=1)
+def _conditions_schema() -> dict:
+    """The schema of a ``conditions`` mapping alone: the config schema's ``condition``
+    definition (with every ``$defs`` it refers to)."""
+    root = load_schema("config")
+    return {
+        "$defs": root["$defs"],
+        "type": "object",
+        "properties": {
+            "conditions": {"type": "object", "additionalProperties": {"$ref": "#/$defs/condition"}}
+        },
+    }
+
+
+def condition_perturbations() -> list[str]:
+    """The perturbation names the schema's ``condition`` definition knows."""
+    return list(_conditions_schema()["$defs"]["condition"]["properties"]["perturbation"]["enum"])
+
+
+def validate_condition(name: str, spec: Any) -> dict:
+    """One condition's spec validated as ``conditions.<name>`` of a config (a copy,
+    defaults filled): what :func:`validate_config` checks of it, with the same messages
+    (``config: key 'conditions.<name>.<key>': ...``). A validated spec passes unchanged."""
+    data = validate({"conditions": {name: copy.deepcopy(spec)}}, _conditions_schema(), "config")
+    return data["conditions"][name]

@@ -86,7 +86,7 @@ from scipy import ndimage
 from ..clients.vlm.media import to_rgb
 from ..core.io import write_jsonl
 from ..core.records import Sample, Variant, read_samples, read_variants
-from .idis import load_objects
+from .idis import _shown_size, load_objects
 from .variants import open_shown
 
 __all__ = [
@@ -253,13 +253,8 @@ def change_mask(
 
 
 def _size(path: str, what: str) -> list[int]:
-    try:
-        with Image.open(path) as im:
-            w, h = im.size
-            orientation = im.getexif().get(0x0112, 1)
-    except Exception as exc:
-        raise ValueError(f"{what}: cannot read image {path}: {exc}") from None
-    return [h, w] if orientation in (5, 6, 7, 8) else [w, h]
+    """``[width, height]`` of an image as shown (:func:`~.idis._shown_size`)."""
+    return list(_shown_size(path, what))
 
 
 @lru_cache(maxsize=8)

@@ -582,38 +582,8 @@ def _math_row_items(
 ) -> list[_Item]:
     """The items of one ``meta.jsonl`` row (one per count it resolves to)."""
     textual = spec["kind"] == "textual"
-    image = row.get(spec["image_field"])
-    if isinstance(image, list) and len(image) == 1:
-        image = image[0]
-    if image is not None and not isinstance(image, str):
-        raise ValueError(
-            f"{meta}:{where.rsplit(':', 1)[1]}: field {spec['image_field']!r} "
-            f"({_key(condition, 'image_field')}) is {image!r}, not a file name"
-        )
-    if image is not None and not image.strip():
-        image = None
-    known: dict[str, int] = {}
-    if meta_n is not None:
-        known["the n<k>/ folder of its meta.jsonl"] = meta_n
-    if image is not None:
-        for part in PurePosixPath(image.replace("\\", "/")).parts[:-1]:
-            k = _parse_n(part, prefix_required=True)
-            if k is not None:
-                known["its image path"] = k
-    raw = row.get(spec["count_field"])
-    if raw is not None:
-        try:
-            known[f"field {spec['count_field']!r}"] = int(str(raw).strip())
-        except ValueError:
-            raise ValueError(
-                f"{where}: field {spec['count_field']!r} ({_key(condition, 'count_field')}) "
-                f"is {raw!r}, not an integer"
-            ) from None
-    if len(set(known.values())) > 1:
-        raise ValueError(
-            f"{where}: the number of distractors disagrees: "
-            + ", ".join(f"{k} says {v}" for k, v in known.items())
-        )
+    image = _row_image(condition, spec, meta, row, where)
+    known = _row_counts(condition, spec, meta_n, image, row, where)
     question = str(row[spec["question_field"]]) if textual else None
     kept = {k: v for k, v in row.items() if not (textual and k == spec["question_field"])}
 
@@ -658,6 +628,60 @@ def _math_row_items(
     return [item(n, p) for n, p in hits]
 
 
+def _row_image(
+    condition: str, spec: dict[str, Any], meta: Path, row: dict[str, Any], where: str
+) -> str | None:
+    """The image file name a ``meta.jsonl`` row gives (a one-element list taken as its
+    element), or None when it gives none or a blank one."""
+    image = row.get(spec["image_field"])
+    if isinstance(image, list) and len(image) == 1:
+        image = image[0]
+    if image is not None and not isinstance(image, str):
+        raise ValueError(
+            f"{meta}:{where.rsplit(':', 1)[1]}: field {spec['image_field']!r} "
+            f"({_key(condition, 'image_field')}) is {image!r}, not a file name"
+        )
+    if image is not None and not image.strip():
+        image = None
+    return image
+
+
+def _row_counts(
+    condition: str,
+    spec: dict[str, Any],
+    meta_n: int | None,
+    image: str | None,
+    row: dict[str, Any],
+    where: str,
+) -> dict[str, int]:
+    """What tells a row's number of distractors -> the number it tells: the n<k>/ folder
+    of its meta.jsonl, its image path and its count field; when they disagree, an
+    error."""
+    known: dict[str, int] = {}
+    if meta_n is not None:
+        known["the n<k>/ folder of its meta.jsonl"] = meta_n
+    if image is not None:
+        for part in PurePosixPath(image.replace("\\", "/")).parts[:-1]:
+            k = _parse_n(part, prefix_required=True)
+            if k is not None:
+                known["its image path"] = k
+    raw = row.get(spec["count_field"])
+    if raw is not None:
+        try:
+            known[f"field {spec['count_field']!r}"] = int(str(raw).strip())
+        except ValueError:
+            raise ValueError(
+                f"{where}: field {spec['count_field']!r} ({_key(condition, 'count_field')}) "
+                f"is {raw!r}, not an integer"
+            ) from None
+    if len(set(known.values())) > 1:
+        raise ValueError(
+            f"{where}: the number of distractors disagrees: "
+            + ", ".join(f"{k} says {v}" for k, v in known.items())
+        )
+    return known
+
+
 def _sample_key(condition: str, sample: Sample, spec: dict[str, Any]) -> Any:
     meta = sample.meta
     fields = (
@@ -678,79 +702,17 @@ def _sample_key(condition: str, sample: Sample, spec: dict[str, Any]) -> Any:
 
 
 def _setup(samples: list[Sample], condition: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Scan the release once, pair its items with the samples and check that some
+    pair; the spec gains the items of each sample and the release's ``report_extra``."""
     root = Path(spec["root"])
     kind_dir = _kind_dir(condition, root, spec)
-    released_keys: list[str] = []
-    if spec["task"] == "perception":
-        scan, files = _scan_perception(kind_dir, root, spec)
-        _pair_perception(condition, samples, files, scan, root, spec)
-        items = scan.items
-        sample_keys = [str(s.meta.get("stem")) for s in samples]
-    else:
-        scan = _scan_math(condition, kind_dir, root, spec)
-        key_to_sample: dict[Any, str] = {}
-        for sample in samples:
-            key = _sample_key(condition, sample, spec)
-            if key in key_to_sample:
-                raise ValueError(
-                    f"samples {key_to_sample[key]!r} and {sample.sample_id!r} have the same "
-                    f"{spec['pair_on']} ({key!r}): conditions.{condition}.pair_on cannot "
-                    "pair released rows with one sample"
-                )
-            key_to_sample[key] = sample.sample_id
-        items = [(key_to_sample.get(key), it) for key, it in scan.items]
-        sample_keys = [repr(k) for k in key_to_sample]
-        released_keys = sorted({repr(k) for k, _ in scan.items})
-
-    by_sample: dict[str, dict[tuple[str, int, str | None], _Item]] = {}
-    unmatched: list[str] = []
-    matched_by: Counter[str] = Counter()
-    duplicates = 0
-    for sid, item in items:
-        if sid is None:
-            unmatched.append(item.where)
-            continue
-        slot = (item.semantics, item.n, item.typo_class)
-        have = by_sample.setdefault(sid, {})
-        if slot in have:
-            other = have[slot]
-            if (other.path, other.question) == (item.path, item.question):
-                duplicates += 1  # the same item listed twice
-                continue
-            raise ValueError(
-                f"sample {sid!r}: two released items for {item.semantics}-n{item.n}"
-                f"{'' if item.typo_class is None else ' (' + item.typo_class + ')'}: "
-                f"{other.where} and {item.where}"
-            )
-        have[slot] = item
-        matched_by[f"{item.semantics}-n{item.n}"] += 1
-    matched = sum(matched_by.values())
-    scope = (
-        f"semantics {spec['semantics']}, counts {spec['counts']}"
-        if spec["semantics"]
-        else f"counts {spec['counts']}"
+    scan, items, sample_keys, released_keys = _paired_items(
+        condition, samples, kind_dir, root, spec
     )
+    by_sample, unmatched, matched_by, duplicates = _items_by_sample(items)
+    matched = sum(matched_by.values())
     if not items and samples:
-        raise ValueError(
-            f"conditions.{condition}: no released item found under {kind_dir} for {scope}"
-            + (
-                f"; {scan.out_of_scope} files are of other semantics or counts"
-                if scan.out_of_scope
-                else ""
-            )
-            + (
-                f"; {len(scan.unrecognised)} files are not where the layout puts them, e.g. "
-                + ", ".join(scan.unrecognised[:3])
-                if scan.unrecognised
-                else ""
-            )
-            + (
-                f"; {len(scan.missing_files)} meta.jsonl rows name a missing image, e.g. "
-                + "; ".join(scan.missing_files[:3])
-                if scan.missing_files
-                else ""
-            )
-        )
+        raise ValueError(_nothing_released(condition, kind_dir, spec, scan))
     if items and samples and not matched:
         release_side = (
             sorted({Path(w).stem for w in unmatched})
@@ -796,6 +758,95 @@ def _setup(samples: list[Sample], condition: str, spec: dict[str, Any]) -> dict[
     }
 
 
+def _paired_items(
+    condition: str, samples: list[Sample], kind_dir: Path, root: Path, spec: dict[str, Any]
+) -> tuple[_Scan, list[tuple[str | None, _Item]], list[str], list[str]]:
+    """The scan of the release, its items with the id of the sample each pairs with
+    (or None), the samples' pairing keys and the release's (math; for the error that
+    nothing pairs)."""
+    if spec["task"] == "perception":
+        scan, files = _scan_perception(kind_dir, root, spec)
+        _pair_perception(condition, samples, files, scan, root, spec)
+        sample_keys = [str(s.meta.get("stem")) for s in samples]
+        return scan, scan.items, sample_keys, []
+    scan = _scan_math(condition, kind_dir, root, spec)
+    key_to_sample: dict[Any, str] = {}
+    for sample in samples:
+        key = _sample_key(condition, sample, spec)
+        if key in key_to_sample:
+            raise ValueError(
+                f"samples {key_to_sample[key]!r} and {sample.sample_id!r} have the same "
+                f"{spec['pair_on']} ({key!r}): conditions.{condition}.pair_on cannot "
+                "pair released rows with one sample"
+            )
+        key_to_sample[key] = sample.sample_id
+    items = [(key_to_sample.get(key), it) for key, it in scan.items]
+    sample_keys = [repr(k) for k in key_to_sample]
+    released_keys = sorted({repr(k) for k, _ in scan.items})
+    return scan, items, sample_keys, released_keys
+
+
+def _items_by_sample(
+    items: list[tuple[str | None, _Item]],
+) -> tuple[dict[str, dict[tuple[str, int, str | None], _Item]], list[str], Counter[str], int]:
+    """The paired items by sample and (semantics, n, class); the unpaired items' places,
+    the pairs counted by ``<semantics>-n<k>`` and the items listed twice. Two different
+    items for one slot of a sample are an error."""
+    by_sample: dict[str, dict[tuple[str, int, str | None], _Item]] = {}
+    unmatched: list[str] = []
+    matched_by: Counter[str] = Counter()
+    duplicates = 0
+    for sid, item in items:
+        if sid is None:
+            unmatched.append(item.where)
+            continue
+        slot = (item.semantics, item.n, item.typo_class)
+        have = by_sample.setdefault(sid, {})
+        if slot in have:
+            other = have[slot]
+            if (other.path, other.question) == (item.path, item.question):
+                duplicates += 1  # the same item listed twice
+                continue
+            raise ValueError(
+                f"sample {sid!r}: two released items for {item.semantics}-n{item.n}"
+                f"{'' if item.typo_class is None else ' (' + item.typo_class + ')'}: "
+                f"{other.where} and {item.where}"
+            )
+        have[slot] = item
+        matched_by[f"{item.semantics}-n{item.n}"] += 1
+    return by_sample, unmatched, matched_by, duplicates
+
+
+def _nothing_released(condition: str, kind_dir: Path, spec: dict[str, Any], scan: _Scan) -> str:
+    """The error that the release holds no item in the condition's scope, with what the
+    scan saw instead."""
+    scope = (
+        f"semantics {spec['semantics']}, counts {spec['counts']}"
+        if spec["semantics"]
+        else f"counts {spec['counts']}"
+    )
+    return (
+        f"conditions.{condition}: no released item found under {kind_dir} for {scope}"
+        + (
+            f"; {scan.out_of_scope} files are of other semantics or counts"
+            if scan.out_of_scope
+            else ""
+        )
+        + (
+            f"; {len(scan.unrecognised)} files are not where the layout puts them, e.g. "
+            + ", ".join(scan.unrecognised[:3])
+            if scan.unrecognised
+            else ""
+        )
+        + (
+            f"; {len(scan.missing_files)} meta.jsonl rows name a missing image, e.g. "
+            + "; ".join(scan.missing_files[:3])
+            if scan.missing_files
+            else ""
+        )
+    )
+
+
 # ---------------------------------------------------------------- plan
 
 
@@ -828,10 +879,11 @@ def _expected(sample: Sample, spec: dict[str, Any], sem: str, n: int) -> str:
 def _plan(
     sample: Sample, condition: str, spec: dict[str, Any], seed: int
 ) -> list[VariantPlan | Excluded]:
+    """The released variants of a sample: one per (semantics, n) of the spec (perception
+    typographic: one per released class and n); a missing one is an :class:`Excluded`
+    or, with ``on_missing: error``, an error."""
     sid = sample.sample_id
     have: dict[tuple[str, int, str | None], _Item] = spec["_by_sample"].get(sid, {})
-    task, kind = spec["task"], spec["kind"]
-    root = Path(spec["root"])
     out: list[VariantPlan | Excluded] = []
 
     def missing(vid: str, sem: str, n: int) -> None:
@@ -844,10 +896,7 @@ def _plan(
             )
         out.append(Excluded(vid, "not-released", f"expected {expected}"))
 
-    def base(sem: str, n: int) -> dict[str, Any]:
-        return {"kind": kind, "semantics": sem, "n": n, "source": "idis-release"}
-
-    if task == "perception" and kind == "typographic":
+    if spec["task"] == "perception" and spec["kind"] == "typographic":
         for n in spec["counts"]:
             found = sorted(
                 (it for (_s, k, _t), it in have.items() if k == n),
@@ -858,7 +907,7 @@ def _plan(
             for it in found:
                 slug = "" if it.typo_class is None else f"{object_slug(it.typo_class)}-"
                 params = {
-                    **base("typographic", n),
+                    **_base_params(spec, "typographic", n),
                     "typo_class": it.typo_class,
                     "release_file": it.where,
                 }
@@ -875,44 +924,60 @@ def _plan(
             if it is None:
                 missing(vid, sem, n)
                 continue
-            params = base(sem, n)
-            if task == "perception":
-                label = sample.meta.get("label") or sample.meta.get("imagenet9_class")
-                params.update(
-                    distractors=None,
-                    distractor_classes=(
-                        [label]
-                        if sem == "aligned" and label
-                        else ["irrelevant"]
-                        if sem == "irrelevant"
-                        else None
-                    ),
-                    release_file=it.where,
-                )
-                out.append(VariantPlan(vid, params, None, images=(str(it.path),)))
-                continue
-            release_file = None if it.path is None else _rel(it.path, root)
-            if kind == "visual":
-                params["distractors"] = None
-            params.update(release_row=it.where, release_meta=it.row)
-            if kind == "textual":
-                params["release_image"] = release_file
-                assert it.question is not None
-                if it.question.strip() == sample.question.strip():
-                    out.append(
-                        Excluded(
-                            vid,
-                            "question-unchanged",
-                            f"{it.where}: the released question equals the sample's "
-                            f"(check {_key(condition, 'question_field')})",
-                        )
-                    )
-                    continue
-                out.append(VariantPlan(vid, params, None, question=it.question))
-                continue
-            params["release_file"] = release_file
-            out.append(VariantPlan(vid, params, None, images=(str(it.path),)))
+            out.append(_released_variant(sample, condition, spec, vid, sem, n, it))
     return out
+
+
+def _base_params(spec: dict[str, Any], sem: str, n: int) -> dict[str, Any]:
+    """The params every released variant records."""
+    return {"kind": spec["kind"], "semantics": sem, "n": n, "source": "idis-release"}
+
+
+def _released_variant(
+    sample: Sample,
+    condition: str,
+    spec: dict[str, Any],
+    vid: str,
+    sem: str,
+    n: int,
+    it: _Item,
+) -> VariantPlan | Excluded:
+    """The variant of a released item (not perception typographic): the released image
+    or, for math textual, the released question (excluded when it equals the
+    sample's)."""
+    params = _base_params(spec, sem, n)
+    if spec["task"] == "perception":
+        label = sample.meta.get("label") or sample.meta.get("imagenet9_class")
+        params.update(
+            distractors=None,
+            distractor_classes=(
+                [label]
+                if sem == "aligned" and label
+                else ["irrelevant"]
+                if sem == "irrelevant"
+                else None
+            ),
+            release_file=it.where,
+        )
+        return VariantPlan(vid, params, None, images=(str(it.path),))
+    kind = spec["kind"]
+    release_file = None if it.path is None else _rel(it.path, Path(spec["root"]))
+    if kind == "visual":
+        params["distractors"] = None
+    params.update(release_row=it.where, release_meta=it.row)
+    if kind == "textual":
+        params["release_image"] = release_file
+        assert it.question is not None
+        if it.question.strip() == sample.question.strip():
+            return Excluded(
+                vid,
+                "question-unchanged",
+                f"{it.where}: the released question equals the sample's "
+                f"(check {_key(condition, 'question_field')})",
+            )
+        return VariantPlan(vid, params, None, question=it.question)
+    params["release_file"] = release_file
+    return VariantPlan(vid, params, None, images=(str(it.path),))
 
 
 register(Perturbation("idis-release", _prepare, _plan, None, setup=_setup))

@@ -12,8 +12,11 @@ sample id for one-variant-per-sample conditions), ``out.parent`` must belong to 
 Perturbations live in the registry :data:`PERTURBATIONS` (re-exported by
 ``vlmrobust.perturb``). Each is a :class:`Perturbation`:
 
-* ``prepare(condition, spec) -> spec``: checks the condition's config and fills in
-  defaults; errors name ``conditions.<condition>.<key>``.
+* ``prepare(condition, spec) -> spec``: takes the condition's config as the schema
+  validated it (:func:`build_variants` validates a spec against the config schema's
+  ``condition`` definition first, which fills the defaults) and checks only what the
+  schema cannot say (a file that must exist, a colour PIL knows, ...); errors name
+  ``conditions.<condition>.<key>``.
 * ``plan(sample, condition, spec, seed) -> list[VariantPlan]``: the variants of one
   sample (id, recorded params, seed, optionally a changed question).
 * ``setup(samples, condition, spec) -> spec`` (optional): called once with every
@@ -82,9 +85,9 @@ from typing import Any
 from PIL import Image, ImageColor, ImageOps
 from tqdm import tqdm
 
+from ..core.config import condition_perturbations, validate_condition
 from ..core.decisions import (
     CRITERIA_SEP,
-    IDIS_CRITERIA_SETS,
     Decision,
     apply_decisions,
     read_decisions,
@@ -92,7 +95,7 @@ from ..core.decisions import (
 from ..core.io import atomic_write_bytes, sha256_bytes, sha256_file, write_json
 from ..core.records import Sample, Variant, read_samples, write_variants
 from ..core.seeding import derive_seed, rng_for
-from .corruption import CORRUPTION_METHODS, SEVERITIES, corrupt_image
+from .corruption import corrupt_image
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +187,7 @@ def _check_keys(condition: str, spec: dict[str, Any], allowed: Iterable[str]) ->
 
 
 def _prepare_none(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, ())
+    """The validated spec as it is (the schema allows no key of its own)."""
     return dict(spec)
 
 
@@ -199,18 +202,10 @@ register(Perturbation("none", _prepare_none, _plan_none, None))
 
 # ---------------------------------------------------------------- distraction
 
-DISTRACTION_SOURCES = ("released",)
-
 
 def _prepare_distraction(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, ("source",))
-    spec = {"source": "released", **spec}
-    if spec["source"] not in DISTRACTION_SOURCES:
-        raise ValueError(
-            f"{_key(condition, 'source')}: {spec['source']!r} is not one of "
-            f"{', '.join(DISTRACTION_SOURCES)}"
-        )
-    return spec
+    """The validated spec as it is (``source``: the schema's enum and default)."""
+    return dict(spec)
 
 
 def _plan_distraction(
@@ -234,63 +229,21 @@ register(Perturbation("distraction", _prepare_distraction, _plan_distraction, No
 
 # ---------------------------------------------------------------- corruption
 
-_CORRUPTION_DEFAULTS: dict[str, Any] = {
-    "assignment": "random",
-    "methods": list(CORRUPTION_METHODS),
-    "severities": list(SEVERITIES),
-    "blank_fill": "white",
-}
-_ASSIGNMENTS = ("random", "all")
-
 
 def _prepare_corruption(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, _CORRUPTION_DEFAULTS)
-    out = {**_CORRUPTION_DEFAULTS, **spec}
-    if out["assignment"] not in _ASSIGNMENTS:
-        raise ValueError(
-            f"{_key(condition, 'assignment')}: {out['assignment']!r} is not one of "
-            f"{', '.join(_ASSIGNMENTS)}"
-        )
-    methods = out["methods"]
-    if isinstance(methods, str) or not isinstance(methods, list | tuple) or not methods:
-        raise ValueError(
-            f"{_key(condition, 'methods')}: expected a non-empty list of methods from "
-            f"{', '.join(CORRUPTION_METHODS)}; got {methods!r}"
-        )
-    bad = [m for m in methods if m not in CORRUPTION_METHODS]
-    if bad:
-        raise ValueError(
-            f"{_key(condition, 'methods')}: unknown method {bad[0]!r}; allowed: "
-            f"{', '.join(CORRUPTION_METHODS)}"
-        )
-    if len(set(methods)) != len(methods):
-        raise ValueError(f"{_key(condition, 'methods')}: methods repeat in {methods!r}")
-    sevs = out["severities"]
-    if isinstance(sevs, str) or not isinstance(sevs, list | tuple) or not sevs:
-        raise ValueError(
-            f"{_key(condition, 'severities')}: expected a non-empty list of integers 1-5; "
-            f"got {sevs!r}"
-        )
-    bad = [s for s in sevs if isinstance(s, bool) or not isinstance(s, int) or s not in SEVERITIES]
-    if bad:
-        raise ValueError(
-            f"{_key(condition, 'severities')}: severity {bad[0]!r} is not an integer 1-5"
-        )
-    if len(set(sevs)) != len(sevs):
-        raise ValueError(f"{_key(condition, 'severities')}: severities repeat in {sevs!r}")
-    fill = out["blank_fill"]
+    """The validated spec (the schema checks the keys, methods and severities and fills
+    their defaults); checked here is what the schema cannot say: that ``blank_fill`` is
+    a colour PIL knows. Severities become plain ``int`` (the schema's integers include
+    ``3.0``)."""
+    fill = spec["blank_fill"]
     try:
-        if not isinstance(fill, str):
-            raise ValueError("not a string")
         ImageColor.getrgb(fill)
     except ValueError:
         raise ValueError(
             f"{_key(condition, 'blank_fill')}: {fill!r} is not a colour (use a PIL colour "
             f"name such as 'white' or '#rrggbb')"
         ) from None
-    out["methods"] = list(methods)
-    out["severities"] = [int(s) for s in sevs]
-    return out
+    return {**spec, "severities": [int(s) for s in spec["severities"]]}
 
 
 def corruption_variant_id(sample_id: str, method: str, severity: int | None) -> str:
@@ -331,7 +284,7 @@ def _apply_corruption(image: Image.Image, params: dict[str, Any], seed: int) -> 
         params["method"],
         params["severity"],
         seed,
-        blank_fill=params.get("blank_fill", "white"),
+        blank_fill=params["blank_fill"],
     )
 
 
@@ -339,10 +292,6 @@ register(Perturbation("corruption", _prepare_corruption, _plan_corruption, _appl
 
 
 # ---------------------------------------------------------------- verification
-
-#: ``not-rejected``: drop the rejected variants; ``accepted``: keep only the accepted
-VERIFICATION_REQUIRE = ("not-rejected", "accepted")
-_VERIFICATION_KEYS = ("decisions", "set", "require")
 
 
 @dataclass
@@ -397,30 +346,21 @@ class Verification:
 
 
 def prepare_verification(condition: str, value: Any) -> Verification:
-    """Check a condition's ``verification`` value and read its decisions file; errors
-    name ``conditions.<condition>.verification[.<key>]`` (a bad row of the file: the
-    file and line)."""
-    where = _key(condition, "verification")
-    if not isinstance(value, dict):
-        raise ValueError(f"{where}: expected a mapping with keys decisions, set, require")
-    unknown = sorted(set(value) - set(_VERIFICATION_KEYS))
-    if unknown:
-        raise ValueError(
-            f"{where}.{unknown[0]}: unknown key; allowed keys: {', '.join(_VERIFICATION_KEYS)}"
-        )
-    path = value.get("decisions")
-    if not isinstance(path, str) or not path.strip():
-        raise ValueError(f"{where}.decisions: expected the path of a decisions CSV, got {path!r}")
-    name = value.get("set")
-    if name not in IDIS_CRITERIA_SETS:
-        raise ValueError(f"{where}.set: {name!r} is not one of {', '.join(IDIS_CRITERIA_SETS)}")
-    require = value.get("require", "not-rejected")
-    if require not in VERIFICATION_REQUIRE:
-        raise ValueError(
-            f"{where}.require: {require!r} is not one of {', '.join(VERIFICATION_REQUIRE)}"
-        )
+    """Check a condition's ``verification`` value against the schema (errors name
+    ``conditions.<condition>.verification[.<key>]``) and read its decisions file."""
+    checked = validate_condition(condition, {"perturbation": "none", "verification": value})
+    return _read_verification(condition, checked["verification"])
+
+
+def _read_verification(condition: str, value: dict[str, Any]) -> Verification:
+    """Read the decisions file of a validated ``verification`` value; checked here is
+    what the schema cannot say: that the file exists (a bad row of the file: an error
+    naming the file and line)."""
+    path, name, require = value["decisions"], value["set"], value["require"]
     if not Path(path).is_file():
-        raise ValueError(f"{where}.decisions: {path!r} is not an existing file")
+        raise ValueError(
+            f"{_key(condition, 'verification')}.decisions: {path!r} is not an existing file"
+        )
     decisions = read_decisions(path, criteria_set=name)
     return Verification(path, name, require, decisions)
 
@@ -556,6 +496,53 @@ def build_variants(
     params, ``params["without_images"] = True`` and no image (for imported outputs).
     """
     out = Path(out)
+    spec = _validated_spec(condition, spec)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    name = spec["perturbation"]
+    pert = PERTURBATIONS[name]
+    spec = dict(spec)
+    verification = None
+    value = spec.pop("verification")  # the stage's key, not the perturbation's
+    if value is not None:
+        verification = _read_verification(condition, value)
+    expected = spec.pop("expected_variants")  # the stage's key too
+    spec = pert.prepare(condition, spec)
+    samples = read_samples(samples_path)
+    if pert.setup is not None:
+        spec = pert.setup(samples, condition, spec)
+    images_dir = out.parent / "images"
+    variants, tasks, slots, excluded = _plan_variants(
+        samples_path, samples, condition, spec, seed, verification, images_dir
+    )
+    if tasks:
+        images_dir.mkdir(parents=True, exist_ok=True)
+        results = _run_tasks(tasks, threads, desc=f"variants {condition}")
+        _record_results(name, variants, tasks, slots, results)
+    n = write_variants(out, variants)
+    _write_report(
+        out.parent / "report.json",
+        condition,
+        name,
+        len(samples),
+        n,
+        excluded,
+        extra=spec.get("report_extra"),
+        stage=_stage_blocks(condition, n, verification, expected),
+    )
+    return n
+
+
+#: The keys of a condition that the stage reads itself (taken out of the spec before
+#: the perturbation's ``prepare``).
+_STAGE_KEYS = ("verification", "expected_variants")
+
+
+def _validated_spec(condition: str, spec: Any) -> dict[str, Any]:
+    """``spec`` validated against the config schema's ``condition`` definition (a copy,
+    defaults filled; a validated spec passes unchanged). A perturbation plugged in with
+    :func:`register` that the schema does not know has its own keys checked by its
+    ``prepare`` alone; the stage's keys are validated all the same."""
     if not isinstance(spec, dict):
         raise ValueError(f"conditions.{condition}: expected a mapping, got {spec!r}")
     name = spec.get("perturbation")
@@ -564,30 +551,29 @@ def build_variants(
             f"{_key(condition, 'perturbation')}: unknown perturbation {name!r}; known: "
             f"{', '.join(PERTURBATIONS)}"
         )
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    if name in condition_perturbations():
+        return validate_condition(condition, spec)
+    stage = {k: spec[k] for k in _STAGE_KEYS if k in spec}
+    checked = validate_condition(condition, {"perturbation": "none", **stage})
+    return {**spec, **{k: checked[k] for k in _STAGE_KEYS}}
+
+
+def _plan_variants(
+    samples_path: str | os.PathLike,
+    samples: list[Sample],
+    condition: str,
+    spec: dict[str, Any],
+    seed: int,
+    verification: Verification | None,
+    images_dir: Path,
+) -> tuple[list[Variant], list[_Task], list[tuple[int, int]], list[Excluded]]:
+    """Plan every sample's variants: the manifest rows (images and hashes filled for
+    variants that keep existing files), the image tasks with the (variant index, image
+    index) each fills, and the excluded variants."""
+    name = spec["perturbation"]
     pert = PERTURBATIONS[name]
-    spec = dict(spec)
-    verification = None
-    value = spec.pop("verification", None)  # the stage's key, not the perturbation's
-    if value is not None:
-        verification = prepare_verification(condition, value)
-    expected = spec.pop("expected_variants", None)  # the stage's key too
-    if expected is not None and (
-        isinstance(expected, bool) or not isinstance(expected, int) or expected < 0
-    ):
-        raise ValueError(
-            f"{_key(condition, 'expected_variants')}: expected a count (integer >= 0), "
-            f"got {expected!r}"
-        )
-    spec = pert.prepare(condition, spec)
-    samples = read_samples(samples_path)
-    if pert.setup is not None:
-        spec = pert.setup(samples, condition, spec)
-    images_dir = out.parent / "images"
     task_spec = {k: v for k, v in spec.items() if not k.startswith("_")}  # module doc
     excluded: list[Excluded] = []
-
     variants: list[Variant] = []
     tasks: list[_Task] = []
     slots: list[tuple[int, int]] = []  # (variant index, image index) of each task
@@ -611,19 +597,7 @@ def build_variants(
                     f"{samples_path} must be unique"
                 )
             seen[plan.variant_id] = sample.sample_id
-            variant = Variant(
-                variant_id=plan.variant_id,
-                sample_id=sample.sample_id,
-                dataset=sample.dataset,
-                condition=condition,
-                perturbation=name,
-                images=[],
-                sha256=[],
-                question=sample.question if plan.question is None else plan.question,
-                params=dict(plan.params),
-                seed=plan.seed,
-                masks=[],
-            )
+            variant = _new_variant(sample, plan, condition, name)
             vi = len(variants)
             variants.append(variant)
             if without_images:
@@ -652,30 +626,61 @@ def build_variants(
                     )
                 )
                 slots.append((vi, k))
+    return variants, tasks, slots, excluded
 
-    if tasks:
-        images_dir.mkdir(parents=True, exist_ok=True)
-        results = _run_tasks(tasks, threads, desc=f"variants {condition}")
-        masks: dict[int, list[str | None]] = {}
-        infos: dict[int, list[dict[str, Any] | None]] = {}
-        for task, (vi, _k), (sha, mask_sha, info) in zip(tasks, slots, results, strict=True):
-            variants[vi].sha256.append(sha)
-            masks.setdefault(vi, []).append(task.mask_path if mask_sha is not None else None)
-            infos.setdefault(vi, []).append(info)
-        for vi, ilist in infos.items():
-            if any(i is not None for i in ilist):
-                variants[vi].params["placed"] = ilist
-        for vi, mlist in masks.items():
-            if all(m is None for m in mlist):
-                continue
-            if any(m is None for m in mlist):
-                raise RuntimeError(
-                    f"perturbation {name!r} returned a mask for some images of variant "
-                    f"{variants[vi].variant_id!r} but not for all"
-                )
-            variants[vi].masks = [m for m in mlist if m is not None]
-    n = write_variants(out, variants)
-    stage: dict[str, Any] = {}  # the stage's own blocks of report.json
+
+def _new_variant(sample: Sample, plan: VariantPlan, condition: str, name: str) -> Variant:
+    """The manifest row of a planned variant, its images not yet listed."""
+    return Variant(
+        variant_id=plan.variant_id,
+        sample_id=sample.sample_id,
+        dataset=sample.dataset,
+        condition=condition,
+        perturbation=name,
+        images=[],
+        sha256=[],
+        question=sample.question if plan.question is None else plan.question,
+        params=dict(plan.params),
+        seed=plan.seed,
+        masks=[],
+    )
+
+
+def _record_results(
+    name: str,
+    variants: list[Variant],
+    tasks: list[_Task],
+    slots: list[tuple[int, int]],
+    results: list[tuple[str, str | None, dict[str, Any] | None]],
+) -> None:
+    """Fill the variants with what their image tasks gave: the hashes, ``placed`` (when
+    the perturbation said what it placed) and the masks (for every image or none)."""
+    masks: dict[int, list[str | None]] = {}
+    infos: dict[int, list[dict[str, Any] | None]] = {}
+    for task, (vi, _k), (sha, mask_sha, info) in zip(tasks, slots, results, strict=True):
+        variants[vi].sha256.append(sha)
+        masks.setdefault(vi, []).append(task.mask_path if mask_sha is not None else None)
+        infos.setdefault(vi, []).append(info)
+    for vi, ilist in infos.items():
+        if any(i is not None for i in ilist):
+            variants[vi].params["placed"] = ilist
+    for vi, mlist in masks.items():
+        if all(m is None for m in mlist):
+            continue
+        if any(m is None for m in mlist):
+            raise RuntimeError(
+                f"perturbation {name!r} returned a mask for some images of variant "
+                f"{variants[vi].variant_id!r} but not for all"
+            )
+        variants[vi].masks = [m for m in mlist if m is not None]
+
+
+def _stage_blocks(
+    condition: str, n: int, verification: Verification | None, expected: int | None
+) -> dict[str, Any]:
+    """The stage's own blocks of report.json (verification, the expected count); a count
+    other than the expected one is logged."""
+    stage: dict[str, Any] = {}
     if verification is not None:
         stage["verification"] = verification.report()
     if expected is not None:
@@ -690,17 +695,7 @@ def build_variants(
                 n - expected,
             )
             stage["expected_mismatch"] = n - expected
-    _write_report(
-        out.parent / "report.json",
-        condition,
-        name,
-        len(samples),
-        n,
-        excluded,
-        extra=spec.get("report_extra"),
-        stage=stage,
-    )
-    return n
+    return stage
 
 
 def _write_report(
