@@ -89,7 +89,7 @@ def _request(
 ) -> Request:
     """The request the output row answered (its prompt builder, question and images)."""
     from ..core.prompts import PROMPTS, build_prompt
-    from .run import resized_images
+    from .run import resized_images, with_copies
 
     name = prompt or row.get("prompt")
     builder = PROMPTS.get(name)
@@ -110,10 +110,7 @@ def _request(
     size = row.get("image_size")
     if size is not None and variant.params.get("resolution") is None:
         copies = resized_images(variant, int(size), resized_dir)
-        content = [
-            {**part, "path": copies[part["path"]]} if part["type"] == "image" else part
-            for part in content
-        ]
+        content = with_copies(content, copies)
     return Request(
         key=row["key"], content=content, max_new_tokens=max_new_tokens, system=built.system
     )
