@@ -6,6 +6,7 @@ into :class:`Variant` rows (the variant manifest). Both are plain JSON lines on 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -182,3 +183,12 @@ def read_variants(path: str | Path) -> list[Variant]:
 
 def write_variants(path: str | Path, variants: list[Variant]) -> int:
     return write_jsonl(path, (v.to_dict() for v in variants))
+
+
+def missing(value: Any) -> bool:
+    """``None``, NaN, or an empty/whitespace string (a field a row lacks)."""
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and not value.strip()

@@ -41,6 +41,7 @@ from PIL import Image
 
 from ..core.benchmarks import Benchmark
 from ..core.io import read_jsonl, read_utf8
+from ..core.records import missing
 
 
 class BadRowError(ValueError):
@@ -197,15 +198,6 @@ def letter_index(answer: Any, n_choices: int | None = None) -> int | None:
     if n_choices is not None and i >= n_choices:
         return None
     return i
-
-
-def missing(value: Any) -> bool:
-    """``None``, NaN, or an empty/whitespace string."""
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and not value.strip()
 
 
 def answer_text(value: Any) -> str:

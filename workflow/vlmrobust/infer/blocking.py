@@ -89,7 +89,7 @@ def _request(
 ) -> Request:
     """The request the output row answered (its prompt builder, question and images)."""
     from ..core.prompts import PROMPTS, build_prompt
-    from .run import resized_images
+    from .run import resized_images, with_copies
 
     name = prompt or row.get("prompt")
     builder = PROMPTS.get(name)
@@ -110,10 +110,7 @@ def _request(
     size = row.get("image_size")
     if size is not None and variant.params.get("resolution") is None:
         copies = resized_images(variant, int(size), resized_dir)
-        content = [
-            {**part, "path": copies[part["path"]]} if part["type"] == "image" else part
-            for part in content
-        ]
+        content = with_copies(content, copies)
     return Request(
         key=row["key"], content=content, max_new_tokens=max_new_tokens, system=built.system
     )
@@ -135,6 +132,163 @@ def _row(
         "phrases": phrases,
         "error": error,
     }
+
+
+def _judged_rows(attributes_path: Path) -> dict[str, dict[str, Any]]:
+    """The attribute judge rows by key (a key listed twice is an error)."""
+    judged: dict[str, dict[str, Any]] = {}
+    for jrow in read_jsonl(attributes_path):
+        if jrow["key"] in judged:
+            raise ValueError(f"{attributes_path}: key {jrow['key']!r} is listed twice")
+        judged[jrow["key"]] = jrow
+    return judged
+
+
+def _skip_reason(
+    row: Mapping[str, Any], jrow: Mapping[str, Any] | None, found: tuple[str, int, int] | str
+) -> str | None:
+    """Why an output row cannot be re-answered (:data:`SKIP_REASONS`), or None."""
+    if row.get("error"):
+        return "generation-error"
+    if jrow is None:
+        return "no-judge-row"
+    if jrow.get("error"):
+        return "judge-error"
+    return found if isinstance(found, str) else None
+
+
+class _Blocking:
+    """One attention-blocking run: its inputs and settings, the rows written so far and
+    the sums of the summary."""
+
+    def __init__(
+        self,
+        paths: tuple[Path, Path, Path, Path],
+        settings: Sequence[str],
+        backend: Any,
+        max_new_tokens: int,
+        score: Callable[[dict[str, Any], Any], int | None] | None,
+        markers: Sequence[Sequence[str]] | None,
+    ):
+        outputs_path, samples_path, manifest_path, attributes_path = paths
+        self.paths = paths
+        self.settings, self.backend, self.max_new_tokens = settings, backend, max_new_tokens
+        self.score, self.markers = score, markers
+        self.outputs = read_jsonl(outputs_path)
+        self.samples = {s.sample_id: s for s in read_samples(samples_path)}
+        self.variants = {v.variant_id: v for v in read_variants(manifest_path)}
+        self.judged = _judged_rows(attributes_path)
+        self.skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
+        self.rows: list[dict[str, Any]] = []
+        self.sums: dict[str, Counter[str]] = {s: Counter() for s in settings}
+        self.reanswered = self.errors = 0
+        self.seconds = 0.0
+
+    def skip(self, row: Mapping[str, Any], reason: str) -> None:
+        """Count a skipped output row; a row per setting says so."""
+        self.skipped[reason] += 1
+        self.rows += [_row(row, setting, error=f"skipped: {reason}") for setting in self.settings]
+
+    def inputs_of(self, row: Mapping[str, Any]) -> tuple[Any, Any]:
+        """The variant and the sample of an output row (either missing is an error)."""
+        outputs_path, samples_path, manifest_path, _ = self.paths
+        key = row["key"]
+        variant = self.variants.get(row["variant_id"])
+        if variant is None:
+            raise ValueError(
+                f"{outputs_path}: row {key!r}: variant {row['variant_id']!r} is not in "
+                f"{manifest_path}"
+            )
+        sample = self.samples.get(row["sample_id"])
+        if sample is None:
+            raise ValueError(
+                f"{outputs_path}: row {key!r}: sample {row['sample_id']!r} is not in {samples_path}"
+            )
+        return variant, sample
+
+    def reanswer(
+        self,
+        row: dict[str, Any],
+        found: tuple[str, int, int],
+        req: Request,
+        sample: Any,
+        roles: Mapping[str, Sequence[str]],
+    ) -> None:
+        """Re-answer one output row under every setting: block the setting's phrases in
+        the trace, generate, split off the answer and score it; a failed re-answer is
+        recorded in its row and counted."""
+        prefill, start, end = found
+        for setting in self.settings:
+            phrases = roles[setting]
+            spans = phrase_spans(prefill, phrases, start, end)
+            out_row = _row(row, setting, len(phrases))
+            t0 = time.perf_counter()
+            try:
+                text, blocked = self.backend.answer_with_blocked(
+                    req, prefill, spans, self.max_new_tokens
+                )
+            except Exception as exc:  # this re-answer only; recorded and counted
+                out_row["error"] = f"{type(exc).__name__}: {exc}"[:1000]
+                self.errors += 1
+                self.rows.append(out_row)
+                continue
+            self.seconds += time.perf_counter() - t0
+            raw = prefill + text
+            answer = split_thinking(raw, self.markers)[1]
+            out_row["answer_text"] = answer
+            out_row["blocked_tokens"] = int(blocked)
+            if self.score is not None:
+                scored = {**row, "raw_text": raw, "answer_text": answer, "error": None}
+                out_row["correct"] = self.score(scored, sample)
+            self.add_answer(out_row, setting, phrases, blocked)
+
+    def add_answer(
+        self, out_row: dict[str, Any], setting: str, phrases: Sequence[str], blocked: int
+    ) -> None:
+        """Count a re-answered row in the sums of its setting and keep it."""
+        sums = self.sums[setting]
+        sums["n"] += 1
+        sums["blocked"] += int(blocked)
+        sums["phrases"] += len(phrases)
+        sums["missing"] += bool(phrases) and not blocked
+        if out_row["correct"] is not None:
+            sums["scored"] += 1
+            sums["correct"] += int(out_row["correct"])
+        self.rows.append(out_row)
+
+    def summary(self) -> dict[str, Any]:
+        """The run's summary (:func:`block_attention`)."""
+        settings, sums = self.settings, self.sums
+
+        def mean(setting: str, field: str, over: str = "n") -> float | None:
+            n = sums[setting][over]
+            return round(sums[setting][field] / n, 4) if n else None
+
+        answered = sum(c["n"] for c in sums.values())
+        return {
+            "outputs": len(self.outputs),
+            "reanswered": self.reanswered,
+            "rows": len(self.rows),
+            "errors": self.errors,
+            "skipped": dict(self.skipped),
+            "blocked_tokens": {s: mean(s, "blocked") for s in settings},
+            "phrases": {s: mean(s, "phrases") for s in settings},
+            "missing_phrases": {s: sums[s]["missing"] for s in settings},
+            "accuracy": {s: mean(s, "correct", "scored") for s in settings},
+            "seconds_per_answer": round(self.seconds / answered, 4) if answered else None,
+        }
+
+
+def _check_setup(settings: Sequence[str], backend: Any) -> None:
+    """The block settings are known and the backend can block attention."""
+    bad = [s for s in settings if s not in BLOCK_SETTINGS]
+    if bad or not settings:
+        raise ValueError(f"block settings must be among {BLOCK_SETTINGS}, got {list(settings)}")
+    if not hasattr(backend, "answer_with_blocked"):
+        raise ValueError(
+            f"backend {getattr(backend, 'name', type(backend).__name__)!r} cannot block "
+            "attention (a local hf model is needed)"
+        )
 
 
 def block_attention(
@@ -168,119 +322,33 @@ def block_attention(
     ``missing_phrases`` (setting -> rows with phrases but no token blocked),
     ``accuracy`` (setting -> mean of the scored rows, or None), ``seconds_per_answer``.
     """
-    bad = [s for s in settings if s not in BLOCK_SETTINGS]
-    if bad or not settings:
-        raise ValueError(f"block settings must be among {BLOCK_SETTINGS}, got {list(settings)}")
-    if not hasattr(backend, "answer_with_blocked"):
-        raise ValueError(
-            f"backend {getattr(backend, 'name', type(backend).__name__)!r} cannot block "
-            "attention (a local hf model is needed)"
-        )
+    _check_setup(settings, backend)
     if markers is None:
         markers = (getattr(backend, "options", None) or {}).get("thinking_markers")
-    outputs = read_jsonl(outputs_path)
-    samples = {s.sample_id: s for s in read_samples(samples_path)}
-    variants = {v.variant_id: v for v in read_variants(manifest_path)}
-    judged: dict[str, dict[str, Any]] = {}
-    for jrow in read_jsonl(attributes_path):
-        if jrow["key"] in judged:
-            raise ValueError(f"{attributes_path}: key {jrow['key']!r} is listed twice")
-        judged[jrow["key"]] = jrow
-
-    skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
-    rows: list[dict[str, Any]] = []
-    sums: dict[str, Counter[str]] = {s: Counter() for s in settings}
-    reanswered = errors = 0
-    seconds = 0.0
+    paths = (outputs_path, samples_path, manifest_path, attributes_path)
+    run = _Blocking(paths, settings, backend, max_new_tokens, score, markers)
     resized_dir = out.with_name(out.name + ".resized")
     try:
-        for row in outputs:
-            if limit is not None and reanswered >= limit:
+        for row in run.outputs:
+            if limit is not None and run.reanswered >= limit:
                 break
-            key = row["key"]
-            jrow = judged.get(key)
+            jrow = run.judged.get(row["key"])
             found = trace_prefill(row.get("raw_text") or "", markers)
-            reason = (
-                "generation-error"
-                if row.get("error")
-                else "no-judge-row"
-                if jrow is None
-                else "judge-error"
-                if jrow.get("error")
-                else found
-                if isinstance(found, str)
-                else None
-            )
+            reason = _skip_reason(row, jrow, found)
             if reason is not None:  # a row per setting says so: counted where it is read
-                skipped[reason] += 1
-                rows += [_row(row, setting, error=f"skipped: {reason}") for setting in settings]
+                run.skip(row, reason)
                 continue
-            prefill, start, end = found
-            variant = variants.get(row["variant_id"])
-            if variant is None:
-                raise ValueError(
-                    f"{outputs_path}: row {key!r}: variant {row['variant_id']!r} is not in "
-                    f"{manifest_path}"
-                )
-            sample = samples.get(row["sample_id"])
-            if sample is None:
-                raise ValueError(
-                    f"{outputs_path}: row {key!r}: sample {row['sample_id']!r} is not in "
-                    f"{samples_path}"
-                )
+            variant, sample = run.inputs_of(row)
             roles = attribute_roles(jrow.get("task", ""), jrow, variant.params, sample.meta)
             roles["none"] = []
             req = _request(row, sample, variant, prompt, max_new_tokens, resized_dir)
-            reanswered += 1
-            for setting in settings:
-                phrases = roles[setting]
-                spans = phrase_spans(prefill, phrases, start, end)
-                out_row = _row(row, setting, len(phrases))
-                t0 = time.perf_counter()
-                try:
-                    text, blocked = backend.answer_with_blocked(req, prefill, spans, max_new_tokens)
-                except Exception as exc:  # this re-answer only; recorded and counted
-                    out_row["error"] = f"{type(exc).__name__}: {exc}"[:1000]
-                    errors += 1
-                    rows.append(out_row)
-                    continue
-                seconds += time.perf_counter() - t0
-                raw = prefill + text
-                answer = split_thinking(raw, markers)[1]
-                out_row["answer_text"] = answer
-                out_row["blocked_tokens"] = int(blocked)
-                if score is not None:
-                    scored = {**row, "raw_text": raw, "answer_text": answer, "error": None}
-                    out_row["correct"] = score(scored, sample)
-                sums[setting]["n"] += 1
-                sums[setting]["blocked"] += int(blocked)
-                sums[setting]["phrases"] += len(phrases)
-                sums[setting]["missing"] += bool(phrases) and not blocked
-                if out_row["correct"] is not None:
-                    sums[setting]["scored"] += 1
-                    sums[setting]["correct"] += int(out_row["correct"])
-                rows.append(out_row)
+            run.reanswered += 1
+            run.reanswer(row, found, req, sample, roles)
     finally:
         shutil.rmtree(resized_dir, ignore_errors=True)
-    write_jsonl(out, rows)
-
-    def mean(setting: str, field: str, over: str = "n") -> float | None:
-        n = sums[setting][over]
-        return round(sums[setting][field] / n, 4) if n else None
-
-    answered = sum(c["n"] for c in sums.values())
-    summary = {
-        "outputs": len(outputs),
-        "reanswered": reanswered,
-        "rows": len(rows),
-        "errors": errors,
-        "skipped": dict(skipped),
-        "blocked_tokens": {s: mean(s, "blocked") for s in settings},
-        "phrases": {s: mean(s, "phrases") for s in settings},
-        "missing_phrases": {s: sums[s]["missing"] for s in settings},
-        "accuracy": {s: mean(s, "correct", "scored") for s in settings},
-        "seconds_per_answer": round(seconds / answered, 4) if answered else None,
-    }
+    write_jsonl(out, run.rows)
+    summary = run.summary()
+    skipped, errors = run.skipped, run.errors
     if sum(skipped.values()) or errors:
         log.warning(
             "%s: %d output rows skipped (%s), %d re-answers failed",

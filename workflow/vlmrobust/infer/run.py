@@ -99,6 +99,54 @@ def resized_images(variant: Variant, size: int, folder: Path) -> dict[str, str]:
     return copies
 
 
+def with_copies(content: list[dict[str, Any]], copies: dict[str, str]) -> list[dict[str, Any]]:
+    """A prompt's content with each image part's path replaced by its resized copy
+    (:func:`resized_images`)."""
+    return [
+        {**part, "path": copies[part["path"]]} if part["type"] == "image" else part
+        for part in content
+    ]
+
+
+def _context(contexts: dict[str, str], variant: Variant, draw: int, needs: str) -> tuple[str, str]:
+    """The first-stage output a second-stage prompt is built on, and its hash."""
+    from ..core.io import sha256_bytes
+
+    key = output_key(variant.variant_id, draw)
+    if key not in contexts:
+        raise ValueError(
+            f"variant {variant.variant_id!r} (draw {draw}): the context file has "
+            f"no {needs!r} output with key {key!r}"
+        )
+    context = contexts[key]
+    return context, sha256_bytes(context.encode("utf-8"))
+
+
+def _check_prompt_version(job: Job, name: str, version: str) -> None:
+    """The prompt is at the version the job was planned with (where it says one)."""
+    planned_version = (job.prompt_versions or {}).get(name)
+    if planned_version is not None and planned_version != version:
+        raise ValueError(
+            f"prompt {name!r} is version {version!r}, but the job was "
+            f"planned with version {planned_version!r}: plan the job again"
+        )
+
+
+def _prompt_name(job: Job, sample: Sample, contexts: dict[str, str] | None) -> tuple[str, bool]:
+    """The prompt of a sample under this job, and whether it is a second-stage one (which
+    needs ``contexts``)."""
+    from ..core.prompts import PROMPTS, default_prompt
+
+    name = default_prompt(job.adapter, sample) if job.prompt == "default" else job.prompt
+    staged = name in PROMPTS and PROMPTS[name].needs is not None
+    if staged and contexts is None:
+        raise ValueError(
+            f"prompt {name!r} is built on the {PROMPTS[name].needs!r} outputs: pass them "
+            "with --context"
+        )
+    return name, staged
+
+
 def plan_requests(
     job: Job,
     variants: list[Variant],
@@ -113,8 +161,7 @@ def plan_requests(
     images are resized copies written under ``resized_dir`` (:func:`resized_images`),
     except a variant of the resolution ablation (``params.resolution``), which keeps the
     size it was made at."""
-    from ..core.io import sha256_bytes
-    from ..core.prompts import PROMPTS, build_prompt, default_prompt
+    from ..core.prompts import PROMPTS, build_prompt
 
     if not 0 <= job.shard < job.shards:
         raise ValueError(f"shard {job.shard} is outside 0..{job.shards - 1}")
@@ -127,13 +174,7 @@ def plan_requests(
             raise ValueError(
                 f"variant {variant.variant_id!r}: sample {variant.sample_id!r} is not in the samples file"
             )
-        name = default_prompt(job.adapter, sample) if job.prompt == "default" else job.prompt
-        staged = name in PROMPTS and PROMPTS[name].needs is not None
-        if staged and contexts is None:
-            raise ValueError(
-                f"prompt {name!r} is built on the {PROMPTS[name].needs!r} outputs: pass them "
-                "with --context"
-            )
+        name, staged = _prompt_name(job, sample, contexts)
         # a resolution variant (the visual-token ablation) keeps its own size
         copies = (
             resized_images(variant, job.image_size, resized_dir)
@@ -145,27 +186,10 @@ def plan_requests(
         for draw in range(job.n):
             context = context_sha = None
             if staged:
-                key = output_key(variant.variant_id, draw)
-                if key not in contexts:  # type: ignore[operator]
-                    raise ValueError(
-                        f"variant {variant.variant_id!r} (draw {draw}): the context file has "
-                        f"no {PROMPTS[name].needs!r} output with key {key!r}"
-                    )
-                context = contexts[key]  # type: ignore[index]
-                context_sha = sha256_bytes(context.encode("utf-8"))
+                context, context_sha = _context(contexts or {}, variant, draw, PROMPTS[name].needs)
             built = build_prompt(sample, variant, name, context)
-            content = built.content
-            if copies:
-                content = [
-                    {**part, "path": copies[part["path"]]} if part["type"] == "image" else part
-                    for part in content
-                ]
-            planned_version = (job.prompt_versions or {}).get(built.name)
-            if planned_version is not None and planned_version != built.version:
-                raise ValueError(
-                    f"prompt {built.name!r} is version {built.version!r}, but the job was "
-                    f"planned with version {planned_version!r}: plan the job again"
-                )
+            content = with_copies(built.content, copies) if copies else built.content
+            _check_prompt_version(job, built.name, built.version)
             seed = None
             if job.temperature > 0:
                 seed = derive_seed(job.seed, job.model, variant.variant_id, draw)

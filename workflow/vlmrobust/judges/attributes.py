@@ -86,7 +86,7 @@ import yaml
 from ..core.idis import ATTRIBUTE_CATEGORIES, ATTRIBUTE_TASKS, IMAGENET9_LABELS
 from ..core.io import read_jsonl, write_jsonl
 from ..core.records import Sample, read_samples, read_variants
-from .base import samples_by_id
+from .base import close_llm, samples_by_id, schema_problem, warn_failed
 
 __all__ = [
     "CATEGORIES",
@@ -672,16 +672,7 @@ class OfflineAttributeExtractor:
 
 def answer_problem(task: str, parsed: Any) -> str | None:
     """Why ``parsed`` is not a valid answer of ``task`` (:data:`SCHEMAS`), or None."""
-    import jsonschema
-    from jsonschema.exceptions import best_match
-
-    if parsed is None:
-        return "no JSON answer"
-    error = best_match(jsonschema.Draft202012Validator(SCHEMAS[task]).iter_errors(parsed))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    return f"schema violation at {where}: {error.message[:200]}"
+    return schema_problem(parsed, SCHEMAS[task])
 
 
 class LLMAttributeExtractor:
@@ -958,17 +949,8 @@ def judge_attributes(
     except ValueError as exc:
         raise ValueError(f"{outputs_path}: {exc}") from None
     finally:
-        llm = getattr(made, "llm", None)
-        if llm is not None:
-            llm.close()
+        close_llm(made)
     write_jsonl(out, rows)
     summary = summarize(rows)
-    if summary["failed"]:
-        log.warning(
-            "%s: %d of %d outputs have no attributes (see 'error' in %s)",
-            outputs_path,
-            summary["failed"],
-            summary["rows"],
-            out,
-        )
+    warn_failed(log, summary, outputs_path, out, "attributes")
     return {**summary, "task": task, "extractor": extractor, "judge": made.name}

@@ -11,7 +11,9 @@ answer that breaks the schema becomes a row with ``error`` set, never a verdict.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -117,3 +119,44 @@ def samples_by_id(
             f"{len(samples)} samples given (e.g. {unknown[0]!r})"
         )
     return samples
+
+
+def schema_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
+    """Why ``value`` is not a valid judge answer under the JSON ``schema``, or None."""
+    import jsonschema
+    from jsonschema.exceptions import best_match
+
+    if value is None:
+        return "no JSON answer"
+    error = best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+    return f"schema violation at {where}: {error.message[:200]}"
+
+
+def close_llm(judge: Any) -> None:
+    """Close the LLM client a judge or extractor holds (its ``llm``), where it has one."""
+    llm = getattr(judge, "llm", None)
+    if llm is not None:
+        llm.close()
+
+
+def warn_failed(
+    log: logging.Logger,
+    summary: Mapping[str, Any],
+    outputs_path: str | Path,
+    out: str | Path,
+    what: str,
+) -> None:
+    """Warn on the judge's ``log`` when some outputs got no ``what`` (``summary["failed"]``
+    of ``summary["rows"]``)."""
+    if summary["failed"]:
+        log.warning(
+            "%s: %d of %d outputs have no %s (see 'error' in %s)",
+            outputs_path,
+            summary["failed"],
+            summary["rows"],
+            what,
+            out,
+        )

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from . import base
 from .base import LLMJudge
 from .crm.steps import Embedder, split_steps
 
@@ -275,16 +276,7 @@ def build_hallucination_prompt(item: HallucinationItem) -> str:
 
 def schema_problem(value: Any) -> str | None:
     """Why ``value`` is not a valid judge answer (:data:`HALLUCINATION_SCHEMA`), or None."""
-    import jsonschema
-    from jsonschema.exceptions import best_match
-
-    if value is None:
-        return "no JSON answer"
-    error = best_match(jsonschema.Draft202012Validator(HALLUCINATION_SCHEMA).iter_errors(value))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    return f"schema violation at {where}: {error.message[:200]}"
+    return base.schema_problem(value, HALLUCINATION_SCHEMA)
 
 
 class LLMHallucinationJudge(LLMJudge):

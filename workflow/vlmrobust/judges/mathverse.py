@@ -53,7 +53,7 @@ from typing import Any
 
 from ..core.io import read_jsonl, write_jsonl
 from ..core.records import Sample, read_samples
-from .base import samples_by_id
+from .base import close_llm, samples_by_id, warn_failed
 
 __all__ = [
     "EXTRACT_SCHEMA",
@@ -491,21 +491,12 @@ def judge_mathverse(
         try:
             rows = judge_rows(outputs, samples, judge)
         finally:
-            llm = getattr(judge, "llm", None)
-            if llm is not None:
-                llm.close()
+            close_llm(judge)
     except ValueError as exc:
         raise ValueError(f"{outputs_path}: {exc}") from None
     write_jsonl(out, rows)
     summary = summarize(rows)
-    if summary["failed"]:
-        log.warning(
-            "%s: %d of %d outputs have no verdict (see 'error' in %s)",
-            outputs_path,
-            summary["failed"],
-            summary["rows"],
-            out,
-        )
+    warn_failed(log, summary, outputs_path, out, "verdict")
     return {**summary, "judge": getattr(judge, "name", "?")}
 
 

@@ -45,6 +45,7 @@ from ..clients.embedding import (  # noqa: F401 - re-exported: the judge's model
 )
 from ..core.records import output_key
 from ..core.released import load_released_references
+from . import base
 from .base import LLMJudge
 
 #: Bumped whenever the prompt or the parsing changes (the prompt text is part of the LLM
@@ -287,16 +288,7 @@ class LLMReferenceJudge(LLMJudge):
 
 def schema_problem(value: Any) -> str | None:
     """Why ``value`` is not a valid judge answer (:data:`REFERENCE_SCHEMA`), or None."""
-    import jsonschema
-    from jsonschema.exceptions import best_match
-
-    if value is None:
-        return "no JSON answer"
-    error = best_match(jsonschema.Draft202012Validator(REFERENCE_SCHEMA).iter_errors(value))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    return f"schema violation at {where}: {error.message[:200]}"
+    return base.schema_problem(value, REFERENCE_SCHEMA)
 
 
 # --- the offline judge ------------------------------------------------------------------------

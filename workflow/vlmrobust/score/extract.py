@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -314,6 +314,16 @@ def final_markers(text: str) -> list[Marker]:
     return sorted(found, key=lambda c: c.pos, reverse=True)
 
 
+def _from_markers(text: str, read: Callable[[str], str | None]) -> Extraction | None:
+    """The answer ``read`` finds in the first final-answer marker's segment
+    (:func:`final_markers`) that has one, with that marker's method; None without one."""
+    for cand in final_markers(text):
+        value = read(cand.segment)
+        if value:
+            return Extraction(value, cand.method)
+    return None
+
+
 def _lines(text: str) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
@@ -382,10 +392,9 @@ def extract_letter(
     m = _EXACT_LETTER.match(whole)
     if m and m.group(1).upper() in letters:
         return Extraction(m.group(1).upper(), "exact")
-    for cand in final_markers(text):
-        letter = _letter_from(cand.segment, letters, choices)
-        if letter:
-            return Extraction(letter, cand.method)
+    marked = _from_markers(text, lambda segment: _letter_from(segment, letters, choices))
+    if marked is not None:
+        return marked
     reverse = list(
         re.finditer(
             rf"(?:\b(?:option|choice)\s+)?\(?\b([{letters}])\b\)?\**\s+is\s+(?:the\s+)?"
@@ -481,10 +490,9 @@ def extract_yesno(text: str) -> Extraction:
     text = str(text or "")
     if not text.strip():
         return _fail("empty output")
-    for cand in final_markers(text):
-        value = _yesno_from(cand.segment)
-        if value:
-            return Extraction(value, cand.method)
+    marked = _from_markers(text, _yesno_from)
+    if marked is not None:
+        return marked
     value = _yesno_from(text)
     if value:
         return Extraction(value, "first-word")
@@ -514,10 +522,9 @@ def extract_short(text: str) -> Extraction:
     text = str(text or "")
     if not text.strip():
         return _fail("empty output")
-    for cand in final_markers(text):
-        value = _short_from(cand.segment)
-        if value:
-            return Extraction(value, cand.method)
+    marked = _from_markers(text, _short_from)
+    if marked is not None:
+        return marked
     lines = _lines(text)
     if len(lines) == 1:
         value = _short_from(lines[0])

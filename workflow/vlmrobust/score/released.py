@@ -54,7 +54,7 @@ from typing import Any
 
 from ..clients.vlm.thinking import split_thinking
 from ..core.io import atomic_write, read_jsonl, read_utf8
-from ..core.records import OutputRow, Sample, Variant, output_key
+from ..core.records import OutputRow, Sample, Variant, missing, output_key
 from ..core.released import Questions, load_released_references, skipped_by_reason
 from . import score_outputs
 
@@ -98,15 +98,6 @@ log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _missing(value: Any) -> bool:
-    """``None``, NaN, or an empty/whitespace string (a field a released row lacks)."""
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and not value.strip()
 
 
 def _first_string(value: Any) -> str | None:
@@ -188,10 +179,33 @@ def _output_row(
         thinking, answer = split_thinking(model_turn(raw))
     else:
         answer = model_turn(raw).strip()
+    return _released_row(
+        sample.sample_id, sample.sample_id, dataset, condition, model, fmt, 0,
+        raw, answer, thinking, error, completion_tokens=completion_tokens,
+    )  # fmt: skip
+
+
+def _released_row(
+    variant_id: str,
+    sample_id: str,
+    dataset: str,
+    condition: str,
+    model: str,
+    fmt: str,
+    draw: int,
+    raw: str,
+    answer: str,
+    thinking: str | None,
+    error: str | None,
+    **tokens: int | None,
+) -> OutputRow:
+    """An imported output row (module docstring: prompt ``released``, the format as
+    prompt version, backend and source, no image hashes); ``tokens``:
+    ``completion_tokens`` or ``thinking_tokens``."""
     return OutputRow(
-        key=output_key(sample.sample_id, 0),
-        variant_id=sample.sample_id,
-        sample_id=sample.sample_id,
+        key=output_key(variant_id, draw),
+        variant_id=variant_id,
+        sample_id=sample_id,
         dataset=dataset,
         condition=condition,
         prompt="released",
@@ -199,15 +213,15 @@ def _output_row(
         model=model,
         backend=fmt,
         model_revision="unknown",
-        draw=0,
+        draw=draw,
         raw_text=raw,
         answer_text=answer,
         thinking=thinking,
         finish_reason="error" if error else "unknown",
-        completion_tokens=completion_tokens,
         image_sha256=[],
         error=error,
         source=fmt,
+        **tokens,
     )
 
 
@@ -241,10 +255,8 @@ def import_lmms_eval(
     counts = counts if counts is not None else {}
     for lineno, rec in enumerate(read_jsonl(path), 1):
         where = f"{path}:{lineno}"
-        value: Any = rec
-        for part in id_field.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if _missing(value):
+        value = _get_path(rec, id_field)
+        if missing(value):
             raise ValueError(
                 f"{where}: no {id_field!r} field (the dataset's id of the row; a dotted path "
                 "such as llm_as_judge_eval.question_id reaches into nested fields)"
@@ -362,14 +374,14 @@ def import_vlmevalkit(
                                        rec, extraction_field))  # fmt: skip
             continue
         value = rec.get("prediction")
-        text = None if _missing(value) else str(value)
+        text = None if missing(value) else str(value)
         error = None
         if text is None:
             error = "the released row holds no prediction"
         elif text.startswith(VLMEVALKIT_FAIL):
             error, text = f"VLMEvalKit: {text[:200]}", None
         thinking = rec.get("thinking")
-        thinking = None if _missing(thinking) else str(thinking)
+        thinking = None if missing(thinking) else str(thinking)
         rows.append(
             _output_row(
                 sample,
@@ -394,7 +406,7 @@ def _extracted_row(
 ) -> OutputRow:
     """The output row of a released row scored from its extraction ``field``."""
     value = _get_path(rec, field)
-    text = "" if _missing(value) else str(value)
+    text = "" if missing(value) else str(value)
     return _output_row(sample, dataset, model, condition, fmt, text, extracted=True)
 
 
@@ -451,7 +463,7 @@ def import_keyed_json(
                                  extraction_field)  # fmt: skip
         else:
             value = _get_path(rec, response_field)
-            text = None if _missing(value) else str(value)
+            text = None if missing(value) else str(value)
             error = None if text is not None else f"the released row holds no {response_field!r}"
             row = _output_row(sample, dataset_name, model, condition, fmt, text, error=error)
         label = _released_label(rec.get(fields["label"])) if fields["label"] else None
@@ -544,6 +556,75 @@ def _token_counter(tokenizer: str | None) -> Callable[[str], int] | None:
     return lambda text: len(tok.encode(text, add_special_tokens=False))
 
 
+def _other_condition(rec: Any, condition_field: str, condition: str) -> str | None:
+    """The condition a row names when it is not ``condition`` (``(none)`` when it names
+    none); None for a row of ``condition``."""
+    value = _get_path(rec, condition_field)
+    if missing(value) or str(value).strip() != condition:
+        return "(none)" if missing(value) else str(value).strip()
+    return None
+
+
+def _question_id(rec: Any, id_field: str, where: str) -> Any:
+    """A row's question id (a row without one is an error)."""
+    qid = _get_path(rec, id_field)
+    if missing(qid):
+        raise ValueError(
+            f"{where}: no {id_field!r} field (the question id: a variant id of the "
+            "condition's manifest, or a sample id; imports[].id_field names the field)"
+        )
+    return qid
+
+
+def _draw(rec: Any, draw_field: str | None, vid: str, next_draw: dict[str, int], where: str) -> int:
+    """A row's draw: its ``draw_field``, else the variant's next draw in file order."""
+    if draw_field is None:
+        draw = next_draw[vid] = next_draw.get(vid, -1) + 1
+        return draw
+    raw_draw = _get_path(rec, draw_field)
+    if missing(raw_draw):
+        raise ValueError(f"{where}: no {draw_field!r} field (imports[].draw_field)")
+    return _whole_number(raw_draw, f"draw ({draw_field})", where)
+
+
+def _response_parts(
+    rec: Any,
+    response_field: str,
+    thinking_field: str | None,
+    markers: Sequence[Sequence[str]] | None,
+) -> tuple[str | None, str | None, str, str]:
+    """``(response, thinking, answer, raw_text)`` of a row: the response split at the
+    thinking markers, or the ``thinking_field`` trace and the response as the answer."""
+    value = _get_path(rec, response_field)
+    response = None if missing(value) else str(value)
+    if thinking_field is None:
+        thinking, answer = split_thinking(response, markers) if response else (None, "")
+        return response, thinking, answer, response or ""
+    trace = _get_path(rec, thinking_field)
+    thinking = None if missing(trace) else str(trace).strip()
+    answer = (response or "").strip()
+    return response, thinking, answer, "\n\n".join(p for p in (thinking, answer) if p)
+
+
+def _thinking_tokens(
+    rec: Any,
+    tokens_field: str | None,
+    count_tokens: Callable[[str], int] | None,
+    thinking: str | None,
+    where: str,
+) -> int | None:
+    """A row's reasoning length: its ``tokens_field``, else the thinking part's tokens
+    counted by ``count_tokens``; None when neither gives one."""
+    tokens = None
+    if tokens_field is not None:
+        found = _get_path(rec, tokens_field)
+        if not missing(found):
+            tokens = _whole_number(found, f"reasoning length ({tokens_field})", where)
+    if tokens is None and count_tokens is not None and thinking is not None:
+        tokens = count_tokens(thinking)
+    return tokens
+
+
 def import_jsonl(
     path: str | Path,
     variants: Sequence[Variant],
@@ -587,27 +668,14 @@ def import_jsonl(
     for lineno, rec in enumerate(read_jsonl(path), 1):
         where = f"{path}:{lineno}"
         if condition_field is not None:
-            value = _get_path(rec, condition_field)
-            if _missing(value) or str(value).strip() != condition:
+            other = _other_condition(rec, condition_field, condition)
+            if other is not None:
                 counts["other_condition"] += 1
-                label = "(none)" if _missing(value) else str(value).strip()
-                seen_conditions[label] = seen_conditions.get(label, 0) + 1
+                seen_conditions[other] = seen_conditions.get(other, 0) + 1
                 continue
-        qid = _get_path(rec, id_field)
-        if _missing(qid):
-            raise ValueError(
-                f"{where}: no {id_field!r} field (the question id: a variant id of the "
-                "condition's manifest, or a sample id; imports[].id_field names the field)"
-            )
-        variant = resolve(qid, where)
+        variant = resolve(_question_id(rec, id_field, where), where)
         vid = variant.variant_id
-        if draw_field is None:
-            draw = next_draw[vid] = next_draw.get(vid, -1) + 1
-        else:
-            raw_draw = _get_path(rec, draw_field)
-            if _missing(raw_draw):
-                raise ValueError(f"{where}: no {draw_field!r} field (imports[].draw_field)")
-            draw = _whole_number(raw_draw, f"draw ({draw_field})", where)
+        draw = _draw(rec, draw_field, vid, next_draw, where)
         if (vid, draw) in first_line:
             raise ValueError(
                 f"{where}: variant {vid!r} draw {draw} appears twice (first at line "
@@ -615,55 +683,20 @@ def import_jsonl(
             )
         first_line[vid, draw] = lineno
         counts["read"] += 1
-
-        value = _get_path(rec, response_field)
-        response = None if _missing(value) else str(value)
-        if thinking_field is None:
-            thinking, answer = split_thinking(response, markers) if response else (None, "")
-            raw = response or ""
-        else:
-            trace = _get_path(rec, thinking_field)
-            thinking = None if _missing(trace) else str(trace).strip()
-            answer = (response or "").strip()
-            raw = "\n\n".join(p for p in (thinking, answer) if p)
+        response, thinking, answer, raw = _response_parts(
+            rec, response_field, thinking_field, markers
+        )
         error = None
         if response is None:
             error = NO_RESPONSE
             counts["without_response"] += 1
-
-        tokens = None
-        if tokens_field is not None:
-            found = _get_path(rec, tokens_field)
-            if not _missing(found):
-                tokens = _whole_number(found, f"reasoning length ({tokens_field})", where)
-        if tokens is None and count_tokens is not None and thinking is not None:
-            tokens = count_tokens(thinking)
+        tokens = _thinking_tokens(rec, tokens_field, count_tokens, thinking, where)
         if tokens is None and error is None:
             counts["without_tokens"] += 1
-
         rows.append(
-            OutputRow(
-                key=output_key(vid, draw),
-                variant_id=vid,
-                sample_id=variant.sample_id,
-                dataset=variant.dataset,
-                condition=condition,
-                prompt="released",
-                prompt_version="jsonl",
-                model=model,
-                backend="jsonl",
-                model_revision="unknown",
-                draw=draw,
-                raw_text=raw,
-                answer_text=answer,
-                thinking=thinking,
-                finish_reason="error" if error else "unknown",
-                thinking_tokens=tokens,
-                image_sha256=[],
-                error=error,
-                source="jsonl",
-            )
-        )
+            _released_row(vid, variant.sample_id, variant.dataset, condition, model, "jsonl",
+                          draw, raw, answer, thinking, error, thinking_tokens=tokens)
+        )  # fmt: skip
     if condition_field is not None and not counts["read"] and counts["other_condition"]:
         seen = ", ".join(f"{k!r} ({n})" for k, n in sorted(seen_conditions.items()))
         raise ValueError(
@@ -771,6 +804,80 @@ RELEASED_COLUMNS = (
 )
 
 
+def _import_released(
+    fmt: str,
+    path: str | Path,
+    dataset: str,
+    questions: Mapping[str, Sample],
+    model: str,
+    condition: str,
+    *,
+    id_field: str | None,
+    response_field: str | None,
+    extraction_field: str | None,
+    counts: dict[str, int],
+) -> list[OutputRow]:
+    """The output rows of a released file keyed by the dataset's ids: lmms-eval,
+    VLMEvalKit or one of :data:`KEYED_FORMATS` (``fmt``)."""
+    if fmt == "lmms-eval":
+        return import_lmms_eval(
+            path, dataset, questions, model, condition, id_field=id_field or "doc_id",
+            extraction_field=extraction_field, counts=counts,
+        )  # fmt: skip
+    if fmt == "vlmevalkit":
+        return import_vlmevalkit(
+            path, dataset, questions, model, condition, id_column=id_field,
+            extraction_field=extraction_field, counts=counts,
+        )  # fmt: skip
+    return import_keyed_json(
+        path, fmt, dataset, questions, model, condition,
+        response_field=response_field, extraction_field=extraction_field, counts=counts,
+    )  # fmt: skip
+
+
+def _check_released_args(format: str, response_field: str | None) -> None:
+    """The format is known and ``response_field`` is given only for a keyed format."""
+    if format not in FORMATS:
+        raise ValueError(
+            f"unknown released format {format!r}; expected one of {', '.join(FORMATS)}"
+        )
+    if response_field is not None and format not in KEYED_FORMATS:
+        raise ValueError(
+            f"--response-field is for the keyed formats ({', '.join(KEYED_FORMATS)}); "
+            f"{format} files name their response themselves"
+        )
+
+
+def _released_csv_row(
+    s: Mapping[str, Any], sample: Sample, labels: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The CSV row of a scored row (:data:`RELEASED_COLUMNS`)."""
+    return {
+        "sample_id": sample.meta["source_id"],
+        "sample_key": s["sample_id"],
+        "model": s["model"],
+        "condition": s["condition"],
+        "answer": s["answer"],
+        "prediction": s["prediction"],
+        "correct": s["correct"],
+        "score": s["score"],
+        "method": s["method"],
+        "rule": s["rule"],
+        "reason": s["reason"],
+        "error": s["error"],
+        "released_correct": None if s["key"] not in labels else int(labels[s["key"]]),
+    }
+
+
+def _write_released_csv(out_csv: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write the rows of :func:`score_released` (empty cells for None)."""
+    with atomic_write(out_csv, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(RELEASED_COLUMNS))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if row[k] is None else row[k] for k in RELEASED_COLUMNS})
+
+
 def score_released(
     format: str,
     dataset: str,
@@ -801,32 +908,13 @@ def score_released(
     = the dataset's own id; ``released_correct`` = a released label, where the format
     has one, for comparison only).
     """
-    if format not in FORMATS:
-        raise ValueError(
-            f"unknown released format {format!r}; expected one of {', '.join(FORMATS)}"
-        )
-    if response_field is not None and format not in KEYED_FORMATS:
-        raise ValueError(
-            f"--response-field is for the keyed formats ({', '.join(KEYED_FORMATS)}); "
-            f"{format} files name their response themselves"
-        )
+    _check_released_args(format, response_field)
     model = model or _model_from_name(Path(samples_path).name)
     counts: dict[str, int] = {}
-    if format == "lmms-eval":
-        outputs = import_lmms_eval(
-            samples_path, dataset, questions, model, condition, id_field=id_field or "doc_id",
-            extraction_field=extraction_field, counts=counts,
-        )  # fmt: skip
-    elif format == "vlmevalkit":
-        outputs = import_vlmevalkit(
-            samples_path, dataset, questions, model, condition, id_column=id_field,
-            extraction_field=extraction_field, counts=counts,
-        )  # fmt: skip
-    else:
-        outputs = import_keyed_json(
-            samples_path, format, dataset, questions, model, condition,
-            response_field=response_field, extraction_field=extraction_field, counts=counts,
-        )  # fmt: skip
+    outputs = _import_released(
+        format, samples_path, dataset, questions, model, condition, id_field=id_field,
+        response_field=response_field, extraction_field=extraction_field, counts=counts,
+    )  # fmt: skip
     by_key = {s.sample_id: s for s in questions.values()}
     labels = {o.key: o.released["correct"] for o in outputs if o.released}
     scored = score_outputs(by_key, outputs, dataset, fallback, unparsed_choice)
@@ -839,30 +927,8 @@ def score_released(
         skipped_questions=skipped_by_reason(skipped),
         released_rows_of_skipped_questions=counts.get("skipped_questions", 0),
     )
-    for s in scored:
-        sample = by_key[s["sample_id"]]
-        rows.append(
-            {
-                "sample_id": sample.meta["source_id"],
-                "sample_key": s["sample_id"],
-                "model": s["model"],
-                "condition": s["condition"],
-                "answer": s["answer"],
-                "prediction": s["prediction"],
-                "correct": s["correct"],
-                "score": s["score"],
-                "method": s["method"],
-                "rule": s["rule"],
-                "reason": s["reason"],
-                "error": s["error"],
-                "released_correct": None if s["key"] not in labels else int(labels[s["key"]]),
-            }
-        )
-    with atomic_write(out_csv, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(RELEASED_COLUMNS))
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "" if row[k] is None else row[k] for k in RELEASED_COLUMNS})
+    rows.extend(_released_csv_row(s, by_key[s["sample_id"]], labels) for s in scored)
+    _write_released_csv(out_csv, rows)
     return rows
 
 
@@ -884,10 +950,7 @@ def released_labels(spec: Mapping[str, Any], released: str | Path, questions: Ma
             )
         id_field = spec.get("id_field") or "doc_id"
         for lineno, rec in enumerate(read_jsonl(released), 1):
-            value: Any = rec
-            for part in id_field.split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-            sample = questions.get(str(value))
+            sample = questions.get(str(_get_path(rec, id_field)))
             verdict = (rec.get("llm_as_judge_eval") or {}).get("true_false")
             if sample is None or verdict is None:
                 raise ValueError(f"{released}:{lineno}: no released correctness (true_false)")
@@ -904,6 +967,71 @@ def released_labels(spec: Mapping[str, Any], released: str | Path, questions: Ma
             if row["verdict"] is None:
                 entry["verdict_error"] = row["verdict_error"]
     return labels
+
+
+def _import_jsonl_entry(
+    spec: Mapping[str, Any],
+    samples: list[Sample],
+    released: str | Path,
+    variants: Sequence[Variant] | None,
+) -> tuple[list[OutputRow], int]:
+    """The output rows of an ``imports`` entry of format ``jsonl`` (:func:`import_jsonl`)
+    and the number of variants without a released answer; the rows of other conditions,
+    without a response or without a reasoning length are logged with their count."""
+    if variants is None:
+        raise ValueError(
+            f"imports: format jsonl ({spec['model']}/{spec['dataset']}/"
+            f"{spec['condition']}) needs the condition's variant manifest "
+            "(import-outputs --manifest): its question ids name variants"
+        )
+    if spec.get("released_labels"):
+        raise ValueError("imports: released_labels is supported for lmms-eval files only")
+    rows, counts = import_jsonl(
+        released,
+        variants,
+        samples,
+        spec["model"],
+        spec["condition"],
+        id_field=spec.get("id_field") or "question_id",
+        response_field=spec.get("response_field") or "response",
+        thinking_field=spec.get("thinking_field"),
+        draw_field=spec.get("draw_field"),
+        condition_field=spec.get("condition_field"),
+        tokens_field=spec.get("tokens_field"),
+        tokenizer=spec.get("tokenizer"),
+        markers=spec.get("thinking_markers"),
+    )
+    if counts["other_condition"]:
+        log.info(
+            "%s: %d rows of other conditions skipped (%s is not %r)",
+            released,
+            counts["other_condition"],
+            spec.get("condition_field"),
+            spec["condition"],
+        )
+    for name, what in (
+        ("without_response", "rows hold no response (kept as failures)"),
+        ("without_tokens", "answered rows have no reasoning length (tokens_field/tokenizer)"),
+    ):
+        if counts[name]:
+            log.warning("%s: %d of %d %s", released, counts[name], counts["read"], what)
+    return rows, len(variants) - len({r.variant_id for r in rows})
+
+
+def _check_one_variant_per_labelled_sample(
+    labels: Mapping[str, Any], variants: Sequence[Variant] | None, condition: str
+) -> None:
+    """Released verdicts are per sample: a labelled sample must have one variant."""
+    per_sample: dict[str, int] = {}
+    for v in variants or ():
+        per_sample[v.sample_id] = per_sample.get(v.sample_id, 0) + 1
+    several = [sid for sid in labels if per_sample.get(sid, 0) > 1]
+    if several:
+        raise ValueError(
+            f"imports: references are verdicts per sample, but sample "
+            f"{several[0]!r} has {per_sample[several[0]]} variants under condition "
+            f"{condition!r}"
+        )
 
 
 def import_outputs(
@@ -934,88 +1062,23 @@ def import_outputs(
         skipped=[{"row": None, "id": str(i), "reason": "skipped"} for i in skipped_ids],
     )
     counts: dict[str, int] = {}
-    extraction = spec.get("extraction_field")
     dataset = samples[0].dataset if samples else spec["dataset"]
     fmt = spec["format"]
-    if fmt == "jsonl":
-        if variants is None:
-            raise ValueError(
-                f"imports: format jsonl ({spec['model']}/{spec['dataset']}/"
-                f"{spec['condition']}) needs the condition's variant manifest "
-                "(import-outputs --manifest): its question ids name variants"
-            )
-        if spec.get("released_labels"):
-            raise ValueError("imports: released_labels is supported for lmms-eval files only")
-        rows, counts = import_jsonl(
-            released,
-            variants,
-            samples,
-            spec["model"],
-            spec["condition"],
-            id_field=spec.get("id_field") or "question_id",
-            response_field=spec.get("response_field") or "response",
-            thinking_field=spec.get("thinking_field"),
-            draw_field=spec.get("draw_field"),
-            condition_field=spec.get("condition_field"),
-            tokens_field=spec.get("tokens_field"),
-            tokenizer=spec.get("tokenizer"),
-            markers=spec.get("thinking_markers"),
-        )
-        if counts["other_condition"]:
-            log.info(
-                "%s: %d rows of other conditions skipped (%s is not %r)",
-                released,
-                counts["other_condition"],
-                spec.get("condition_field"),
-                spec["condition"],
-            )
-        for name, what in (
-            ("without_response", "rows hold no response (kept as failures)"),
-            ("without_tokens", "answered rows have no reasoning length (tokens_field/tokenizer)"),
-        ):
-            if counts[name]:
-                log.warning("%s: %d of %d %s", released, counts[name], counts["read"], what)
-        missing = len(variants) - len({r.variant_id for r in rows})
-    elif fmt == "lmms-eval":
-        rows = import_lmms_eval(
-            released,
-            dataset,
-            questions,
-            spec["model"],
-            spec["condition"],
-            id_field=spec.get("id_field") or "doc_id",
-            extraction_field=extraction,
-            counts=counts,
-        )
-    elif fmt == "vlmevalkit":
-        rows = import_vlmevalkit(
-            released,
-            dataset,
-            questions,
-            spec["model"],
-            spec["condition"],
-            id_column=spec.get("id_field"),
-            extraction_field=extraction,
-            counts=counts,
-        )
-    elif fmt in KEYED_FORMATS:
-        rows = import_keyed_json(
-            released,
-            fmt,
-            dataset,
-            questions,
-            spec["model"],
-            spec["condition"],
-            response_field=spec.get("response_field"),
-            extraction_field=extraction,
-            counts=counts,
-        )
-        # a released label is used only where the entry asks for it (released_labels)
-        rows = [r if spec.get("released_labels") else replace(r, released=None) for r in rows]
-    else:
+    if fmt not in IMPORT_FORMATS:
         raise ValueError(
             f"imports: unknown format {fmt!r}; expected one of {', '.join(IMPORT_FORMATS)}"
         )
+    if fmt == "jsonl":
+        rows, unanswered = _import_jsonl_entry(spec, samples, released, variants)
+    else:
+        rows = _import_released(
+            fmt, released, dataset, questions, spec["model"], spec["condition"],
+            id_field=spec.get("id_field"), response_field=spec.get("response_field"),
+            extraction_field=spec.get("extraction_field"), counts=counts,
+        )  # fmt: skip
+    if fmt in KEYED_FORMATS:
+        # a released label is used only where the entry asks for it (released_labels)
+        rows = [r if spec.get("released_labels") else replace(r, released=None) for r in rows]
     if counts.get("skipped_questions"):
         log.warning(
             "%s: %d released row(s) answer questions the samples stage skipped as bad rows "
@@ -1027,16 +1090,7 @@ def import_outputs(
     labels = released_labels(spec, released, questions)
     if labels:
         if fmt == "jsonl":
-            per_sample: dict[str, int] = {}
-            for v in variants or ():
-                per_sample[v.sample_id] = per_sample.get(v.sample_id, 0) + 1
-            several = [sid for sid in labels if per_sample.get(sid, 0) > 1]
-            if several:
-                raise ValueError(
-                    f"imports: references are verdicts per sample, but sample "
-                    f"{several[0]!r} has {per_sample[several[0]]} variants under condition "
-                    f"{spec['condition']!r}"
-                )
+            _check_one_variant_per_labelled_sample(labels, variants, spec["condition"])
         rows = [
             replace(r, released={**(r.released or {}), **labels[r.sample_id]} or None)
             if r.sample_id in labels
@@ -1044,8 +1098,8 @@ def import_outputs(
             for r in rows
         ]
     if fmt != "jsonl":
-        missing = len(samples) - len({r.sample_id for r in rows})
-    return rows, missing
+        unanswered = len(samples) - len({r.sample_id for r in rows})
+    return rows, unanswered
 
 
 def use_released_correctness(scored: list[dict[str, Any]], rows: list[OutputRow]) -> int:

@@ -65,6 +65,94 @@ def _box(value: Any) -> list[int] | None:
     return [int(v) for v in value] if value is not None else None
 
 
+def _pair_row(sample: Sample, variant: Variant, draw: int) -> dict[str, Any]:
+    """The compared row of a masked variant and a draw before its outputs are read: the
+    sample, the mask (region, boxes, the premises it covers) and the images."""
+    params = variant.params
+    premises = [str(p) for p in sample.meta.get("visual_premises", [])]
+    covered = [premises[i] for i in params.get("covered", []) if 0 <= i < len(premises)]
+    return {
+        "sample_id": sample.sample_id,
+        "variant_id": variant.variant_id,
+        "dataset": variant.dataset,
+        "condition": variant.condition,
+        "model": None,
+        "draw": draw,
+        "region": params.get("region"),
+        "premise_index": params.get("premise_index", sample.meta.get("premise_index")),
+        "premise": sample.answer,
+        "masked_content": covered,
+        "box": _box(params.get("box")),
+        "target_box": _box(params.get("target_box")),
+        "image": sample.images[0],
+        "masked_image": variant.images[0],
+        "mask": variant.masks[0] if variant.masks else None,
+        "question": variant.question,
+        "error": None,
+    }
+
+
+def _fill_pair(row: dict[str, Any], outputs: Mapping[str, Mapping[str, dict[str, Any]]]) -> bool:
+    """Fill ``row`` from the four outputs of its pair (clean/masked chain and answer):
+    the model, then the chains, their steps and the final answers; or ``error`` naming
+    every missing or failed output. True when all four were there."""
+    clean = output_key(row["sample_id"], row["draw"])
+    masked = output_key(row["variant_id"], row["draw"])
+    keys = {
+        "clean chain": clean,
+        "clean answer": clean,
+        "masked chain": masked,
+        "masked answer": masked,
+    }
+    found = {what: outputs[what].get(key) for what, key in keys.items()}
+    row["model"] = next((r["model"] for r in found.values() if r), None)
+    problems = [p for what, r in found.items() if (p := _problem(r, what))]
+    if problems:
+        row["error"] = "; ".join(problems)
+        return False
+    original_chain = chain_text(found["clean chain"])
+    masked_chain = chain_text(found["masked chain"])
+    row.update(
+        original_chain=original_chain,
+        masked_chain=masked_chain,
+        original_steps=split_steps(original_chain),
+        masked_steps=split_steps(masked_chain),
+        original_answer=(found["clean answer"].get("answer_text") or "").strip(),
+        masked_answer=(found["masked answer"].get("answer_text") or "").strip(),
+    )
+    return True
+
+
+def _compare(row: dict[str, Any], embedder: Embedder, spec: Mapping[str, Any]) -> None:
+    """Add the comparison of a filled pair to ``row``: the chains' alignment, the answer
+    flip, the steps that use the hidden content and the region attribution."""
+    chains = compare_chains(
+        row["original_steps"],
+        row["masked_steps"],
+        embedder,
+        step_threshold=spec["step_threshold"],
+    )
+    similarity, flipped = answer_flip(
+        row["original_answer"],
+        row["masked_answer"],
+        embedder,
+        threshold=spec["answer_threshold"],
+    )
+    # the steps that use the hidden content: the premise for a specific mask,
+    # the premises a random box happens to cover (usually none)
+    dependent = dependent_steps(
+        row["original_steps"], row["masked_content"], embedder, spec["attribution_threshold"]
+    )
+    disrupted = disrupted_original_steps(chains["alignment"])
+    row.update(
+        **chains,
+        answer_similarity=similarity,
+        answer_flipped=flipped,
+        dependent_steps=dependent,
+        region_attribution=region_attribution(dependent, disrupted),
+    )
+
+
 def compare_masking(
     *,
     clean_cot: Path,
@@ -101,88 +189,19 @@ def compare_masking(
                 f"{manifest}: variant {variant.variant_id!r} names sample "
                 f"{variant.sample_id!r}, which is not in {samples}"
             )
-        params = variant.params
-        premises = [str(p) for p in sample.meta.get("visual_premises", [])]
-        k = params.get("premise_index", sample.meta.get("premise_index"))
-        covered = [premises[i] for i in params.get("covered", []) if 0 <= i < len(premises)]
         for draw in draws:
-            row: dict[str, Any] = {
-                "sample_id": sample.sample_id,
-                "variant_id": variant.variant_id,
-                "dataset": variant.dataset,
-                "condition": variant.condition,
-                "model": None,
-                "draw": draw,
-                "region": params.get("region"),
-                "premise_index": k,
-                "premise": sample.answer,
-                "masked_content": covered,
-                "box": _box(params.get("box")),
-                "target_box": _box(params.get("target_box")),
-                "image": sample.images[0],
-                "masked_image": variant.images[0],
-                "mask": variant.masks[0] if variant.masks else None,
-                "question": variant.question,
-                "error": None,
-            }
-            keys = {
-                "clean chain": output_key(sample.sample_id, draw),
-                "clean answer": output_key(sample.sample_id, draw),
-                "masked chain": output_key(variant.variant_id, draw),
-                "masked answer": output_key(variant.variant_id, draw),
-            }
-            found = {what: outputs[what].get(key) for what, key in keys.items()}
-            model = next((r["model"] for r in found.values() if r), None)
-            row["model"] = model
-            problems = [p for what, r in found.items() if (p := _problem(r, what))]
-            if problems:
-                row["error"] = "; ".join(problems)
-                rows.append(row)
-                continue
-            original_chain = chain_text(found["clean chain"])
-            masked_chain = chain_text(found["masked chain"])
-            row.update(
-                original_chain=original_chain,
-                masked_chain=masked_chain,
-                original_steps=split_steps(original_chain),
-                masked_steps=split_steps(masked_chain),
-                original_answer=(found["clean answer"].get("answer_text") or "").strip(),
-                masked_answer=(found["masked answer"].get("answer_text") or "").strip(),
-            )
-            texts.update(row["original_steps"], row["masked_steps"], covered)
-            texts.update((row["original_answer"], row["masked_answer"]))
-            compared.append(row)
+            row = _pair_row(sample, variant, draw)
             rows.append(row)
+            if _fill_pair(row, outputs):
+                texts.update(row["original_steps"], row["masked_steps"], row["masked_content"])
+                texts.update((row["original_answer"], row["masked_answer"]))
+                compared.append(row)
 
     # Every text is embedded once, in large batches, before the comparisons.
     if texts:
         embedder.encode(sorted(t for t in texts if t))
     for row in compared:
-        chains = compare_chains(
-            row["original_steps"],
-            row["masked_steps"],
-            embedder,
-            step_threshold=spec["step_threshold"],
-        )
-        similarity, flipped = answer_flip(
-            row["original_answer"],
-            row["masked_answer"],
-            embedder,
-            threshold=spec["answer_threshold"],
-        )
-        # the steps that use the hidden content: the premise for a specific mask,
-        # the premises a random box happens to cover (usually none)
-        dependent = dependent_steps(
-            row["original_steps"], row["masked_content"], embedder, spec["attribution_threshold"]
-        )
-        disrupted = disrupted_original_steps(chains["alignment"])
-        row.update(
-            **chains,
-            answer_similarity=similarity,
-            answer_flipped=flipped,
-            dependent_steps=dependent,
-            region_attribution=region_attribution(dependent, disrupted),
-        )
+        _compare(row, embedder, spec)
 
     write_jsonl(out, rows)
     failed = sum(r["error"] is not None for r in rows)
