@@ -16,7 +16,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from vlmrobust.clients.image_edit import ImageEditCache, OpenAIImageEditor
-from vlmrobust.core.config import load_schema
+from vlmrobust.core.config import load_schema, validate_condition
 from vlmrobust.core.io import read_json
 from vlmrobust.core.records import Sample, read_samples, read_variants, write_samples
 from vlmrobust.perturb import PERTURBATIONS, build_variants, idis
@@ -902,23 +902,79 @@ def test_samples_must_have_one_image_and_a_known_label(tmp_path, segments):
         build_variants(tmp_path / "odd.jsonl", "c", spec, 0, tmp_path / "m.jsonl")
 
 
-def test_schema_branches_list_the_keys_and_defaults_of_the_code():
+#: the settings of each Idis perturbation with their defaults (the schema states them all)
+IDIS_DEFAULTS = {
+    "objects": {
+        "semantics": ["aligned", "conflicting", "irrelevant"],
+        "counts": [1, 2, 3, 4],
+        "editor": "composite",
+        "segments": None,
+        "canvas": 1024,
+        "scale": [0.12, 0.22],
+        "margin": 0.01,
+        "min_scale": 0.05,
+        "objects_file": None,
+        "cache_dir": "results/cache/image_edit",
+    },
+    "typographic": {
+        "counts": [1, 2, 3, 4],
+        "classes": "all-other",
+        "canvas": 1024,
+        "font_size": [0.05, 0.09],
+        "margin": 0.01,
+        "min_scale": 0.03,
+        "objects_file": None,
+    },
+    "diagram": {
+        "semantics": ["aligned", "conflicting", "irrelevant"],
+        "counts": [1, 2, 3, 4],
+        "canvas": 1024,
+        "irrelevant_samples": None,
+        "figure_samples": None,
+        "figure_scale": 0.3,
+        "margin": 0.01,
+        "min_scale": 0.05,
+    },
+    "handwritten": {
+        "source": "folder",
+        "path": None,
+        "name": "handwritten",
+        "counts": [1, 2, 3, 4],
+        "canvas": 1024,
+        "figure_scale": 0.3,
+        "margin": 0.01,
+        "min_scale": 0.03,
+        "split": "test",
+        "limit": 500,
+        "cache_dir": "results/cache/mathwriting",
+    },
+    "size": {
+        "sizes": {"small": 0.03, "medium": 0.08, "large": 0.15},
+        "semantics": "conflicting",
+        "n": 1,
+        "segments": None,
+        "canvas": 1024,
+        "margin": 0.01,
+        "avoid": "box",
+        "objects_file": None,
+    },
+    "resize": {"resolutions": [128, 256, 512, 1024, 2048]},
+}
+STAGE_DEFAULTS = {"expected_variants": None, "verification": None}
+
+
+def test_schema_branches_list_the_keys_and_defaults():
     branches = {
         b["if"]["properties"]["perturbation"]["const"]: b["then"]["properties"]
         for b in load_schema("config")["$defs"]["condition"]["allOf"]
     }
-    for name, defaults in (
-        ("objects", idis.OBJECTS_DEFAULTS),
-        ("typographic", idis.TYPOGRAPHIC_DEFAULTS),
-        ("diagram", idis.DIAGRAM_DEFAULTS),
-        ("handwritten", idis.HANDWRITTEN_DEFAULTS),
-        ("size", idis.SIZE_DEFAULTS),
-        ("resize", idis.RESIZE_DEFAULTS),
-    ):
+    for name, defaults in IDIS_DEFAULTS.items():
         props = branches[name]
         assert set(props) == set(defaults), name
         assert {k: v["default"] for k, v in props.items()} == defaults, name
         assert all(v.get("description") for v in props.values()), name
+        filled = validate_condition("c", {"perturbation": name})
+        assert filled == {"perturbation": name, **defaults, **STAGE_DEFAULTS}, name
 
 
 def test_the_object_lists_are_table_3():

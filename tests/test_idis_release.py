@@ -11,7 +11,7 @@ from PIL import Image
 from vlmrobust.core.io import read_json, sha256_file
 from vlmrobust.core.records import Sample, read_variants, write_samples
 from vlmrobust.perturb import PERTURBATIONS, build_variants
-from vlmrobust.perturb.idis_release import IDIS_RELEASE_DEFAULTS, normalise_class
+from vlmrobust.perturb.idis_release import normalise_class
 
 PERC = "Idis-perception"
 MATH = "Idis-math"
@@ -305,27 +305,48 @@ def test_sample_without_stem_is_an_error(tmp_path):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"kind": None}, "conditions.c.kind: required for perturbation 'idis-release'"),
-        ({"kind": "textual"}, "conditions.c.kind: 'textual' is not released for task 'perception'"),
+        ({"kind": None}, r"key 'conditions\.c' lacks 'kind'"),
+        (
+            {"kind": "textual"},
+            r"conditions\.c\.kind: 'textual' is not released for task 'perception'",
+        ),
         (
             {"kind": "typographic", "semantics": ["aligned"]},
-            "conditions.c.semantics: not used with task 'perception', kind 'typographic'",
+            r"conditions\.c\.semantics: not used with task 'perception', kind 'typographic'",
         ),
         (
             {"kind": "visual", "semantics": ["handwritten"]},
-            "conditions.c.semantics: 'handwritten' is not one of aligned, conflicting, irrelevant",
+            r"conditions\.c\.semantics: 'handwritten' is not one of aligned, conflicting, irrelevant",
         ),
-        ({"kind": "visual", "counts": [0]}, "conditions.c.counts: 0 is not an integer >= 1"),
-        ({"kind": "visual", "pair_on": "stem"}, "conditions.c.pair_on: 'stem' is not one of"),
-        ({"kind": "visual", "colour": 1}, "conditions.c.colour: unknown key"),
+        (
+            {"kind": "visual", "semantics": ["odd"]},
+            r"key 'conditions\.c\.semantics\.0': 'odd' is not",
+        ),
+        (
+            {"kind": "visual", "counts": [0]},
+            r"key 'conditions\.c\.counts\.0': 0 is less than the minimum",
+        ),
+        (
+            {"kind": "visual", "counts": [1, 1]},
+            r"key 'conditions\.c\.counts': \[1, 1\] has non-unique",
+        ),
+        (
+            {"kind": "visual", "pair_on": "stem"},
+            r"key 'conditions\.c\.pair_on': 'stem' is not one of",
+        ),
+        (
+            {"kind": "visual", "image_field": ""},
+            r"key 'conditions\.c\.image_field': '' (is too short|should be non-empty)",
+        ),
+        ({"kind": "visual", "root": " "}, r"conditions\.c\.root: expected the path"),
+        ({"kind": "visual", "colour": 1}, r"unknown key 'conditions\.c\.colour'"),
     ],
 )
 def test_prepare_errors(extra, message, tmp_path):
     spec = {"perturbation": "idis-release", "root": str(tmp_path), "task": "perception", **extra}
     spec = {k: v for k, v in spec.items() if v is not None}
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ValueError, match=message):
         PERTURBATIONS["idis-release"].prepare("c", spec)
-    assert str(err.value).startswith(message)
 
 
 # ---------------------------------------------------------------- math
@@ -617,9 +638,17 @@ def test_schema_fills_defaults_prepare_accepts(perception, tmp_path):
     cond = {"perturbation": "idis-release", "root": str(root), "task": "perception"}
     cond["kind"] = "visual"
     filled = validate_config({"conditions": {"idis-vis": cond}})["conditions"]["idis-vis"]
-    # the schema fills exactly the code's defaults (plus the stage's own two keys)
+    # the schema fills the defaults (plus the stage's own two keys)
     assert filled == {
-        **IDIS_RELEASE_DEFAULTS,
+        "semantics": None,
+        "counts": None,
+        "pair_on": "sample_index",
+        "id_field": None,
+        "version_field": "problem_version",
+        "image_field": "image",
+        "question_field": "question",
+        "count_field": "n",
+        "on_missing": "skip",
         **cond,
         "expected_variants": None,
         "verification": None,

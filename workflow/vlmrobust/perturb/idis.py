@@ -92,15 +92,14 @@ from ..clients.vlm.media import to_rgb
 from ..core.io import atomic_save_image, read_jsonl, sha256_file, write_jsonl
 from ..core.records import Sample, read_samples
 from ..core.seeding import derive_seed, rng_for
-from .masking import _is_number
 from .placement import PlacementError, mask_bbox, paste_layers, place_boxes, place_fitting
 from .variants import (
     Excluded,
     Perturbation,
     VariantPlan,
-    _check_keys,
     _key,
     open_shown,
+    own_spec,
     register,
 )
 
@@ -119,7 +118,6 @@ __all__ = [
 ]
 
 SEMANTICS = ("aligned", "conflicting", "irrelevant")
-EDITOR_BACKENDS = ("composite", "gemini", "openai")
 #: The shipped object lists (the Idis paper, Table 3).
 DEFAULT_OBJECTS_FILE = Path(__file__).resolve().parents[3] / "resources" / "idis" / "objects.yaml"
 MATHWRITING_DATASET = "deepcopy/MathWriting-human"
@@ -328,80 +326,30 @@ def _info(
 # ---------------------------------------------------------------- config checks
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _as_ints(out: dict[str, Any], *keys: str) -> None:
+    """Plain ``int`` in place of the schema's integers (which include ``3.0``) at ``keys``
+    (a number or a list of numbers)."""
+    for key in keys:
+        v = out[key]
+        out[key] = [int(x) for x in v] if isinstance(v, list) else int(v)
 
 
-def _int(condition: str, key: str, v: Any, minimum: int = 1) -> int:
-    if not _is_int(v) or v < minimum:
-        raise ValueError(f"{_key(condition, key)}: expected an integer >= {minimum}; got {v!r}")
-    return int(v)
-
-
-def _fraction(condition: str, key: str, v: Any) -> float:
-    if not _is_number(v) or not 0 < v < 1:
+def _check_most(condition: str, counts: list[int], most: int) -> None:
+    """No count above ``most``, the objects the smallest category used has."""
+    if max(counts) > most:
         raise ValueError(
-            f"{_key(condition, key)}: expected a number between 0 and 1 (a fraction of the "
-            f"canvas); got {v!r}"
+            f"{_key(condition, 'counts')}: {max(counts)} distinct objects are asked for, but a "
+            f"category has only {most}"
         )
-    return float(v)
 
 
-def _margin(condition: str, v: Any) -> float:
-    if not _is_number(v) or not 0 <= v < 0.5:
-        raise ValueError(
-            f"{_key(condition, 'margin')}: expected a number from 0 to 0.5 (the least gap "
-            f"between boxes as a fraction of the canvas side); got {v!r}"
-        )
-    return float(v)
-
-
-def _range(condition: str, key: str, v: Any) -> list[float]:
-    if (
-        not isinstance(v, list | tuple)
-        or len(v) != 2
-        or not all(_is_number(x) and 0 < x < 1 for x in v)
-        or v[0] > v[1]
-    ):
+def _check_low_high(condition: str, key: str, v: list[float]) -> None:
+    """``[low, high]`` with low <= high (the schema checks each bound)."""
+    if v[0] > v[1]:
         raise ValueError(
             f"{_key(condition, key)}: expected [low, high], fractions of the canvas side "
             f"with 0 < low <= high < 1; got {v!r}"
         )
-    return [float(v[0]), float(v[1])]
-
-
-def _counts(condition: str, v: Any, most: int | None = None) -> list[int]:
-    if (
-        isinstance(v, str)
-        or not isinstance(v, list | tuple)
-        or not v
-        or not all(_is_int(k) and k >= 1 for k in v)
-        or len(set(v)) != len(v)
-    ):
-        raise ValueError(
-            f"{_key(condition, 'counts')}: expected a non-empty list of distinct integers "
-            f">= 1; got {v!r}"
-        )
-    if most is not None and max(v) > most:
-        raise ValueError(
-            f"{_key(condition, 'counts')}: {max(v)} distinct objects are asked for, but a "
-            f"category has only {most}"
-        )
-    return [int(k) for k in v]
-
-
-def _semantics(condition: str, v: Any) -> list[str]:
-    if isinstance(v, str) or not isinstance(v, list | tuple) or not v or len(set(v)) != len(v):
-        raise ValueError(
-            f"{_key(condition, 'semantics')}: expected a non-empty list of distinct values "
-            f"from {', '.join(SEMANTICS)}; got {v!r}"
-        )
-    bad = [s for s in v if s not in SEMANTICS]
-    if bad:
-        raise ValueError(
-            f"{_key(condition, 'semantics')}: {bad[0]!r} is not one of {', '.join(SEMANTICS)}"
-        )
-    return list(v)
 
 
 def _folder(condition: str, key: str, v: Any) -> str:
@@ -412,21 +360,14 @@ def _folder(condition: str, key: str, v: Any) -> str:
     return v
 
 
-def _objects_file(condition: str, v: Any) -> tuple[str | None, ObjectLists]:
-    if v is not None and (not isinstance(v, str) or not v):
+def _objects_file(condition: str, v: str | None) -> ObjectLists:
+    """The object lists of ``objects_file`` (a readable file of the expected shape)."""
+    if v == "":
         raise ValueError(f"{_key(condition, 'objects_file')}: expected a file path; got {v!r}")
     try:
-        return v, load_objects(v)
+        return load_objects(v)
     except ValueError as exc:
         raise ValueError(f"{_key(condition, 'objects_file')}: {exc}") from None
-
-
-def _check_layout(condition: str, out: dict[str, Any]) -> None:
-    """``canvas``, ``margin`` and (where the perturbation has it) ``min_scale``."""
-    out["canvas"] = _int(condition, "canvas", out["canvas"], 16)
-    out["margin"] = _margin(condition, out["margin"])
-    if "min_scale" in out:
-        out["min_scale"] = _fraction(condition, "min_scale", out["min_scale"])
 
 
 # ---------------------------------------------------------------- cut-outs
@@ -564,71 +505,52 @@ def _draw_files(rng: np.random.Generator, listing: dict[str, list[str]], names: 
 
 # ---------------------------------------------------------------- objects
 
-OBJECTS_DEFAULTS: dict[str, Any] = {
-    "semantics": list(SEMANTICS),
-    "counts": [1, 2, 3, 4],
-    "editor": "composite",
-    "segments": None,
-    "canvas": 1024,
-    "scale": [0.12, 0.22],
-    "margin": 0.01,
-    "min_scale": 0.05,
-    "objects_file": None,
-    "cache_dir": "results/cache/image_edit",
-}
 _EDITOR_KEYS = ("backend", "model", "base_url", "api_key_env", "options")
 
 
-def _editor_spec(condition: str, v: Any) -> dict[str, Any]:
+def _editor_spec(condition: str, v: str | dict[str, Any]) -> dict[str, Any]:
+    """The validated ``editor`` as a mapping (a backend name -> ``{backend}``) without
+    its null keys; checked here is what the schema does not say: the composite editor
+    takes no settings. The openai editor asks for a square result of the released
+    images' size unless its options say otherwise."""
     spec = {"backend": v} if isinstance(v, str) else v
-    if not isinstance(spec, dict):
-        raise ValueError(
-            f"{_key(condition, 'editor')}: expected one of {', '.join(EDITOR_BACKENDS)} or a "
-            f"mapping with backend, model, base_url, api_key_env, options; got {v!r}"
-        )
-    unknown = sorted(set(spec) - set(_EDITOR_KEYS))
-    if unknown:
-        raise ValueError(
-            f"{_key(condition, 'editor.' + unknown[0])}: unknown key; allowed keys: "
-            f"{', '.join(_EDITOR_KEYS)}"
-        )
-    backend = spec.get("backend", "composite")
-    if backend not in EDITOR_BACKENDS:
-        raise ValueError(
-            f"{_key(condition, 'editor')}: {backend!r} is not one of {', '.join(EDITOR_BACKENDS)}"
-        )
+    backend = spec["backend"]
     if backend == "composite" and len(spec) > 1:
         raise ValueError(f"{_key(condition, 'editor')}: the composite editor takes no settings")
     out = {"backend": backend, **{k: spec[k] for k in _EDITOR_KEYS[1:] if spec.get(k) is not None}}
-    if "options" in out and not isinstance(out["options"], dict):
-        raise ValueError(f"{_key(condition, 'editor.options')}: expected a mapping")
-    if backend == "openai":  # a square result of the released images' size
+    if backend == "openai":
         out["options"] = {"size": "1024x1024", **out.get("options", {})}
     return out
 
 
+def _segments(
+    condition: str, spec: dict[str, Any], objects: ObjectLists, semantics: Iterable[str], need: str
+) -> dict[str, list[str]]:
+    """The cut-out listing of the ``segments`` folder, which must be given (else the
+    error says ``need``) and exist."""
+    folder = spec["segments"]
+    if folder is None:
+        raise ValueError(f"{_key(condition, 'segments')}: {need} (<segments>/<object-slug>/*.png)")
+    return _segment_listing(condition, _folder(condition, "segments", folder), objects, semantics)
+
+
 def _prepare_objects(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, OBJECTS_DEFAULTS)
-    out = {**OBJECTS_DEFAULTS, **spec}
-    out["objects_file"], objects = _objects_file(condition, out["objects_file"])
-    out["semantics"] = _semantics(condition, out["semantics"])
-    out["counts"] = _counts(condition, out["counts"], objects.fewest(out["semantics"]))
+    """The spec as the schema validates it (keys, types, ranges, defaults: :func:`own_spec`);
+    checked here is what the schema cannot say: the object lists file, that each category
+    has as many objects as the largest count, ``scale`` low <= high, the editor's settings
+    and, for the composite editor, the cut-outs of every object in ``segments``."""
+    out = own_spec(condition, spec)
+    _as_ints(out, "counts", "canvas")
+    objects = _objects_file(condition, out["objects_file"])
+    _check_most(condition, out["counts"], objects.fewest(out["semantics"]))
     # the checked editor settings; `editor` itself becomes the backend name, which the
     # variants record (a variant's params override the spec's keys)
     out["editor_spec"] = _editor_spec(condition, out["editor"])
     out["editor"] = out["editor_spec"]["backend"]
-    _check_layout(condition, out)
-    out["scale"] = _range(condition, "scale", out["scale"])
+    _check_low_high(condition, "scale", out["scale"])
     if out["editor"] == "composite":
-        if out["segments"] is None:
-            raise ValueError(
-                f"{_key(condition, 'segments')}: the composite editor needs a folder of "
-                "cut-outs (<segments>/<object-slug>/*.png)"
-            )
-        out["segments"] = _folder(condition, "segments", out["segments"])
-        out["_listing"] = _segment_listing(condition, out["segments"], objects, out["semantics"])
-    elif not isinstance(out["cache_dir"], str) or not out["cache_dir"]:
-        raise ValueError(f"{_key(condition, 'cache_dir')}: expected a folder path")
+        need = "the composite editor needs a folder of cut-outs"
+        out["_listing"] = _segments(condition, out, objects, out["semantics"], need)
     return out
 
 
@@ -737,16 +659,6 @@ register(Perturbation("objects", _prepare_objects, _plan_objects, _apply_objects
 
 # ---------------------------------------------------------------- typographic
 
-TYPOGRAPHIC_DEFAULTS: dict[str, Any] = {
-    "counts": [1, 2, 3, 4],
-    "classes": "all-other",
-    "canvas": 1024,
-    "font_size": [0.05, 0.09],
-    "margin": 0.01,
-    "min_scale": 0.03,
-    "objects_file": None,
-}
-
 
 @lru_cache(maxsize=256)
 def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
@@ -775,19 +687,22 @@ def render_text(text: str, size: int, fill: str, outline: str) -> Image.Image:
 
 
 def _prepare_typographic(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, TYPOGRAPHIC_DEFAULTS)
-    out = {**TYPOGRAPHIC_DEFAULTS, **spec}
-    out["objects_file"], objects = _objects_file(condition, out["objects_file"])
-    out["counts"] = _counts(condition, out["counts"])
+    """The spec as the schema validates it (:func:`own_spec`); checked here is what the
+    schema cannot say: the object lists file, that an integer ``classes`` is at most the
+    other classes it has, and ``font_size`` low <= high."""
+    out = own_spec(condition, spec)
+    _as_ints(out, "counts", "canvas")
+    objects = _objects_file(condition, out["objects_file"])
     others = len(objects.classes) - 1
     classes = out["classes"]
-    if classes != "all-other" and (not _is_int(classes) or not 1 <= classes <= others):
+    if classes != "all-other" and not 1 <= classes <= others:
         raise ValueError(
             f"{_key(condition, 'classes')}: expected 'all-other' or an integer from 1 to "
             f"{others}; got {classes!r}"
         )
-    _check_layout(condition, out)
-    out["font_size"] = _range(condition, "font_size", out["font_size"])
+    if classes != "all-other":
+        out["classes"] = int(classes)
+    _check_low_high(condition, "font_size", out["font_size"])
     return out
 
 
@@ -993,25 +908,12 @@ def _has_table(meta: dict[str, Any]) -> bool:
 
 # ---------------------------------------------------------------- diagram
 
-DIAGRAM_DEFAULTS: dict[str, Any] = {
-    "semantics": list(SEMANTICS),
-    "counts": [1, 2, 3, 4],
-    "canvas": 1024,
-    "irrelevant_samples": None,
-    "figure_samples": None,
-    "figure_scale": 0.3,
-    "margin": 0.01,
-    "min_scale": 0.05,
-}
-
 
 def _prepare_diagram(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, DIAGRAM_DEFAULTS)
-    out = {**DIAGRAM_DEFAULTS, **spec}
-    out["semantics"] = _semantics(condition, out["semantics"])
-    out["counts"] = _counts(condition, out["counts"])
-    _check_layout(condition, out)
-    out["figure_scale"] = _fraction(condition, "figure_scale", out["figure_scale"])
+    """The spec as the schema validates it (:func:`own_spec`); checked here is what the
+    schema cannot say: irrelevant figures need an existing ``irrelevant_samples`` file."""
+    out = own_spec(condition, spec)
+    _as_ints(out, "counts", "canvas")
     path = out["irrelevant_samples"]
     if "irrelevant" in out["semantics"] and (not isinstance(path, str) or not Path(path).is_file()):
         raise ValueError(
@@ -1128,22 +1030,6 @@ register(
 
 # ---------------------------------------------------------------- handwritten
 
-HANDWRITTEN_DEFAULTS: dict[str, Any] = {
-    "source": "folder",
-    "path": None,
-    "name": "handwritten",
-    "counts": [1, 2, 3, 4],
-    "canvas": 1024,
-    "figure_scale": 0.3,
-    "margin": 0.01,
-    "min_scale": 0.03,
-    "split": "test",
-    "limit": 500,
-    "cache_dir": "results/cache/mathwriting",
-}
-HANDWRITTEN_SOURCES = ("folder", "mathwriting")
-HANDWRITTEN_NAMES = ("handwritten", "mathwriting")
-
 
 def load_mathwriting(
     cache_dir: str | Path,
@@ -1185,23 +1071,12 @@ def load_mathwriting(
 
 
 def _prepare_handwritten(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, HANDWRITTEN_DEFAULTS)
-    out = {**HANDWRITTEN_DEFAULTS, **spec}
-    for key, allowed in (("source", HANDWRITTEN_SOURCES), ("name", HANDWRITTEN_NAMES)):
-        if out[key] not in allowed:
-            raise ValueError(
-                f"{_key(condition, key)}: {out[key]!r} is not one of {', '.join(allowed)}"
-            )
+    """The spec as the schema validates it (:func:`own_spec`); checked here is what the
+    schema cannot say: ``source: folder`` needs an existing folder ``path``."""
+    out = own_spec(condition, spec)
+    _as_ints(out, "counts", "canvas", "limit")
     if out["source"] == "folder":
         out["path"] = _folder(condition, "path", out["path"])
-    elif not isinstance(out["cache_dir"], str) or not out["cache_dir"]:
-        raise ValueError(f"{_key(condition, 'cache_dir')}: expected a folder path")
-    if not isinstance(out["split"], str) or not out["split"]:
-        raise ValueError(f"{_key(condition, 'split')}: expected a split name")
-    out["limit"] = _int(condition, "limit", out["limit"])
-    out["counts"] = _counts(condition, out["counts"])
-    _check_layout(condition, out)
-    out["figure_scale"] = _fraction(condition, "figure_scale", out["figure_scale"])
     return out
 
 
@@ -1259,64 +1134,19 @@ register(
 
 # ---------------------------------------------------------------- size
 
-SIZE_DEFAULTS: dict[str, Any] = {
-    "sizes": {"small": 0.03, "medium": 0.08, "large": 0.15},
-    "semantics": "conflicting",
-    "n": 1,
-    "segments": None,
-    "canvas": 1024,
-    "margin": 0.01,
-    "avoid": "box",
-    "objects_file": None,
-}
-_SIZE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-#: what a size variant's cut-outs keep clear of: the target's bounding box, or only its
-#: pixels (a cut-out may then sit in a free corner of the box without covering the target)
-SIZE_AVOID = ("box", "pixels")
-
 
 def _prepare_size(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, SIZE_DEFAULTS)
-    out = {**SIZE_DEFAULTS, **spec}
-    out["objects_file"], objects = _objects_file(condition, out["objects_file"])
-    sizes = out["sizes"]
-    if not isinstance(sizes, dict) or not sizes:
-        raise ValueError(
-            f"{_key(condition, 'sizes')}: expected a mapping name -> area fraction; got {sizes!r}"
-        )
-    for name, frac in sizes.items():
-        if not isinstance(name, str) or not _SIZE_NAME.match(name):
-            raise ValueError(
-                f"{_key(condition, 'sizes')}: {name!r} is not a name of lower-case letters, "
-                "digits, '-' and '_'"
-            )
-        if not _is_number(frac) or not 0 < frac < 1:
-            raise ValueError(
-                f"{_key(condition, 'sizes.' + name)}: expected a fraction of the canvas area "
-                f"between 0 and 1; got {frac!r}"
-            )
-    out["sizes"] = {k: float(v) for k, v in sizes.items()}
-    if out["semantics"] not in SEMANTICS:
-        raise ValueError(
-            f"{_key(condition, 'semantics')}: {out['semantics']!r} is not one of "
-            f"{', '.join(SEMANTICS)}"
-        )
+    """The spec as the schema validates it (:func:`own_spec`); checked here is what the
+    schema cannot say: the object lists file, that the category has ``n`` objects, and
+    the cut-outs of every object in ``segments``."""
+    out = own_spec(condition, spec)
+    _as_ints(out, "n", "canvas")
+    objects = _objects_file(condition, out["objects_file"])
     most = objects.fewest([out["semantics"]])
-    out["n"] = _int(condition, "n", out["n"])
     if out["n"] > most:
         raise ValueError(f"{_key(condition, 'n')}: {out['n']} objects, a category has {most}")
-    if out["avoid"] not in SIZE_AVOID:
-        raise ValueError(
-            f"{_key(condition, 'avoid')}: {out['avoid']!r} is not one of {', '.join(SIZE_AVOID)}"
-        )
-    _check_layout(condition, out)
-    if out["segments"] is None:
-        raise ValueError(
-            f"{_key(condition, 'segments')}: a folder of cut-outs is needed "
-            "(<segments>/<object-slug>/*.png)"
-        )
-    out["segments"] = _folder(condition, "segments", out["segments"])
-    out["_listing"] = _segment_listing(condition, out["segments"], objects, [out["semantics"]])
+    need = "a folder of cut-outs is needed"
+    out["_listing"] = _segments(condition, out, objects, [out["semantics"]], need)
     return out
 
 
@@ -1376,25 +1206,11 @@ register(Perturbation("size", _prepare_size, _plan_size, _paste_cutouts))
 
 # ---------------------------------------------------------------- resize
 
-RESIZE_DEFAULTS: dict[str, Any] = {"resolutions": [128, 256, 512, 1024, 2048]}
-
 
 def _prepare_resize(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, RESIZE_DEFAULTS)
-    out = {**RESIZE_DEFAULTS, **spec}
-    res = out["resolutions"]
-    if (
-        isinstance(res, str)
-        or not isinstance(res, list | tuple)
-        or not res
-        or not all(_is_int(r) and r >= 1 for r in res)
-        or len(set(res)) != len(res)
-    ):
-        raise ValueError(
-            f"{_key(condition, 'resolutions')}: expected a non-empty list of distinct "
-            f"integers >= 1 (pixels); got {res!r}"
-        )
-    out["resolutions"] = [int(r) for r in res]
+    """The spec as the schema validates it (:func:`own_spec`: the schema says all of it)."""
+    out = own_spec(condition, spec)
+    _as_ints(out, "resolutions")
     return out
 
 

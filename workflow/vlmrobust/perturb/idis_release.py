@@ -151,10 +151,9 @@ from typing import Any
 from ..core.io import iter_jsonl
 from ..core.records import Sample
 from .idis import IMAGE_SUFFIXES, object_slug
-from .variants import Excluded, Perturbation, VariantPlan, _check_keys, _key, register
+from .variants import Excluded, Perturbation, VariantPlan, _key, own_spec, register
 
 __all__ = [
-    "IDIS_RELEASE_DEFAULTS",
     "normalise_class",
 ]
 
@@ -165,21 +164,6 @@ MATH_TYPO_SOURCES = ("handwritten", "mathwriting")
 PAIR_ON = ("sample_index", "problem_index+problem_version")
 ON_MISSING = ("skip", "error")
 
-IDIS_RELEASE_DEFAULTS: dict[str, Any] = {
-    "root": None,
-    "task": None,
-    "kind": None,
-    "semantics": None,
-    "counts": None,
-    "pair_on": "sample_index",
-    "id_field": None,
-    "version_field": "problem_version",
-    "image_field": "image",
-    "question_field": "question",
-    "count_field": "n",
-    "on_missing": "skip",
-}
-_REQUIRED = ("root", "task", "kind")
 _EXAMPLES = 10
 
 _TASK_DIRS = {"perception": "Idis-perception", "math": "Idis-math"}
@@ -243,35 +227,17 @@ def _is_image(path: Path) -> bool:
 # ---------------------------------------------------------------- prepare
 
 
-def _prepare(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, IDIS_RELEASE_DEFAULTS)
-    out = {**IDIS_RELEASE_DEFAULTS, **spec}
-    for key in _REQUIRED:
-        if out[key] is None:
-            raise ValueError(f"{_key(condition, key)}: required for perturbation 'idis-release'")
-    if not isinstance(out["root"], str) or not out["root"].strip():
-        raise ValueError(
-            f"{_key(condition, 'root')}: expected the path of the downloaded Idis folder, "
-            f"got {out['root']!r}"
-        )
-    for key, allowed in (("task", TASKS), ("kind", KINDS), ("on_missing", ON_MISSING)):
-        if out[key] not in allowed:
-            raise ValueError(
-                f"{_key(condition, key)}: {out[key]!r} is not one of {', '.join(allowed)}"
-            )
+def _semantics_allowed(task: str, kind: str) -> tuple[str, ...]:
+    """The released semantics groups of (task, kind); () when the kind has none."""
+    if kind == "visual":
+        return VISUAL_SEMANTICS
+    return MATH_TYPO_SOURCES if (task, kind) == ("math", "typographic") else ()
+
+
+def _check_semantics(condition: str, out: dict[str, Any]) -> None:
+    """``semantics`` against the groups its task and kind release (null = all of them)."""
     task, kind = out["task"], out["kind"]
-    if (task, kind) not in _KIND_DIRS:
-        raise ValueError(
-            f"{_key(condition, 'kind')}: {kind!r} is not released for task {task!r} "
-            "(Idis-perception: visual, typographic; Idis-math: visual, typographic, textual)"
-        )
-    sem_allowed = (
-        VISUAL_SEMANTICS
-        if kind == "visual"
-        else MATH_TYPO_SOURCES
-        if (task, kind) == ("math", "typographic")
-        else ()
-    )
+    sem_allowed = _semantics_allowed(task, kind)
     sems = out["semantics"]
     if not sem_allowed:
         if sems is not None:
@@ -280,48 +246,42 @@ def _prepare(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
                 f"{_key(condition, 'semantics')}: not used with task {task!r}, kind {kind!r} "
                 f"(the semantics is {fixed!r}); leave it out"
             )
-    else:
-        if sems is None:
-            sems = list(sem_allowed)
-        if isinstance(sems, str) or not isinstance(sems, list | tuple) or not sems:
-            raise ValueError(
-                f"{_key(condition, 'semantics')}: expected a non-empty list from "
-                f"{', '.join(sem_allowed)}; got {sems!r}"
-            )
-        bad = [s for s in sems if s not in sem_allowed]
-        if bad:
-            raise ValueError(
-                f"{_key(condition, 'semantics')}: {bad[0]!r} is not one of "
-                f"{', '.join(sem_allowed)} (task {task!r}, kind {kind!r})"
-            )
-        if len(set(sems)) != len(sems):
-            raise ValueError(f"{_key(condition, 'semantics')}: values repeat in {sems!r}")
-        out["semantics"] = list(sems)
+        return
+    sems = list(sem_allowed) if sems is None else sems
+    bad = [s for s in sems if s not in sem_allowed]
+    if bad:
+        raise ValueError(
+            f"{_key(condition, 'semantics')}: {bad[0]!r} is not one of "
+            f"{', '.join(sem_allowed)} (task {task!r}, kind {kind!r})"
+        )
+    out["semantics"] = list(sems)
+
+
+def _prepare(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec as the schema validates it (:func:`own_spec`: keys, enums, types, the
+    defaults); checked and filled here is what depends on other keys: ``root`` is not
+    blank, the kind is released for the task, the semantics are the kind's groups, and
+    the defaults of ``semantics``, ``counts`` and ``id_field`` that depend on the task,
+    kind and ``pair_on``."""
+    out = own_spec(condition, spec)
+    if not out["root"].strip():
+        raise ValueError(
+            f"{_key(condition, 'root')}: expected the path of the downloaded Idis folder, "
+            f"got {out['root']!r}"
+        )
+    task, kind = out["task"], out["kind"]
+    if (task, kind) not in _KIND_DIRS:
+        raise ValueError(
+            f"{_key(condition, 'kind')}: {kind!r} is not released for task {task!r} "
+            "(Idis-perception: visual, typographic; Idis-math: visual, typographic, textual)"
+        )
+    _check_semantics(condition, out)
     counts = out["counts"]
     if counts is None:
         counts = [4] if (task, kind) == ("perception", "typographic") else [1, 2, 3, 4]
-    if isinstance(counts, str) or not isinstance(counts, list | tuple) or not counts:
-        raise ValueError(
-            f"{_key(condition, 'counts')}: expected a non-empty list of integers >= 1; "
-            f"got {counts!r}"
-        )
-    bad = [c for c in counts if isinstance(c, bool) or not isinstance(c, int) or c < 1]
-    if bad:
-        raise ValueError(f"{_key(condition, 'counts')}: {bad[0]!r} is not an integer >= 1")
-    if len(set(counts)) != len(counts):
-        raise ValueError(f"{_key(condition, 'counts')}: values repeat in {counts!r}")
     out["counts"] = [int(c) for c in counts]
-    if out["pair_on"] not in PAIR_ON:
-        raise ValueError(
-            f"{_key(condition, 'pair_on')}: {out['pair_on']!r} is not one of {', '.join(PAIR_ON)}"
-        )
     if out["id_field"] is None:
         out["id_field"] = "sample_index" if out["pair_on"] == "sample_index" else "problem_index"
-    for key in ("id_field", "version_field", "image_field", "question_field", "count_field"):
-        if not isinstance(out[key], str) or not out[key]:
-            raise ValueError(
-                f"{_key(condition, key)}: expected a meta.jsonl field name, got {out[key]!r}"
-            )
     return out
 
 

@@ -39,11 +39,10 @@ from PIL import Image, ImageFilter
 
 from ..core.records import Sample
 from ..core.seeding import derive_seed, rng_for
-from .variants import Perturbation, VariantPlan, _check_keys, _key, register
+from .variants import Perturbation, VariantPlan, own_spec, register
 
 __all__ = [
     "FILLS",
-    "MASK_DEFAULTS",
     "REGIONS",
     "box_from_bbox",
     "fill_box",
@@ -56,13 +55,6 @@ Box = tuple[int, int, int, int]
 
 REGIONS = ("specific", "random")
 FILLS = ("black", "mean", "blur")
-MASK_DEFAULTS: dict[str, Any] = {
-    "region": "specific",
-    "fill": "black",
-    "blur_radius": 0.25,
-    "min_distance": 0.05,
-}
-
 _BBOX_KEYS = ("startX", "startY", "w", "h")
 
 
@@ -212,27 +204,11 @@ def fill_box(
 
 
 def _prepare_mask(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, MASK_DEFAULTS)
-    out = {**MASK_DEFAULTS, **spec}
-    for key, allowed in (("region", REGIONS), ("fill", FILLS)):
-        if out[key] not in allowed:
-            raise ValueError(
-                f"{_key(condition, key)}: {out[key]!r} is not one of {', '.join(allowed)}"
-            )
-    radius = out["blur_radius"]
-    if not _is_number(radius) or radius <= 0:
-        raise ValueError(
-            f"{_key(condition, 'blur_radius')}: expected a number > 0 (a fraction of the "
-            f"box's shorter side); got {radius!r}"
-        )
-    dist = out["min_distance"]
-    if not _is_number(dist) or not 0 <= dist <= 1:
-        raise ValueError(
-            f"{_key(condition, 'min_distance')}: expected a number from 0 to 1 (a fraction "
-            f"of the image size); got {dist!r}"
-        )
-    out["blur_radius"] = float(radius)
-    out["min_distance"] = float(dist)
+    """The spec as the schema validates it (:func:`own_spec`: the schema says all of it),
+    its numbers as plain ``float``."""
+    out = own_spec(condition, spec)
+    out["blur_radius"] = float(out["blur_radius"])
+    out["min_distance"] = float(out["min_distance"])
     return out
 
 

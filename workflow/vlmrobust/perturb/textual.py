@@ -80,7 +80,7 @@ import numpy as np
 
 from ..core.records import Sample
 from ..core.seeding import derive_seed, rng_for
-from .variants import Excluded, Perturbation, VariantPlan, _check_keys, _key, register
+from .variants import Excluded, Perturbation, VariantPlan, _key, own_spec, register
 
 __all__ = [
     "DEFAULT_PROMPT_FILE",
@@ -102,21 +102,6 @@ DEFAULT_PROMPT_FILE = "resources/idis/textual-distractor-prompt.txt"
 #: the most sentences one variant may insert (the offline writer has this many patterns)
 MAX_COUNT = 8
 PLACEHOLDERS = ("{num_distractors}", "{question}", "{answer}", "{subject}", "{subfield}")
-
-_DEFAULTS: dict[str, Any] = {
-    "counts": [1, 2, 3, 4],
-    "writer": {"backend": "offline"},
-    "max_attempts": 3,
-    "prompt_file": DEFAULT_PROMPT_FILE,
-}
-_LLM_DEFAULTS: dict[str, Any] = {
-    "base_url": None,
-    "api_key_env": None,
-    "options": {},
-    "temperature": 0.7,
-    "max_tokens": 4096,
-    "cache_dir": None,
-}
 
 
 def textual_variant_id(sample_id: str, k: int) -> str:
@@ -474,53 +459,14 @@ def _read_prompt(condition: str, prompt_file: str) -> str:
 
 
 def _prepare(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    _check_keys(condition, spec, _DEFAULTS)
-    out = {**_DEFAULTS, **spec}
-    counts = out["counts"]
-    if isinstance(counts, str) or not isinstance(counts, list | tuple) or not counts:
-        raise ValueError(
-            f"{_key(condition, 'counts')}: expected a non-empty list of integers "
-            f"1..{MAX_COUNT}; got {counts!r}"
-        )
-    bad = [c for c in counts if isinstance(c, bool) or not isinstance(c, int)]
-    bad += [c for c in counts if isinstance(c, int) and not 1 <= c <= MAX_COUNT]
-    if bad:
-        raise ValueError(
-            f"{_key(condition, 'counts')}: {bad[0]!r} is not an integer 1..{MAX_COUNT}"
-        )
-    if len(set(counts)) != len(counts):
-        raise ValueError(f"{_key(condition, 'counts')}: counts repeat in {counts!r}")
-    attempts = out["max_attempts"]
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-        raise ValueError(
-            f"{_key(condition, 'max_attempts')}: expected an integer >= 1, got {attempts!r}"
-        )
-    out["counts"] = [int(c) for c in counts]
-    out["writer"] = _prepare_writer(condition, out["writer"])
+    """The spec as the schema validates it (:func:`own_spec`: counts, writer, attempts,
+    their defaults); checked here is what the schema cannot say: an LLM writer's prompt
+    file is readable and has every placeholder."""
+    out = own_spec(condition, spec)
+    out["counts"] = [int(c) for c in out["counts"]]
+    out["max_attempts"] = int(out["max_attempts"])
     if out["writer"]["backend"] != "offline":
         _read_prompt(condition, str(out["prompt_file"]))  # fail now, naming the key
-    return out
-
-
-def _prepare_writer(condition: str, writer: Any) -> dict[str, Any]:
-    where = _key(condition, "writer")
-    if not isinstance(writer, dict):
-        raise ValueError(
-            f"{where}: expected a mapping such as {{backend: offline}}, got {writer!r}"
-        )
-    if writer.get("backend", "offline") == "offline":
-        extra = sorted(set(writer) - {"backend"})
-        if extra:
-            raise ValueError(
-                f"{where}.{extra[0]}: unknown key for backend offline (allowed: backend)"
-            )
-        return {"backend": "offline"}
-    from ..clients.llm import check_llm_spec
-
-    check_llm_spec(writer, where, others=("offline",))
-    out = {**_LLM_DEFAULTS, **writer}
-    if out["options"] is None:
-        out["options"] = {}
     return out
 
 

@@ -173,6 +173,16 @@ def _key(condition: str, key: str) -> str:
     return f"conditions.{condition}.{key}"
 
 
+def own_spec(condition: str, spec: Any) -> dict[str, Any]:
+    """``spec`` as the schema's ``condition`` definition validates it (a copy, defaults
+    filled, errors ``config: key 'conditions.<condition>.<key>': ...``), less the stage's
+    keys it does not carry: what a perturbation's ``prepare`` reads, whether
+    :func:`build_variants` validated the spec already (it passes unchanged) or a caller
+    hands ``prepare`` a spec of its own."""
+    checked = validate_condition(condition, spec)
+    return {k: v for k, v in checked.items() if k in spec or k not in _STAGE_KEYS}
+
+
 def _check_keys(condition: str, spec: dict[str, Any], allowed: Iterable[str]) -> None:
     allowed = set(allowed) | {"perturbation"}
     unknown = sorted(set(spec) - allowed)
