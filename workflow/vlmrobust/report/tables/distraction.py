@@ -30,7 +30,8 @@ import pandas as pd
 
 from vlmrobust.metrics.distraction import distraction_conditions, distraction_dataset
 from vlmrobust.metrics.index import MetricsIndex, lookup
-from vlmrobust.report.common import Footnotes, ModelInfo, family_groups, ordered_models
+from vlmrobust.report.common import Footnotes, ModelInfo, ordered_models
+from vlmrobust.report.tables.corruption import family_table
 from vlmrobust.report.tables.render import (
     DASH,
     Table,
@@ -38,7 +39,8 @@ from vlmrobust.report.tables.render import (
     fmt_jaccard,
     fmt_pct,
     fmt_signed_pct,
-    is_missing,
+    grouped_frame,
+    mean_present,
     write_tables,
 )
 
@@ -55,19 +57,6 @@ __all__ = [
 TABLE_NAMES = ("table3", "table4", "table5")
 CORRUPTION_HEADER = "Visual corruption"
 DISTRACTION_HEADER = "Semantic distraction"
-
-
-def _frame(rows: list[list[str]], columns: list[tuple[str, str]]) -> pd.DataFrame:
-    if any(g for g, _ in columns):
-        cols: Any = pd.MultiIndex.from_tuples(columns)
-    else:
-        cols = [c for _, c in columns]
-    return pd.DataFrame(rows, columns=cols, dtype=object)
-
-
-def _mean(values: list[float]) -> float:
-    vals = [v for v in values if not is_missing(v)]
-    return sum(vals) / len(vals) if vals else math.nan
 
 
 def _models(index: MetricsIndex, spec: Mapping[str, Any]) -> list[ModelInfo]:
@@ -126,18 +115,13 @@ def table3(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
         "N: scored outputs under distraction. Drop: clean minus distracted accuracy in "
         "percentage points. RR: distracted / clean accuracy."
     )
-    return Table(
-        data=_frame(rows, columns),
-        row_groups=family_groups(models, spec),
-        footnotes=tuple(lines),
-        caption=(
-            f"Distract-Bench robustness under answer-preserving semantic distractions "
-            f"(condition '{distracted}'): clean and distracted accuracy, accuracy drop and "
-            "relative robustness (RR)."
-        ),
-        label="tab:distraction-table3",
-        row_group_column="Family",
-        stub_columns=2,
+    caption = (
+        f"Distract-Bench robustness under answer-preserving semantic distractions "
+        f"(condition '{distracted}'): clean and distracted accuracy, accuracy drop and "
+        "relative robustness (RR)."
+    )
+    return family_table(
+        rows, columns, models, spec, tuple(lines), caption, "tab:distraction-table3"
     )
 
 
@@ -187,7 +171,7 @@ def table4(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
     mean = ["Mean"]
     for _, cond in blocks:
         for _, metric in _T4_LEAVES:
-            mean.append(_t4_format(metric, _mean(values.get((cond, metric), []))))
+            mean.append(_t4_format(metric, mean_present(values.get((cond, metric), []))))
     rows.append(mean)
     groups.append(("", 1))
     lines = list(notes.lines())
@@ -201,7 +185,7 @@ def table4(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
         "over the pairs with a value."
     )
     return Table(
-        data=_frame(rows, columns),
+        data=grouped_frame(rows, columns),
         row_groups=tuple(groups),
         footnotes=tuple(lines),
         caption=(
@@ -243,14 +227,9 @@ def table5(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
         "wrong (over all judged outputs). Ref_correct / Ref_wrong: reference ratio among "
         "correct / wrong outputs."
     )
-    return Table(
-        data=_frame(rows, columns),
-        row_groups=family_groups(models, spec),
-        footnotes=tuple(lines),
-        caption="Distractor-reference analysis on Distract-Bench.",
-        label="tab:distraction-table5",
-        row_group_column="Family",
-        stub_columns=2,
+    caption = "Distractor-reference analysis on Distract-Bench."
+    return family_table(
+        rows, columns, models, spec, tuple(lines), caption, "tab:distraction-table5"
     )
 
 
