@@ -22,7 +22,7 @@ the look-ups are those of :mod:`vlmrobust.report.tables.corruption`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -74,44 +74,48 @@ def pair_models(index: MetricsIndex, spec: Mapping[str, Any]) -> list[tuple[Mode
     ]
 
 
+def _model_table(
+    index: MetricsIndex,
+    spec: Mapping[str, Any],
+    leaves: list[str],
+    cells: Callable[[ModelInfo, Footnotes], list[str]],
+    explain: str,
+    caption: str,
+    label: str,
+) -> Table:
+    """A table of one row per model, grouped by family: name, type, then the cells
+    ``cells`` gives (noting what it looks up); footnotes: those notes, then ``explain``."""
+    models = _models(index, spec)
+    notes = Footnotes(joiner=", ")
+    rows = [[m.name, m.type_label, *cells(m, notes)] for m in models]
+    columns = [("", "Model"), ("", "Type")] + [("", leaf) for leaf in leaves]
+    lines = [*notes.lines(), explain]
+    return family_table(rows, columns, models, spec, tuple(lines), caption, label)
+
+
 def table3(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
     """Models: N, clean / distracted accuracy, drop (pp), RR (%)."""
     dataset = distraction_dataset(spec)
     clean, distracted, _ = distraction_conditions(spec)
-    models = _models(index, spec)
-    notes = Footnotes(joiner=", ")
-    rows = []
-    for m in models:
 
-        def get(metric: str, cond: str, where: str, m: ModelInfo = m) -> float:
+    def cells(m: ModelInfo, notes: Footnotes) -> list[str]:
+        def get(metric: str, cond: str, where: str) -> float:
             cell = lookup(index, metric, m.id, dataset, cond)
             notes.add(m.name, where, cell.note, missing=cell.missing)
             return cell.value
 
         dist_row = index.one("accuracy", m.id, dataset, distracted)
         n = math.nan if dist_row is None else dist_row["n"]
-        rows.append(
-            [
-                m.name,
-                m.type_label,
-                fmt_count(n),
-                fmt_pct(get("accuracy", clean, "clean accuracy")),
-                fmt_pct(get("accuracy", distracted, "distracted accuracy")),
-                fmt_pct(get("drop_pp", distracted, "drop")),
-                fmt_pct(get("rr", distracted, "RR")),
-            ]
-        )
-    columns = [
-        ("", "Model"),
-        ("", "Type"),
-        ("", "N"),
-        ("", "Clean Acc. (%)"),
-        ("", "Distracted Acc. (%)"),
-        ("", "Drop (pp)"),
-        ("", "RR (%)"),
-    ]
-    lines = list(notes.lines())
-    lines.append(
+        return [
+            fmt_count(n),
+            fmt_pct(get("accuracy", clean, "clean accuracy")),
+            fmt_pct(get("accuracy", distracted, "distracted accuracy")),
+            fmt_pct(get("drop_pp", distracted, "drop")),
+            fmt_pct(get("rr", distracted, "RR")),
+        ]
+
+    leaves = ["N", "Clean Acc. (%)", "Distracted Acc. (%)", "Drop (pp)", "RR (%)"]
+    explain = (
         "N: scored outputs under distraction. Drop: clean minus distracted accuracy in "
         "percentage points. RR: distracted / clean accuracy."
     )
@@ -120,9 +124,7 @@ def table3(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
         f"(condition '{distracted}'): clean and distracted accuracy, accuracy drop and "
         "relative robustness (RR)."
     )
-    return family_table(
-        rows, columns, models, spec, tuple(lines), caption, "tab:distraction-table3"
-    )
+    return _model_table(index, spec, leaves, cells, explain, caption, "tab:distraction-table3")
 
 
 _T4_LEAVES = (
@@ -209,28 +211,24 @@ def table5(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
     """Models: DRR, HFR, Ref_correct, Ref_wrong (%)."""
     dataset = distraction_dataset(spec)
     _, distracted, _ = distraction_conditions(spec)
-    models = _models(index, spec)
-    notes = Footnotes(joiner=", ")
-    rows = []
-    for m in models:
-        row = [m.name, m.type_label]
+
+    def cells(m: ModelInfo, notes: Footnotes) -> list[str]:
+        row = []
         for leaf, metric in _T5_LEAVES:
             cell = lookup(index, metric, m.id, dataset, distracted)
             # a note on a value that exists (excluded judgments) is kept, without "–"
             notes.add(m.name, leaf.replace(" (%)", ""), cell.note, missing=cell.missing)
             row.append(fmt_pct(cell.value))
-        rows.append(row)
-    columns = [("", "Model"), ("", "Type")] + [("", leaf) for leaf, _ in _T5_LEAVES]
-    lines = list(notes.lines())
-    lines.append(
+        return row
+
+    explain = (
         "DRR: outputs that refer to the distractor. HFR: outputs that refer to it and are "
         "wrong (over all judged outputs). Ref_correct / Ref_wrong: reference ratio among "
         "correct / wrong outputs."
     )
     caption = "Distractor-reference analysis on Distract-Bench."
-    return family_table(
-        rows, columns, models, spec, tuple(lines), caption, "tab:distraction-table5"
-    )
+    leaves = [leaf for leaf, _ in _T5_LEAVES]
+    return _model_table(index, spec, leaves, cells, explain, caption, "tab:distraction-table5")
 
 
 def distraction_table_names(spec: Mapping[str, Any]) -> list[str]:
