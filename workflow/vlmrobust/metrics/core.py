@@ -124,7 +124,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -350,6 +350,26 @@ def _text(series: pd.Series) -> pd.Series:
 
 def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.DataFrame:
     """The study's rows with clean types, a prompt ``setting`` and a ``benchmark``."""
+    df = _study_rows(scored, run, warnings)
+    _check_numbers(df)
+    df["correct"] = pd.to_numeric(df["correct"], errors="coerce").astype(np.int8)
+    df["score"] = pd.to_numeric(df["score"], errors="coerce").astype(float)
+    df["draw"] = pd.to_numeric(df["draw"], errors="coerce").fillna(0).astype(np.int64)
+    setting = _prompt_settings(df, run, warnings)
+    if "prompt_setting" in df:
+        given = _text(df["prompt_setting"])
+        setting = given.where(given != "", setting)
+        df = df.drop(columns="prompt_setting")
+    df["setting"] = setting
+    df["benchmark"] = _benchmarks(df, run, warnings, "prompt_setting" in scored)
+    df = drop_failed_requests(df, run.failed, warnings)
+    _check_unique(df, run)
+    return df.reset_index(drop=True)
+
+
+def _study_rows(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.DataFrame:
+    """The scored columns a study reads, of its conditions and datasets (text as text);
+    a dataset with perturbed rows that is not the study's is left out with a warning."""
     lacking = [c for c in SCORED_REQUIRED if c not in scored.columns]
     if lacking:
         raise ValueError(
@@ -368,30 +388,45 @@ def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.
             f"dataset(s) {', '.join(stray)} have scored rows under a perturbed condition "
             "but are not among the study's datasets (spec['datasets']); left out"
         )
-    df = df[df["dataset"].isin(list(run.datasets))].copy()
+    return df[df["dataset"].isin(list(run.datasets))].copy()
 
+
+def _reject_first(rows: pd.DataFrame, bad: pd.Series, problem: Callable[[pd.Series], str]) -> None:
+    """Raise a ValueError saying ``problem`` of the first bad row, when there is one."""
+    if bad.any():
+        raise ValueError(problem(rows[bad].iloc[0]))
+
+
+def _scored_row(r: pd.Series) -> str:
+    """A scored row, named for an error message."""
+    return (
+        f"scored row of model {r['model']!r}, dataset {r['dataset']!r}, condition "
+        f"{r['condition']!r}, variant {r['variant_id']!r}"
+    )
+
+
+def _check_numbers(df: pd.DataFrame) -> None:
+    """Every ``correct`` is 0 or 1 and every ``score`` a number (else a ValueError)."""
     correct = pd.to_numeric(df["correct"], errors="coerce")
     bad = correct.isna() | ~correct.isin([0, 1])
-    if bad.any():
-        r = df[bad].iloc[0]
-        raise ValueError(
-            f"scored row of model {r['model']!r}, dataset {r['dataset']!r}, condition "
-            f"{r['condition']!r}, variant {r['variant_id']!r}: correct = {r['correct']!r} "
-            f"is not 0 or 1 ({int(bad.sum())} such rows)"
-        )
+    _reject_first(
+        df,
+        bad,
+        lambda r: (
+            f"{_scored_row(r)}: correct = {r['correct']!r} is not 0 or 1 "
+            f"({int(bad.sum())} such rows)"
+        ),
+    )
     score = pd.to_numeric(df["score"], errors="coerce")
-    if score.isna().any():
-        r = df[score.isna()].iloc[0]
-        raise ValueError(
-            f"scored row of model {r['model']!r}, dataset {r['dataset']!r}, condition "
-            f"{r['condition']!r}, variant {r['variant_id']!r}: score = {r['score']!r} is "
-            "not a number"
-        )
-    df["correct"] = correct.astype(np.int8)
-    df["score"] = score.astype(float)
-    df["draw"] = pd.to_numeric(df["draw"], errors="coerce").fillna(0).astype(np.int64)
+    _reject_first(
+        df, score.isna(), lambda r: f"{_scored_row(r)}: score = {r['score']!r} is not a number"
+    )
 
-    # prompt setting of every row
+
+def _prompt_settings(df: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.Series:
+    """The prompt setting of every row from its prompt: a configured setting, else the
+    dataset's default one; a dataset without a default reports each other prompt as
+    a benchmark of its own (with a warning, unless the files give the setting)."""
     setting = df["prompt"].copy()
     for name, ds in run.datasets.items():
         sel = df["dataset"] == name
@@ -409,20 +444,20 @@ def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.
                     f"are not among its prompt settings {ds.settings}; each is reported "
                     "as a benchmark of its own"
                 )
-    if "prompt_setting" in df:
-        given = _text(df["prompt_setting"])
-        setting = given.where(given != "", setting)
-        df = df.drop(columns="prompt_setting")
-    df["setting"] = setting
+    return setting
 
-    # benchmarks: the expected settings, then any other observed one
+
+def _benchmarks(df: pd.DataFrame, run: _Run, warnings: list[str], from_files: bool) -> pd.Series:
+    """The benchmark of every row (sets ``run.benches``): a dataset's expected settings,
+    then any other observed one; ``from_files``: the settings came with the scored
+    files, and an unconfigured one is a warning."""
     run.benches = {}
     benchmark = pd.Series("", index=df.index, dtype=object)
     for name, ds in run.datasets.items():
         sel = df["dataset"] == name
         observed = [str(x) for x in pd.unique(df.loc[sel, "setting"])]
         extra = [s for s in observed if s not in ds.settings]
-        if extra and "prompt_setting" in scored:
+        if extra and from_files:
             warnings.append(
                 f"dataset {name}: scored files of prompt setting(s) {', '.join(extra)}, "
                 f"not among its configured settings {ds.settings}; reported as benchmarks "
@@ -434,27 +469,32 @@ def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.
             names[st] = name if len(settings) == 1 else f"{name}:{st}"
             run.benches[names[st]] = _Bench(names[st], name, st, ds.group)
         benchmark.loc[sel] = df.loc[sel, "setting"].map(names)
-    df["benchmark"] = benchmark.astype(str)
-    df = drop_failed_requests(df, run.failed, warnings)
+    return benchmark.astype(str)
 
+
+def _check_unique(df: pd.DataFrame, run: _Run) -> None:
+    """No scored row twice, and one clean variant per sample (else a ValueError)."""
     dup = df.duplicated(["model", "dataset", "setting", "condition", "variant_id", "draw"])
-    if dup.any():
-        r = df[dup].iloc[0]
-        raise ValueError(
+    _reject_first(
+        df,
+        dup,
+        lambda r: (
             f"{int(dup.sum())} duplicated scored row(s), e.g. model {r['model']!r}, "
             f"benchmark {r['benchmark']!r}, condition {r['condition']!r}, variant "
             f"{r['variant_id']!r}, draw {r['draw']}: was a scored file read twice?"
-        )
+        ),
+    )
     clean = df[df["condition"] == run.clean]
     dup = clean.duplicated(["model", "benchmark", "sample_id", "draw"])
-    if dup.any():
-        r = clean[dup].iloc[0]
-        raise ValueError(
-            f"model {r['model']!r}, benchmark {r['benchmark']!r}: sample {r['sample_id']!r} "
-            f"has several clean rows for draw {r['draw']} (the clean condition must have "
-            "one variant per sample)"
-        )
-    return df.reset_index(drop=True)
+    _reject_first(
+        clean,
+        dup,
+        lambda r: (
+            f"model {r['model']!r}, benchmark {r['benchmark']!r}: sample "
+            f"{r['sample_id']!r} has several clean rows for draw {r['draw']} (the clean "
+            "condition must have one variant per sample)"
+        ),
+    )
 
 
 def failed_note(n: int) -> str:
@@ -835,36 +875,18 @@ def _group_rows(acc, run, order, rows, warnings) -> None:
 
 
 def _pair_rows(paired, run, order, rows, warnings) -> None:
+    """The pair statistics of every registry pair x perturbed condition, per benchmark
+    both models answered and over all of them."""
     pairs = registry_pairs(run.models, order)
     if not pairs:
         return
     units = paired[paired["clean_correct"].notna()]
-    cols = [*_UNIT, "clean_correct", "correct"]
     for r, b in pairs:
         info = dict(model=r, base_model=b, family=run.info(r)["family"], role=run.info(r)["role"])
         for c in run.perturbed:
-            ub = units.loc[(units["model"] == b) & (units["condition"] == c), cols]
-            ur = units.loc[(units["model"] == r) & (units["condition"] == c), cols]
-            # benchmarks both models answered; one that only one has is a `missing` row
-            present = [
-                x
-                for x in run.benches
-                if (ub["benchmark"] == x).any() and (ur["benchmark"] == x).any()
-            ]
+            both, present = _pair_units(units, (r, b), c, run, warnings)
             if not present:
                 continue
-            ub = ub[ub["benchmark"].isin(present)]
-            ur = ur[ur["benchmark"].isin(present)]
-            both = ub.merge(ur, on=_UNIT, how="outer", suffixes=("_b", "_r"), indicator=True)
-            single = both["_merge"] != "both"
-            if single.any():
-                for bench, n in both[single].groupby("benchmark").size().items():
-                    warnings.append(
-                        f"pair {b} -> {r}, benchmark {bench}, condition {c}: {n} unit(s) "
-                        "answered by only one of the two models; left out of the pair "
-                        "statistics"
-                    )
-            both = both[~single]
             cb = both["clean_correct_b"].to_numpy(dtype=bool)
             cr = both["clean_correct_r"].to_numpy(dtype=bool)
             ab = both["correct_b"].to_numpy(dtype=bool)
@@ -883,40 +905,69 @@ def _pair_rows(paired, run, order, rows, warnings) -> None:
                         benchmark=x, group=run.benches[x].group, prompt=run.benches[x].setting
                     )
                 )
-                common = dict(**info, **where, condition=c)
-                n = stats["pair_n"]
-                shared_note = NOTE_NO_SHARED if n == 0 else ""
-                if n == 0:
+                if stats["pair_n"] == 0:
                     warnings.append(
                         f"pair {b} -> {r}, benchmark {x}, condition {c}: {NOTE_NO_SHARED}; "
                         "agreement and retention gap are NaN"
                     )
-                rows.append(metric_row("pair_n", **common, value=float(n), n=n, note=shared_note))
-                rows.append(
-                    metric_row(
-                        "agreement", **common, value=stats["agreement"], n=n, note=shared_note
-                    )
-                )
-                rows.append(
-                    metric_row(
-                        "retention_gap",
-                        **common,
-                        value=stats["gap"],
-                        ci_low=stats["ci"][0],
-                        ci_high=stats["ci"][1],
-                        n=n,
-                        note=shared_note,
-                    )
-                )
-                rows.append(
-                    metric_row(
-                        "error_jaccard",
-                        **common,
-                        value=stats["jaccard"],
-                        n=stats["union"],
-                        note="" if stats["union"] else NOTE_NO_ERRORS,
-                    )
-                )
+                rows.extend(_pair_stat_rows(stats, dict(**info, **where, condition=c)))
+
+
+def _pair_units(
+    units: pd.DataFrame, pair: tuple[str, str], c: str, run: _Run, warnings: list[str]
+) -> tuple[pd.DataFrame, list[str]]:
+    """The units a (reasoning, base) pair both answered under condition ``c`` (columns
+    suffixed ``_b`` / ``_r``) and the benchmarks both answered, in run order; the
+    units only one of them answered are left out with a warning."""
+    r, b = pair
+    cols = [*_UNIT, "clean_correct", "correct"]
+    ub = units.loc[(units["model"] == b) & (units["condition"] == c), cols]
+    ur = units.loc[(units["model"] == r) & (units["condition"] == c), cols]
+    # benchmarks both models answered; one that only one has is a `missing` row
+    present = [
+        x for x in run.benches if (ub["benchmark"] == x).any() and (ur["benchmark"] == x).any()
+    ]
+    if not present:
+        return ub.iloc[0:0], present
+    ub = ub[ub["benchmark"].isin(present)]
+    ur = ur[ur["benchmark"].isin(present)]
+    both = ub.merge(ur, on=_UNIT, how="outer", suffixes=("_b", "_r"), indicator=True)
+    single = both["_merge"] != "both"
+    if single.any():
+        for bench, n in both[single].groupby("benchmark").size().items():
+            warnings.append(
+                f"pair {b} -> {r}, benchmark {bench}, condition {c}: {n} unit(s) "
+                "answered by only one of the two models; left out of the pair "
+                "statistics"
+            )
+    return both[~single], present
+
+
+def _pair_stat_rows(stats: Mapping[str, Any], common: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``pair_n``, ``agreement``, ``retention_gap`` and ``error_jaccard`` rows of
+    :func:`_pair_stats`' values."""
+    n = stats["pair_n"]
+    shared_note = NOTE_NO_SHARED if n == 0 else ""
+    return [
+        metric_row("pair_n", **common, value=float(n), n=n, note=shared_note),
+        metric_row("agreement", **common, value=stats["agreement"], n=n, note=shared_note),
+        metric_row(
+            "retention_gap",
+            **common,
+            value=stats["gap"],
+            ci_low=stats["ci"][0],
+            ci_high=stats["ci"][1],
+            n=n,
+            note=shared_note,
+        ),
+        metric_row(
+            "error_jaccard",
+            **common,
+            value=stats["jaccard"],
+            n=stats["union"],
+            note="" if stats["union"] else NOTE_NO_ERRORS,
+        ),
+    ]
 
 
 def _pair_stats(cb, cr, ab, ar, cluster, run: _Run) -> dict[str, Any]:

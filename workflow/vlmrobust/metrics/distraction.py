@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +275,61 @@ def _verdicts_only_rows(
 # --------------------------------------------------------------------------- main
 
 
+@dataclass
+class _Study:
+    """The distraction spec, read once, and the warnings of one computation."""
+
+    spec: Mapping[str, Any]
+    dataset: str
+    clean: str
+    distracted: str
+    corrupt: str
+    models: dict[str, Mapping[str, Any]]
+    order: list[str]
+    verdicts_only: set[str]
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any]) -> _Study:
+        """The study of ``spec`` (names, conditions, models), with no warning yet."""
+        clean, distracted, corrupt = distraction_conditions(spec)
+        models, order = spec_models(spec)
+        verdicts_only = {str(m) for m in spec.get("verdicts_only") or []}
+        return cls(
+            spec,
+            distraction_dataset(spec),
+            clean,
+            distracted,
+            corrupt,
+            models,
+            order,
+            verdicts_only,
+        )
+
+    def sub_spec(self, perturbed: str) -> dict[str, Any]:
+        """The perturbation engine's spec for the clean condition against ``perturbed``."""
+        return {
+            "models": dict(self.spec.get("models") or {}),
+            "model_order": self.order,
+            "datasets": {self.dataset: {}},
+            "clean_condition": self.clean,
+            "perturbed_conditions": [perturbed],
+            "bootstrap": dict(self.spec.get("bootstrap") or {}),
+        }
+
+    def run(self, frame: pd.DataFrame, perturbed: str) -> pd.DataFrame:
+        """The engine's rows of the dataset for ``perturbed`` (its warnings kept)."""
+        # one edited image per sample: no method x severity breakdown
+        out, warns = perturbation_metrics(frame, None, self.sub_spec(perturbed), by_method=False)
+        self.warnings.extend(warns)
+        return out[out["benchmark"] == self.dataset]
+
+    def pair_info(self, reasoning: str, base: str) -> dict[str, str]:
+        """The registry columns of a (reasoning, base) pair's rows."""
+        info = model_info(self.models, reasoning)
+        return dict(model=reasoning, base_model=base, family=info["family"], role=info["role"])
+
+
 def compute_distraction_metrics(
     scored: pd.DataFrame, judged: Any, spec: Mapping[str, Any]
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -286,241 +342,278 @@ def compute_distraction_metrics(
     ``dataset``, ``clean_condition``, ``distracted_condition``, ``corruption_condition``,
     ``bootstrap``, optionally ``verdicts_only``. Definitions: the module docstring.
     """
-    dataset = distraction_dataset(spec)
-    clean, distracted, corrupt = distraction_conditions(spec)
-    models, order = spec_models(spec)
-    verdicts_only = {str(m) for m in spec.get("verdicts_only") or []}
-    warnings: list[str] = []
-
+    study = _Study.of(spec)
     df = scored.drop(columns=[c for c in ("prompt_setting",) if c in scored.columns])
-    df = df[df["dataset"].astype(str) == dataset] if "dataset" in df.columns else df
+    df = df[df["dataset"].astype(str) == study.dataset] if "dataset" in df.columns else df
+    rows, seen = _table3_rows(study, df)
+    rows += _table4_rows(study, df)
+    rows += _table5_rows(study, df, judged, seen)
+    return _tidy(rows), list(dict.fromkeys(study.warnings))
 
-    def sub_spec(perturbed: str) -> dict[str, Any]:
-        return {
-            "models": dict(spec.get("models") or {}),
-            "model_order": order,
-            "datasets": {dataset: {}},
-            "clean_condition": clean,
-            "perturbed_conditions": [perturbed],
-            "bootstrap": dict(spec.get("bootstrap") or {}),
-        }
 
-    def run(frame: pd.DataFrame, perturbed: str) -> pd.DataFrame:
-        # one edited image per sample: no method x severity breakdown
-        out, warns = perturbation_metrics(frame, None, sub_spec(perturbed), by_method=False)
-        warnings.extend(warns)
-        return out[out["benchmark"] == dataset]
-
-    rows: list[dict[str, Any]] = []
-
-    # ---- Table 3: every scored row of the dataset
-    full = run(df, distracted)
-    keep = full[full["metric"].isin(["accuracy", "rr", "retention", "missing"])]
-    rows += keep.to_dict("records")
-    seen = list(dict.fromkeys([*order, *full["model"].astype(str)]))
-    seen = [m for m in seen if m]
-    # a run without clean outputs (released distracted outputs alone) says so
-    clean_run = bool((df["condition"].astype(str) == clean).any())
-    for m in seen:
-        info = model_info(models, m)
-        ca, cnote, _ = _value(full, metric="accuracy", model=m, condition=clean)
-        da, dnote, dn = _value(full, metric="accuracy", model=m, condition=distracted)
-        why = ""
-        if m in verdicts_only:
-            why = NOTE_VERDICTS_ONLY
-        elif not clean_run:
-            why = f"no {clean} outputs in this run"
-        note = ""
-        if math.isnan(ca) or math.isnan(da):
-            absent = [c for c, a in ((clean, ca), (distracted, da)) if math.isnan(a)]
-            note = join_notes(why, f"no scored outputs under {', '.join(absent)}")
-        rows.append(
-            metric_row(
-                "drop_pp",
-                model=m,
-                **info,
-                benchmark=dataset,
-                condition=distracted,
-                value=ca - da,
-                n=dn,
-                note=note,
-            )
-        )
-        has_rr = (
-            (full["metric"] == "rr") & (full["model"] == m) & (full["condition"] == distracted)
-        ).any()
-        if not has_rr:  # no RR without both accuracies: say why rather than nothing
-            rows.append(
-                metric_row(
-                    "rr",
-                    model=m,
-                    **info,
-                    benchmark=dataset,
-                    condition=distracted,
-                    note=note or "no RR",
-                )
-            )
-
-    # ---- Table 4: samples scored under all three conditions
-    conds = df["condition"].astype(str)
-    ids = df["sample_id"].astype(str)
-    shared = set(ids[conds == clean]) & set(ids[conds == distracted]) & set(ids[conds == corrupt])
-    n_shared = len(shared)
-    if not shared:
-        warnings.append(
-            f"dataset {dataset}: {NOTE_NO_MATCHED}; the matched comparison (Table 4) is NaN"
-        )
-    matched = df[ids.isin(shared)]
-    pairs = registry_pairs(models, order)
-    matched_runs = {}
-    for cond in (corrupt, distracted):
-        res = run(matched, cond)
-        matched_runs[cond] = res
-        for metric, new in (("accuracy", "matched_accuracy"), ("rr", "matched_rr")):
-            part = res[res["metric"] == metric]
-            if cond == distracted and metric == "accuracy":
-                part = part[part["condition"] != clean]  # clean rows came with the first run
-            for rec in part.to_dict("records"):
-                rec.update(metric=new, group=MATCHED)
-                rows.append(rec)
-        for r, b in pairs:
-            info = dict(model=r, base_model=b, family=model_info(models, r)["family"])
-            info["role"] = model_info(models, r)["role"]
-            common = dict(**info, benchmark=dataset, group=MATCHED, condition=cond)
-            absent_note = (
-                NOTE_NO_MATCHED
-                if not shared
-                else (f"no scored outputs of both models under {cond} on the matched samples")
-            )
-            for metric in PAIR_METRICS:
-                hit = res[
-                    (res["metric"] == metric) & (res["model"] == r) & (res["base_model"] == b)
-                ]
-                if hit.empty:
-                    rows.append(metric_row(metric, **common, note=absent_note))
-                else:
-                    rec = hit.iloc[0].to_dict()
-                    rec.update(common)
-                    rows.append(rec)
-            rb, nb, _ = _value(res, metric="rr", model=b, condition=cond)
-            rr_, nr, _ = _value(res, metric="rr", model=r, condition=cond)
-            note = ""
-            if math.isnan(rb) or math.isnan(rr_):
-                note = join_notes(
-                    absent_note if not shared else "",
-                    f"{b}: {nb or 'no RR'}" if math.isnan(rb) else "",
-                    f"{r}: {nr or 'no RR'}" if math.isnan(rr_) else "",
-                )
-            rows.append(metric_row("rr_gap", **common, value=rb - rr_, n=n_shared, note=note))
-
-    # ---- Table 5: distractor-reference rates
-    by_model = _judged_by_model(judged)
-    # failed requests are no answers (the engine above warned about them): their
-    # judgments count as "without a scored row"
-    answered = drop_failed_requests(df, {}, [])
-    dist = answered[answered["condition"].astype(str) == distracted]
-    if any(by_model.values()) and "key" not in dist.columns:
-        raise ValueError("scored rows lack the column 'key' needed to match the judged rows")
-    extra = sorted(m for m in by_model if m not in seen)
-    if extra:
-        warnings.append(
-            f"judged rows of model(s) {', '.join(extra)} that are not among the run's models "
-            "or have no scored rows; reported without family and role"
-        )
-    hfr: dict[str, float] = {}
-    hfr_n: dict[str, int] = {}
-    for m in [*seen, *extra]:
-        info = model_info(models, m)
-        common = dict(model=m, **info, benchmark=dataset, condition=distracted)
-        jrows = by_model.get(m) or []
-        if not jrows:
-            warnings.append(
-                f"model {m}: {NOTE_NO_JUDGED} for {dataset} / {distracted}; DRR, HFR, "
-                "Ref_correct and Ref_wrong are NaN"
-            )
-            for metric in REFERENCE_METRICS:
-                rows.append(metric_row(metric, **common, note=NOTE_NO_JUDGED))
-            hfr[m] = math.nan
-            hfr_n[m] = 0
-            continue
-        if m in verdicts_only:
-            rows += _verdicts_only_rows(jrows, common)
-            warnings.append(
-                f"model {m}: released verdicts only (no outputs) for {dataset} / "
-                f"{distracted}; DRR from the verdicts, HFR, Ref_correct and Ref_wrong NaN"
-            )
-            hfr[m] = math.nan
-            hfr_n[m] = 0
-            continue
-        mine = dist[dist["model"].astype(str) == m]
-        correct = {}
-        if len(mine):
-            correct = dict(zip(mine["key"].astype(str), mine["correct"], strict=True))
-        known = [r for r in jrows if str(r.get("key")) in correct]
-        no_score = len(jrows) - len(known)
-        rates = reference_rates(known, correct)
-        judged_keys = {str(r.get("key")) for r in jrows}
-        unjudged = sum(1 for k in correct if k not in judged_keys)
-        parts = []
-        if rates["n_excluded"]:
-            parts.append(f"{rates['n_excluded']} judged row(s) without a verdict excluded")
-        if no_score:
-            parts.append(f"{no_score} judged row(s) without a scored {distracted} row excluded")
-            warnings.append(
-                f"model {m}: {no_score} judged row(s) whose key has no scored {distracted} "
-                "row; excluded from DRR/HFR"
-            )
-        if unjudged:
-            parts.append(f"{unjudged} scored {distracted} row(s) not judged")
-        base_note = join_notes(*parts)
-        if rates["n"] == 0:
-            warnings.append(f"model {m}: no judged row has a verdict and a scored row; NaN")
-        counts = {
-            "drr": rates["n"],
-            "hfr": rates["n"],
-            "ref_correct": rates["n_correct"],
-            "ref_wrong": rates["n_wrong"],
-        }
-        for metric, key in REFERENCE_METRICS.items():
-            value = float(rates[key])
-            note = base_note
-            if math.isnan(value):
-                why = {
-                    "ref_correct": "no correct judged output",
-                    "ref_wrong": "no wrong judged output",
-                }.get(metric, "no judged row with a verdict")
-                note = join_notes(why, base_note)
-            rows.append(metric_row(metric, **common, value=value, n=counts[metric], note=note))
-        hfr[m] = float(rates["HFR"])
-        hfr_n[m] = int(rates["n"])
-    for r, b in pairs:
-        hb, hr = hfr.get(b, math.nan), hfr.get(r, math.nan)
-        note = ""
-        if math.isnan(hb) or math.isnan(hr):
-            note = "HFR missing for " + ", ".join(x for x, h in ((b, hb), (r, hr)) if math.isnan(h))
-        elif hb == 0:
-            note = "base HFR is 0"
-            warnings.append(f"pair {b} -> {r}: base HFR is 0, so the relative HFR is NaN")
-        value = hr / hb if not note else math.nan
-        rows.append(
-            metric_row(
-                "hfr_relative",
-                model=r,
-                base_model=b,
-                family=model_info(models, r)["family"],
-                role=model_info(models, r)["role"],
-                benchmark=dataset,
-                condition=distracted,
-                value=value,
-                n=hfr_n.get(r, 0),
-                note=note,
-            )
-        )
-
+def _tidy(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows as a frame of :data:`METRIC_COLUMNS` with clean column types."""
     out = pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
     for c in _TEXT:
         out[c] = out[c].astype(object).where(out[c].notna(), "").astype(str)
     for c in FLOAT_COLUMNS:
         out[c] = out[c].astype(float)
     out["n"] = out["n"].astype(np.int64)
-    return out.reset_index(drop=True), list(dict.fromkeys(warnings))
+    return out.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- Table 3
+
+
+def _table3_rows(study: _Study, df: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:
+    """Table 3 on every scored row of the dataset, and the models it has rows of."""
+    full = study.run(df, study.distracted)
+    keep = full[full["metric"].isin(["accuracy", "rr", "retention", "missing"])]
+    rows: list[dict[str, Any]] = keep.to_dict("records")
+    seen = list(dict.fromkeys([*study.order, *full["model"].astype(str)]))
+    seen = [m for m in seen if m]
+    # a run without clean outputs (released distracted outputs alone) says so
+    clean_run = bool((df["condition"].astype(str) == study.clean).any())
+    for m in seen:
+        rows += _drop_rows(study, full, m, clean_run)
+    return rows, seen
+
+
+def _drop_rows(study: _Study, full: pd.DataFrame, m: str, clean_run: bool) -> list[dict[str, Any]]:
+    """Model ``m``'s ``drop_pp`` row, and an ``rr`` row saying why when it has no RR."""
+    clean, distracted = study.clean, study.distracted
+    common = dict(
+        model=m, **model_info(study.models, m), benchmark=study.dataset, condition=distracted
+    )
+    ca, _, _ = _value(full, metric="accuracy", model=m, condition=clean)
+    da, _, dn = _value(full, metric="accuracy", model=m, condition=distracted)
+    why = ""
+    if m in study.verdicts_only:
+        why = NOTE_VERDICTS_ONLY
+    elif not clean_run:
+        why = f"no {clean} outputs in this run"
+    note = ""
+    if math.isnan(ca) or math.isnan(da):
+        absent = [c for c, a in ((clean, ca), (distracted, da)) if math.isnan(a)]
+        note = join_notes(why, f"no scored outputs under {', '.join(absent)}")
+    rows = [metric_row("drop_pp", **common, value=ca - da, n=dn, note=note)]
+    has_rr = (
+        (full["metric"] == "rr") & (full["model"] == m) & (full["condition"] == distracted)
+    ).any()
+    if not has_rr:  # no RR without both accuracies: say why rather than nothing
+        rows.append(metric_row("rr", **common, note=note or "no RR"))
+    return rows
+
+
+# --------------------------------------------------------------------------- Table 4
+
+
+def _table4_rows(study: _Study, df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Table 4: the samples scored under all three conditions, per condition."""
+    conds = df["condition"].astype(str)
+    ids = df["sample_id"].astype(str)
+    shared = (
+        set(ids[conds == study.clean])
+        & set(ids[conds == study.distracted])
+        & set(ids[conds == study.corrupt])
+    )
+    if not shared:
+        study.warnings.append(
+            f"dataset {study.dataset}: {NOTE_NO_MATCHED}; the matched comparison (Table 4) is NaN"
+        )
+    matched = df[ids.isin(shared)]
+    rows: list[dict[str, Any]] = []
+    for cond in (study.corrupt, study.distracted):
+        res = study.run(matched, cond)
+        rows += _matched_model_rows(study, res, cond)
+        for r, b in registry_pairs(study.models, study.order):
+            rows += _matched_pair_rows(study, res, cond, (r, b), len(shared))
+    return rows
+
+
+def _matched_model_rows(study: _Study, res: pd.DataFrame, cond: str) -> list[dict[str, Any]]:
+    """The engine's accuracy and RR on the matched rows, as ``matched_*`` rows."""
+    rows = []
+    for metric, new in (("accuracy", "matched_accuracy"), ("rr", "matched_rr")):
+        part = res[res["metric"] == metric]
+        if cond == study.distracted and metric == "accuracy":
+            part = part[part["condition"] != study.clean]  # clean rows came with the first run
+        for rec in part.to_dict("records"):
+            rec.update(metric=new, group=MATCHED)
+            rows.append(rec)
+    return rows
+
+
+def _matched_pair_rows(
+    study: _Study, res: pd.DataFrame, cond: str, pair: tuple[str, str], n_shared: int
+) -> list[dict[str, Any]]:
+    """A registry pair's statistics on the matched rows under ``cond``, and its ``rr_gap``."""
+    r, b = pair
+    common = dict(**study.pair_info(r, b), benchmark=study.dataset, group=MATCHED, condition=cond)
+    absent_note = (
+        NOTE_NO_MATCHED
+        if not n_shared
+        else (f"no scored outputs of both models under {cond} on the matched samples")
+    )
+    rows = []
+    for metric in PAIR_METRICS:
+        hit = res[(res["metric"] == metric) & (res["model"] == r) & (res["base_model"] == b)]
+        if hit.empty:
+            rows.append(metric_row(metric, **common, note=absent_note))
+        else:
+            rec = hit.iloc[0].to_dict()
+            rec.update(common)
+            rows.append(rec)
+    rb, nb, _ = _value(res, metric="rr", model=b, condition=cond)
+    rr_, nr, _ = _value(res, metric="rr", model=r, condition=cond)
+    note = ""
+    if math.isnan(rb) or math.isnan(rr_):
+        note = join_notes(
+            absent_note if not n_shared else "",
+            f"{b}: {nb or 'no RR'}" if math.isnan(rb) else "",
+            f"{r}: {nr or 'no RR'}" if math.isnan(rr_) else "",
+        )
+    rows.append(metric_row("rr_gap", **common, value=rb - rr_, n=n_shared, note=note))
+    return rows
+
+
+# --------------------------------------------------------------------------- Table 5
+
+
+def _table5_rows(
+    study: _Study, df: pd.DataFrame, judged: Any, seen: list[str]
+) -> list[dict[str, Any]]:
+    """Table 5 / Figure 6: each model's reference rates, then each pair's relative HFR."""
+    by_model = _judged_by_model(judged)
+    # failed requests are no answers (the engine above warned about them): their
+    # judgments count as "without a scored row"
+    answered = drop_failed_requests(df, {}, [])
+    dist = answered[answered["condition"].astype(str) == study.distracted]
+    if any(by_model.values()) and "key" not in dist.columns:
+        raise ValueError("scored rows lack the column 'key' needed to match the judged rows")
+    extra = sorted(m for m in by_model if m not in seen)
+    if extra:
+        study.warnings.append(
+            f"judged rows of model(s) {', '.join(extra)} that are not among the run's models "
+            "or have no scored rows; reported without family and role"
+        )
+    rows: list[dict[str, Any]] = []
+    hfr: dict[str, tuple[float, int]] = {}
+    for m in [*seen, *extra]:
+        mine = dist[dist["model"].astype(str) == m]
+        model_rows, hfr[m] = _reference_rows(study, m, by_model.get(m) or [], mine)
+        rows += model_rows
+    for r, b in registry_pairs(study.models, study.order):
+        rows.append(_hfr_relative_row(study, (r, b), hfr))
+    return rows
+
+
+def _reference_rows(
+    study: _Study, m: str, jrows: list[dict[str, Any]], mine: pd.DataFrame
+) -> tuple[list[dict[str, Any]], tuple[float, int]]:
+    """Model ``m``'s Table-5 rows from its judged rows and its scored distracted rows
+    ``mine``, and its (HFR, n) for the relative HFR (NaN, 0 when it has none)."""
+    common = dict(
+        model=m, **model_info(study.models, m), benchmark=study.dataset, condition=study.distracted
+    )
+    where = f"{study.dataset} / {study.distracted}"
+    if not jrows:
+        study.warnings.append(
+            f"model {m}: {NOTE_NO_JUDGED} for {where}; DRR, HFR, Ref_correct and Ref_wrong are NaN"
+        )
+        no_rows = [
+            metric_row(metric, **common, note=NOTE_NO_JUDGED) for metric in REFERENCE_METRICS
+        ]
+        return no_rows, (math.nan, 0)
+    if m in study.verdicts_only:
+        rows = _verdicts_only_rows(jrows, common)
+        study.warnings.append(
+            f"model {m}: released verdicts only (no outputs) for {where}; DRR from the "
+            "verdicts, HFR, Ref_correct and Ref_wrong NaN"
+        )
+        return rows, (math.nan, 0)
+    correct = {}
+    if len(mine):
+        correct = dict(zip(mine["key"].astype(str), mine["correct"], strict=True))
+    known = [r for r in jrows if str(r.get("key")) in correct]
+    rates = reference_rates(known, correct)
+    base_note = _reference_note(study, m, jrows, correct, rates["n_excluded"])
+    if rates["n"] == 0:
+        study.warnings.append(f"model {m}: no judged row has a verdict and a scored row; NaN")
+    return _rate_rows(rates, common, base_note), (float(rates["HFR"]), int(rates["n"]))
+
+
+def _reference_note(
+    study: _Study,
+    m: str,
+    jrows: list[dict[str, Any]],
+    correct: Mapping[str, Any],
+    n_excluded: int,
+) -> str:
+    """The note of model ``m``'s reference rates: the judged rows left out (no verdict,
+    no scored row) and the scored rows not judged; a judged row without a scored row
+    is a warning too."""
+    distracted = study.distracted
+    no_score = sum(1 for r in jrows if str(r.get("key")) not in correct)
+    judged_keys = {str(r.get("key")) for r in jrows}
+    unjudged = sum(1 for k in correct if k not in judged_keys)
+    parts = []
+    if n_excluded:
+        parts.append(f"{n_excluded} judged row(s) without a verdict excluded")
+    if no_score:
+        parts.append(f"{no_score} judged row(s) without a scored {distracted} row excluded")
+        study.warnings.append(
+            f"model {m}: {no_score} judged row(s) whose key has no scored {distracted} "
+            "row; excluded from DRR/HFR"
+        )
+    if unjudged:
+        parts.append(f"{unjudged} scored {distracted} row(s) not judged")
+    return join_notes(*parts)
+
+
+def _rate_rows(
+    rates: Mapping[str, Any], common: Mapping[str, Any], base_note: str
+) -> list[dict[str, Any]]:
+    """The rows of :func:`reference_rates`' values (a NaN one says why in its note)."""
+    counts = {
+        "drr": rates["n"],
+        "hfr": rates["n"],
+        "ref_correct": rates["n_correct"],
+        "ref_wrong": rates["n_wrong"],
+    }
+    rows = []
+    for metric, key in REFERENCE_METRICS.items():
+        value = float(rates[key])
+        note = base_note
+        if math.isnan(value):
+            why = {
+                "ref_correct": "no correct judged output",
+                "ref_wrong": "no wrong judged output",
+            }.get(metric, "no judged row with a verdict")
+            note = join_notes(why, base_note)
+        rows.append(metric_row(metric, **common, value=value, n=counts[metric], note=note))
+    return rows
+
+
+def _hfr_relative_row(
+    study: _Study, pair: tuple[str, str], hfr: Mapping[str, tuple[float, int]]
+) -> dict[str, Any]:
+    """A registry pair's ``hfr_relative``: HFR of the reasoning model / HFR of its base."""
+    r, b = pair
+    hb, hr = hfr.get(b, (math.nan, 0))[0], hfr.get(r, (math.nan, 0))[0]
+    note = ""
+    if math.isnan(hb) or math.isnan(hr):
+        note = "HFR missing for " + ", ".join(x for x, h in ((b, hb), (r, hr)) if math.isnan(h))
+    elif hb == 0:
+        note = "base HFR is 0"
+        study.warnings.append(f"pair {b} -> {r}: base HFR is 0, so the relative HFR is NaN")
+    value = hr / hb if not note else math.nan
+    return metric_row(
+        "hfr_relative",
+        **study.pair_info(r, b),
+        benchmark=study.dataset,
+        condition=study.distracted,
+        value=value,
+        n=hfr.get(r, (math.nan, 0))[1],
+        note=note,
+    )

@@ -95,6 +95,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -123,6 +124,7 @@ from .idis_attributes import (
     read_blocked,
     read_sample_meta,
     sampling_stats,
+    text_fields,
     text_value,
     trace_ratios,
 )
@@ -184,15 +186,9 @@ def read_idis_variants(paths: Iterable[str]) -> pd.DataFrame:
             params = rec.get("params") or {}
             rows.append(
                 {
-                    "dataset": text_value(rec.get("dataset")),
-                    "condition": text_value(rec.get("condition")),
-                    "variant_id": text_value(rec.get("variant_id")),
-                    "sample_id": text_value(rec.get("sample_id")),
-                    "kind": text_value(params.get("kind")),
-                    "semantics": text_value(params.get("semantics")),
+                    **text_fields(rec, "dataset", "condition", "variant_id", "sample_id"),
+                    **text_fields(params, "kind", "semantics", "size", "resolution"),
                     "distractors": text_value(params.get("n")),
-                    "size": text_value(params.get("size")),
-                    "resolution": text_value(params.get("resolution")),
                     "distractor_classes": tuple(
                         str(c) for c in params.get("distractor_classes") or ()
                     ),
@@ -408,6 +404,39 @@ def _group_rows(
     return rows
 
 
+@dataclass
+class _Dataset:
+    """One Idis dataset's spec, read once, and the warnings of its metrics."""
+
+    dataset: str
+    clean: str
+    models: dict[str, Mapping[str, Any]]
+    order: list[str]
+    draws: int
+    boot: Mapping[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    #: (model, benchmark, condition) -> requests that failed after every retry
+    failed: dict[tuple[str, str, str], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any]) -> _Dataset:
+        """The dataset of ``spec``, with no warning yet."""
+        models, order = spec_models(spec)
+        return cls(
+            dataset=str(spec["dataset"]),
+            clean=str(spec["clean_condition"]),
+            models=models,
+            order=order,
+            draws=int(spec.get("draws", 1)),
+            boot=spec.get("bootstrap") or {},
+        )
+
+    def head(self, model: str, prompt: str) -> dict[str, Any]:
+        """The columns every row of one model and prompt setting starts with."""
+        info = model_info(self.models, model)
+        return {"model": model, **info, "benchmark": self.dataset, "prompt": prompt}
+
+
 def compute_idis_metrics(
     scored: pd.DataFrame,
     variants: pd.DataFrame,
@@ -430,29 +459,44 @@ def compute_idis_metrics(
     (:func:`~vlmrobust.metrics.idis_attributes.read_sample_meta`: subset rows and the
     perception target label), ``attributes`` (``read_attributes``), ``areas``
     (``read_areas``), ``blocked`` (``read_blocked``)."""
-    warnings: list[str] = []
-    models, order = spec_models(spec)
-    dataset = str(spec["dataset"])
-    clean = str(spec["clean_condition"])
-    draws = int(spec.get("draws", 1))
-    boot = spec.get("bootstrap") or {}
+    ds = _Dataset.of(spec)
     cols = [*METRIC_COLUMNS, *EXTRA_COLUMNS]
     if scored.empty:
-        warnings.append(f"dataset {dataset}: no scored outputs")
-        return pd.DataFrame(columns=cols), warnings
+        ds.warnings.append(f"dataset {ds.dataset}: no scored outputs")
+        return pd.DataFrame(columns=cols), ds.warnings
 
     df = scored.copy()
     df["length"], df["from_completion"] = response_lengths(df)
     # one benchmark per (dataset, prompt setting), as in the shared metrics core
-    df["benchmark"] = df["prompt_setting"].map(lambda p: f"{dataset}:{p}")
-    failed: dict[tuple[str, str, str], int] = {}
-    df = drop_failed_requests(df, failed, warnings)
-    judge_rows: list[dict[str, Any]] = []
+    df["benchmark"] = df["prompt_setting"].map(lambda p: f"{ds.dataset}:{p}")
+    df = drop_failed_requests(df, ds.failed, ds.warnings)
+    rows: list[dict[str, Any]] = []
     if judged is not None:
-        info = {m: model_info(models, m) for m in set(df["model"])}
-        df, judge_rows = apply_math_judge(df, judged, info, dataset, warnings)
+        info = {m: model_info(ds.models, m) for m in set(df["model"])}
+        df, rows = apply_math_judge(df, judged, info, ds.dataset, ds.warnings)
+    df = _with_groups(df, variants, ds)
+    _add_analysis_columns(df, ds.dataset, samples, areas, ds.warnings)
 
-    v = variants[variants["dataset"] == dataset] if len(variants) else variants
+    present = [m for m in ds.order if m in set(df["model"])]
+    rows += _response_rows(df, present, ds, with_areas=areas is not None)
+    if attributes is not None:
+        extractors = _extractors(spec, attributes, ds.dataset)
+        traces = _judged_traces(df, attributes, ds.dataset, extractors, ds.warnings)
+        for model, prompt, mp in _by_model_prompt(traces, present):
+            head = ds.head(model, prompt)
+            rows += _attribute_rows(mp, head, extractors, ds.boot, areas is not None)
+    if blocked is not None:
+        rows += _blocked_rows(blocked, ds.dataset, ds.models, ds.order, ds.warnings)
+    rows = [{**dict.fromkeys(EXTRA_COLUMNS, ""), **r} for r in rows]
+    out = pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame(columns=cols)
+    return out, ds.warnings
+
+
+def _with_groups(df: pd.DataFrame, variants: pd.DataFrame, ds: _Dataset) -> pd.DataFrame:
+    """The responses with their variant's group fields (clean: kind ``none``, 0
+    distractors); a perturbed response whose variant has no kind is left out with a
+    warning."""
+    v = variants[variants["dataset"] == ds.dataset] if len(variants) else variants
     df = df.merge(
         v.drop(columns=["sample_id"], errors="ignore"),
         on=["dataset", "condition", "variant_id"],
@@ -460,55 +504,52 @@ def compute_idis_metrics(
     )
     for c in GROUP_COLUMNS[1:]:
         df[c] = df[c].fillna("")
-    is_clean = df["condition"] == clean
+    is_clean = df["condition"] == ds.clean
     df.loc[is_clean, "kind"] = "none"
     df.loc[is_clean, "distractors"] = "0"
     lost = df[(df["kind"] == "") & ~is_clean]
     for c, n in lost.groupby("condition").size().items():
-        warnings.append(
-            f"dataset {dataset}, condition {c}: {n} response(s) whose variant carries no "
+        ds.warnings.append(
+            f"dataset {ds.dataset}, condition {c}: {n} response(s) whose variant carries no "
             "Idis parameters (kind) in the manifest; left out"
         )
-    df = df[(df["kind"] != "") | is_clean].copy()
-    _add_analysis_columns(df, dataset, samples, areas, warnings)
+    return df[(df["kind"] != "") | is_clean].copy()
 
-    rows: list[dict[str, Any]] = list(judge_rows)
-    present = [m for m in order if m in set(df["model"])]
-    for model in present:
-        info = model_info(models, model)
+
+def _by_model_prompt(
+    df: pd.DataFrame, models: Sequence[str]
+) -> Iterable[tuple[str, str, pd.DataFrame]]:
+    """(model, prompt setting, its rows) of each model in order, prompts sorted."""
+    for model in models:
         for prompt in sorted(set(df.loc[df["model"] == model, "prompt_setting"])):
-            mp = df[(df["model"] == model) & (df["prompt_setting"] == prompt)]
-            head = {"model": model, **info, "benchmark": dataset, "prompt": prompt}
-            for key, g in _groups(mp):
-                base = {**head, **{c: key[c] for c in GROUP_COLUMNS}, "rank": ""}
-                n_failed = failed.get((model, f"{dataset}:{prompt}", key["condition"]), 0)
-                fnote = failed_note(n_failed) if n_failed else ""
-                group_rows = _group_rows(g, base, draws, boot, fnote)
-                rows += group_rows
-                rows += _subset_rows(g, base, boot, fnote)
-                if areas is not None:
-                    rows += _area_rows(g, base)
-                if draws > 1 and not any(r["metric"] == "rank_accuracy" for r in group_rows):
-                    warnings.append(
-                        f"model {model}, dataset {dataset}, prompt {prompt}, condition "
-                        f"{key['condition']}: no question has {draws} measured responses; "
-                        "no length-rank curve"
-                    )
-            rows += _sampling_rows(mp, head)
-    if attributes is not None:
-        extractors = _extractors(spec, attributes, dataset)
-        traces = _judged_traces(df, attributes, dataset, extractors, warnings)
-        for model in present:
-            info = model_info(models, model)
-            for prompt in sorted(set(traces.loc[traces["model"] == model, "prompt_setting"])):
-                head = {"model": model, **info, "benchmark": dataset, "prompt": prompt}
-                mp = traces[(traces["model"] == model) & (traces["prompt_setting"] == prompt)]
-                rows += _attribute_rows(mp, head, extractors, boot, areas is not None)
-    if blocked is not None:
-        rows += _blocked_rows(blocked, dataset, models, order, warnings)
-    rows = [{**dict.fromkeys(EXTRA_COLUMNS, ""), **r} for r in rows]
-    out = pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame(columns=cols)
-    return out, warnings
+            yield model, prompt, df[(df["model"] == model) & (df["prompt_setting"] == prompt)]
+
+
+def _response_rows(
+    df: pd.DataFrame, present: Sequence[str], ds: _Dataset, with_areas: bool
+) -> list[dict[str, Any]]:
+    """Every group's rows (accuracy, length, curve, subsets, areas) and the sampling
+    rows, per model and prompt setting."""
+    rows: list[dict[str, Any]] = []
+    for model, prompt, mp in _by_model_prompt(df, present):
+        head = ds.head(model, prompt)
+        for key, g in _groups(mp):
+            base = {**head, **{c: key[c] for c in GROUP_COLUMNS}, "rank": ""}
+            n_failed = ds.failed.get((model, f"{ds.dataset}:{prompt}", key["condition"]), 0)
+            fnote = failed_note(n_failed) if n_failed else ""
+            group_rows = _group_rows(g, base, ds.draws, ds.boot, fnote)
+            rows += group_rows
+            rows += _subset_rows(g, base, ds.boot, fnote)
+            if with_areas:
+                rows += _area_rows(g, base)
+            if ds.draws > 1 and not any(r["metric"] == "rank_accuracy" for r in group_rows):
+                ds.warnings.append(
+                    f"model {model}, dataset {ds.dataset}, prompt {prompt}, condition "
+                    f"{key['condition']}: no question has {ds.draws} measured responses; "
+                    "no length-rank curve"
+                )
+        rows += _sampling_rows(mp, head)
+    return rows
 
 
 # --------------------------------------------------------------------------- analysis

@@ -90,6 +90,18 @@ def text_value(value: Any) -> str:
     return str(value)
 
 
+def text_fields(rec: Mapping[str, Any], *names: str) -> dict[str, str]:
+    """The fields ``names`` of a record, each as text (:func:`text_value`)."""
+    return {name: text_value(rec.get(name)) for name in names}
+
+
+def _output_fields(path: Path) -> dict[str, str]:
+    """model, dataset, condition and prompt_setting of a file of one output's rows,
+    ``.../<model>/<dataset>/<condition>/<prompt>.jsonl``."""
+    model, dataset, condition = path.parts[-4:-1]
+    return {"model": model, "dataset": dataset, "condition": condition, "prompt_setting": path.stem}
+
+
 def _num(value: Any) -> float:
     return math.nan if value is None else float(value)
 
@@ -108,7 +120,7 @@ def read_attributes(paths: Iterable[str]) -> pd.DataFrame:
     rows = []
     for path in paths:
         p = Path(path)
-        extractor, model, dataset, condition = p.parts[-5:-1]
+        from_path = {"extractor": p.parts[-5], **_output_fields(p)}
         for lineno, rec in iter_jsonl(path):
             error = text_value(rec.get("error"))
             counts = rec.get("counts")
@@ -129,19 +141,11 @@ def read_attributes(paths: Iterable[str]) -> pd.DataFrame:
                 total = float(sum(counts.values()))
             rows.append(
                 {
-                    "extractor": extractor,
-                    "model": model,
-                    "dataset": dataset,
-                    "condition": condition,
-                    "prompt_setting": p.stem,
-                    "key": text_value(rec.get("key")),
-                    "variant_id": text_value(rec.get("variant_id")),
-                    "sample_id": text_value(rec.get("sample_id")),
-                    "task": text_value(rec.get("task")),
+                    **from_path,
+                    **text_fields(rec, "key", "variant_id", "sample_id", "task", "method"),
                     "counts": counts,
                     "total": total,
                     "error": error,
-                    "method": text_value(rec.get("method")),
                 }
             )
     return pd.DataFrame(rows, columns=list(ATTRIBUTE_COLUMNS))
@@ -159,13 +163,10 @@ def read_areas(paths: Iterable[str]) -> pd.DataFrame:
                 {
                     "dataset": p.parent.name,
                     "condition": p.stem,
-                    "variant_id": text_value(rec.get("variant_id")),
-                    "sample_id": text_value(rec.get("sample_id")),
+                    **text_fields(rec, "variant_id", "sample_id", "method", "reason"),
                     "distractor_area": _num(rec.get("distractor_area")),
                     "target_area": _num(rec.get("target_area")),
                     "r_area": _num(rec.get("r_area")),
-                    "method": text_value(rec.get("method")),
-                    "reason": text_value(rec.get("reason")),
                 }
             )
     cols = ["dataset", "condition", "variant_id", "sample_id", "distractor_area"]
@@ -180,24 +181,16 @@ def read_blocked(paths: Iterable[str]) -> pd.DataFrame:
     blocked_tokens, phrases, error ("" when none)."""
     rows = []
     for path in paths:
-        p = Path(path)
-        model, dataset, condition = p.parts[-4:-1]
+        from_path = _output_fields(Path(path))
         for _, rec in iter_jsonl(path):
             rows.append(
                 {
-                    "model": model,
-                    "dataset": dataset,
-                    "condition": condition,
-                    "prompt_setting": p.stem,
-                    "key": text_value(rec.get("key")),
-                    "variant_id": text_value(rec.get("variant_id")),
-                    "sample_id": text_value(rec.get("sample_id")),
+                    **from_path,
+                    **text_fields(rec, "key", "variant_id", "sample_id", "block", "error"),
                     "draw": rec.get("draw"),
-                    "block": text_value(rec.get("block")),
                     "correct": _num(rec.get("correct")),
                     "blocked_tokens": _num(rec.get("blocked_tokens")),
                     "phrases": _num(rec.get("phrases")),
-                    "error": text_value(rec.get("error")),
                 }
             )
     cols = ["model", "dataset", "condition", "prompt_setting", "key", "variant_id"]
@@ -216,8 +209,7 @@ def read_sample_meta(paths: Iterable[str]) -> pd.DataFrame:
                 {
                     "dataset": text_value(rec.get("dataset")) or Path(path).parent.name,
                     "sample_id": text_value(rec.get("sample_id")),
-                    "label": text_value(meta.get("label")),
-                    "group": text_value(meta.get("group")),
+                    **text_fields(meta, "label", "group"),
                 }
             )
     cols = ["dataset", "sample_id", "label", "group"]

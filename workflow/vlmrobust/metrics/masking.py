@@ -48,6 +48,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -271,94 +272,46 @@ def _failed_note(failed: list[Mapping[str, Any]]) -> str:
     return "errors: " + "; ".join(top) + (f"; {more} other reason(s)" if more > 0 else "")
 
 
+@dataclass(frozen=True)
+class _Notes:
+    """The notes shared by the metrics of one model x condition: ``empty`` when no row
+    compared without error, ``failed`` when some rows failed to compare ("" if not)."""
+
+    empty: str
+    failed: str
+
+    def around(self, why: str) -> str:
+        """``why`` between the two shared notes."""
+        return join_notes(self.empty, why, self.failed)
+
+
 def _model_rows(
     rows: list[Mapping[str, Any]], common: dict[str, Any], label: str
 ) -> list[dict[str, Any]]:
     """The metric rows of one model x condition (``label`` names it in warnings)."""
-    out: list[dict[str, Any]] = []
     if not rows:
         log.warning("%s: %s; every masking metric is NaN", label, NOTE_NO_ROWS)
-        for metric in MASKING_METRICS:
-            value = 0.0 if metric in _COUNTS else math.nan
-            out.append(metric_row(metric, **common, value=value, note=NOTE_NO_ROWS))
-        return out
+        return [
+            metric_row(
+                metric, **common, value=0.0 if metric in _COUNTS else math.nan, note=NOTE_NO_ROWS
+            )
+            for metric in MASKING_METRICS
+        ]
     ok = [r for r in rows if _ok(r)]
     failed = [r for r in rows if not _ok(r)]
-    failed_note = f"{len(failed)} row(s) failed to compare" if failed else ""
     if not ok:
         log.warning(
             "%s: all %d compared row(s) have an error; the masking rates are NaN",
             label,
             len(rows),
         )
-    empty = f"no row compared without error ({len(failed)} failed)"
-
-    for metric, field in RATE_FIELDS.items():
-        known = [r for r in ok if r.get(field) is not None]
-        excluded = len(ok) - len(known)
-        why = ""
-        if excluded:
-            what = "the hallucination judge failed" if field == "hallucinated" else f"no {field}"
-            why = f"{excluded} row(s) excluded ({what})"
-        n = len(known)
-        p = sum(bool(r.get(field)) for r in known) / n if n else math.nan
-        note = join_notes(empty if not ok else "", why, failed_note)
-        if ok and not n:
-            log.warning("%s: no row with %s; %s is NaN", label, field, metric)
-        out.append(metric_row(metric, **common, value=p, n=n, note=note))
-        out.append(metric_row(f"{metric}_se", **common, value=binomial_se(p, n), n=n, note=note))
-
-    total = sum(len(r.get("original_steps") or []) for r in ok)
-    changed = sum(int(r.get("n_modified") or 0) + int(r.get("n_disappeared") or 0) for r in ok)
-    note = empty if not ok else ("" if total else "no original steps")
-    out.append(
-        metric_row(
-            "step_disruption_share",
-            **common,
-            value=changed / total if total else math.nan,
-            n=total,
-            note=join_notes(note, failed_note),
-        )
+    notes = _Notes(
+        empty="" if ok else f"no row compared without error ({len(failed)} failed)",
+        failed=f"{len(failed)} row(s) failed to compare" if failed else "",
     )
-
-    sims = [float(r["step_similarity"]) for r in ok if r.get("step_similarity") is not None]
-    excluded = len(ok) - len(sims)
-    note = join_notes(
-        empty if not ok else "",
-        f"{excluded} row(s) without a matched step pair excluded" if excluded else "",
-        failed_note,
-    )
-    out.append(
-        metric_row(
-            "mean_step_similarity",
-            **common,
-            value=sum(sims) / len(sims) if sims else math.nan,
-            n=len(sims),
-            note=note,
-        )
-    )
-
-    attr = [str(r.get("region_attribution")) for r in ok]
-    known_attr = [a for a in attr if a in ATTRIBUTIONS]
-    excluded = len(attr) - len(known_attr)
-    note = join_notes(
-        empty if not ok else "",
-        f"{excluded} row(s) without a region attribution excluded" if excluded else "",
-        failed_note,
-    )
-    counts = Counter(known_attr)
-    for a in ATTRIBUTIONS:
-        n = len(known_attr)
-        out.append(
-            metric_row(
-                f"attribution_{a}",
-                **common,
-                value=counts[a] / n if n else math.nan,
-                n=n,
-                note=note,
-            )
-        )
-
+    out = _rate_rows(ok, common, label, notes)
+    out += _step_rows(ok, common, notes)
+    out += _attribution_rows(ok, common, notes)
     out.append(metric_row("compared", **common, value=float(len(ok)), n=len(ok)))
     out.append(
         metric_row(
@@ -370,6 +323,78 @@ def _model_rows(
         )
     )
     return out
+
+
+def _rate_rows(
+    ok: list[Mapping[str, Any]], common: Mapping[str, Any], label: str, notes: _Notes
+) -> list[dict[str, Any]]:
+    """Each rate of :data:`RATE_FIELDS` and its binomial standard error, over the rows
+    that have the field (the others excluded and counted)."""
+    out = []
+    for metric, field in RATE_FIELDS.items():
+        known = [r for r in ok if r.get(field) is not None]
+        excluded = len(ok) - len(known)
+        why = ""
+        if excluded:
+            what = "the hallucination judge failed" if field == "hallucinated" else f"no {field}"
+            why = f"{excluded} row(s) excluded ({what})"
+        n = len(known)
+        p = sum(bool(r.get(field)) for r in known) / n if n else math.nan
+        note = notes.around(why)
+        if ok and not n:
+            log.warning("%s: no row with %s; %s is NaN", label, field, metric)
+        out.append(metric_row(metric, **common, value=p, n=n, note=note))
+        out.append(metric_row(f"{metric}_se", **common, value=binomial_se(p, n), n=n, note=note))
+    return out
+
+
+def _step_rows(
+    ok: list[Mapping[str, Any]], common: Mapping[str, Any], notes: _Notes
+) -> list[dict[str, Any]]:
+    """``step_disruption_share`` (modified or disappeared steps / original steps) and
+    ``mean_step_similarity`` (over the rows with a matched step pair)."""
+    total = sum(len(r.get("original_steps") or []) for r in ok)
+    changed = sum(int(r.get("n_modified") or 0) + int(r.get("n_disappeared") or 0) for r in ok)
+    note = notes.empty or ("" if total else "no original steps")
+    sims = [float(r["step_similarity"]) for r in ok if r.get("step_similarity") is not None]
+    excluded = len(ok) - len(sims)
+    return [
+        metric_row(
+            "step_disruption_share",
+            **common,
+            value=changed / total if total else math.nan,
+            n=total,
+            note=join_notes(note, notes.failed),
+        ),
+        metric_row(
+            "mean_step_similarity",
+            **common,
+            value=sum(sims) / len(sims) if sims else math.nan,
+            n=len(sims),
+            note=notes.around(
+                f"{excluded} row(s) without a matched step pair excluded" if excluded else ""
+            ),
+        ),
+    ]
+
+
+def _attribution_rows(
+    ok: list[Mapping[str, Any]], common: Mapping[str, Any], notes: _Notes
+) -> list[dict[str, Any]]:
+    """The share of each region attribution over the rows with a known one."""
+    known = [a for a in (str(r.get("region_attribution")) for r in ok) if a in ATTRIBUTIONS]
+    excluded = len(ok) - len(known)
+    note = notes.around(
+        f"{excluded} row(s) without a region attribution excluded" if excluded else ""
+    )
+    counts = Counter(known)
+    n = len(known)
+    return [
+        metric_row(
+            f"attribution_{a}", **common, value=counts[a] / n if n else math.nan, n=n, note=note
+        )
+        for a in ATTRIBUTIONS
+    ]
 
 
 # --------------------------------------------------------------------------- main

@@ -1,11 +1,11 @@
 """What the views of every study share: the models in display order (families, bases
-first), family labels and row groups, and table footnotes."""
+first), family labels and row groups, table footnotes, and one view built by name."""
 
 from __future__ import annotations
 
 import io
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,3 +166,17 @@ class Footnotes:
             line = f"{subject}{where}: {text}" if subject else text
             out.append(f"{DASH} {line}" if missing else line)
         return tuple(out)
+
+
+def build_view(
+    what: str,
+    builders: Mapping[str, Callable[[Any, Mapping[str, Any]], Any]],
+    name: str,
+    metrics: Any,
+    spec: Mapping[str, Any],
+) -> Any:
+    """The view ``name`` made by its builder of ``builders`` from the metrics and the
+    spec; a ValueError naming ``what`` and the known names for another name."""
+    if name not in builders:
+        raise ValueError(f"unknown {what} {name!r} (known: {', '.join(sorted(builders))})")
+    return builders[name](metrics, spec)

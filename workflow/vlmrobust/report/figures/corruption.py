@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import matplotlib.style
 import numpy as np
 import pandas as pd
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize, to_rgb
+from matplotlib.colors import Colormap, Normalize, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
@@ -123,109 +124,148 @@ def figure4_size(n_panels: int, n_benchmarks: int, max_models: int) -> tuple[flo
     return width, height
 
 
+@dataclass
+class _Figure4:
+    """What every panel of one Figure 4 shares: the metrics, the spec, the condition
+    and the benchmarks on the x axis."""
+
+    index: MetricsIndex
+    spec: Mapping[str, Any]
+    condition: str
+    benches: list[str]
+
+    @property
+    def x(self) -> np.ndarray:
+        return np.arange(len(self.benches), dtype=float)
+
+
+@dataclass
+class _Lines:
+    """The lines of one family's panel: legend handles, the finite RR values, the
+    clean accuracies and notes behind them, and where each line has no value."""
+
+    handles: list[Any] = field(default_factory=list)
+    finite: list[float] = field(default_factory=list)
+    clean_values: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    nan_marks: list[tuple[np.ndarray, str]] = field(default_factory=list)
+
+
 def figure4(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> Figure:
+    """Figure 4: per-benchmark RR of each model, one panel per family (module docstring)."""
     models = ordered_models(index, spec)
-    benches = benchmark_order(index, spec)
-    clean = clean_condition(spec)
+    f4 = _Figure4(index, spec, condition, benchmark_order(index, spec))
     families = _families(models) or [("", [])]
     max_models = max(len(members) for _, members in families)
-    fig = Figure(figsize=figure4_size(len(families), len(benches), max_models), dpi=DPI)
+    fig = Figure(figsize=figure4_size(len(families), len(f4.benches), max_models), dpi=DPI)
     fig.set_layout_engine("constrained")
     legend_h = 0.2 * max(max_models, 1) + 0.5
     grid = fig.add_gridspec(2, len(families), height_ratios=[3.4, legend_h])
     fig.suptitle(f"Per-benchmark relative robustness (RR) under '{condition}'", fontsize=10)
-    x = np.arange(len(benches), dtype=float)
-    labels = [benchmark_label(b, spec) for b in benches]
+    labels = [benchmark_label(b, spec) for b in f4.benches]
     for col, (fam, members) in enumerate(families):
         ax = fig.add_subplot(grid[0, col])
         lax = fig.add_subplot(grid[1, col])
         lax.axis("off")
         ax.set_title(f"{family_label(fam, spec)} family" if fam else "no models", fontsize=9)
         ax.axhline(100, color="0.8", linewidth=0.8, zorder=0)
-        handles: list[Any] = []
-        finite_all: list[float] = []
-        clean_vals: list[float] = []
-        notes: list[str] = []
-        nan_marks: list[tuple[np.ndarray, str]] = []
-        bases = {m.id for m in members if m.role == "base"}
-        colour_k = 0
-        for m in members:
-            ys = []
-            for b in benches:
-                cell = lookup(index, "rr", m.id, b, condition)
-                ys.append(_pct(cell.value))
-                notes.append(cell.note)
-                clean_vals.append(lookup(index, "accuracy", m.id, b, clean).value)
-            y = np.array(ys, dtype=float)
-            finite = np.isfinite(y)
-            finite_all += y[finite].tolist()
-            if m.id in bases:
-                style = dict(BASE_STYLE)
-                label = f"{m.name} (base)"
-            else:
-                style = {
-                    "color": f"C{colour_k % 10}",
-                    "linestyle": "-",
-                    "marker": MARKERS[colour_k % len(MARKERS)],
-                }
-                colour_k += 1
-                label = m.name
-                if m.base in bases:
-                    r = _fingerprint_r(index, m.base, m.id, condition)
-                    label += " (r = n/a)" if is_missing(r) else f" (r = {r:.2f})"
-            (line,) = ax.plot(x, y, linewidth=1.4, markersize=4.5, label=label, **style)
-            handles.append(line)
-            if len(benches) and not finite.all():
-                nan_marks.append((x[~finite], style["color"]))
-        if finite_all:
-            # Undefined or missing values: an x at the bottom, models side by side.
-            for k, (xs, colour) in enumerate(nan_marks):
-                offset = (k - (len(nan_marks) - 1) / 2) * 0.08
-                ax.plot(
-                    xs + offset,
-                    np.full(len(xs), 0.03),
-                    transform=ax.get_xaxis_transform(),
-                    linestyle="none",
-                    marker="x",
-                    color=colour,
-                    markersize=5,
-                    clip_on=False,
-                )
-        ax.set_xticks(x, labels, rotation=40, ha="right", fontsize=7)
-        ax.set_xlim(-0.5, max(len(benches) - 0.5, 0.5))
-        ax.set_ylabel("RR (%)", fontsize=8)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.grid(axis="y", color="0.93", linewidth=0.6)
-        if finite_all:
-            lo, hi = min(finite_all), max(finite_all + [100.0])
-            pad = max(2.0, 0.08 * (hi - lo))
-            ax.set_ylim(lo - pad, hi + pad)
-        else:
-            ax.set_ylim(0, 110)
-            ax.text(
-                0.5,
-                0.5,
-                _undefined_reason(clean_vals, notes) if members else "no models",
-                transform=ax.transAxes,
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="firebrick",
-                wrap=True,
-            )
-        if nan_marks and finite_all:
-            handles.append(
+        lines = _fingerprint_lines(ax, f4, members)
+        if lines.finite:
+            _mark_missing(ax, lines.nan_marks)
+        _rr_axes(ax, f4, labels, lines, bool(members))
+        if lines.nan_marks and lines.finite:
+            lines.handles.append(
                 Line2D([], [], linestyle="none", marker="x", color="0.4", label="x: no RR value")
             )
-        if handles:
+        if lines.handles:
             lax.legend(
-                handles=handles,
+                handles=lines.handles,
                 loc="upper center",
                 fontsize=7,
                 frameon=False,
                 borderaxespad=0.0,
             )
     return fig
+
+
+def _fingerprint_lines(ax, f4: _Figure4, members: list[ModelInfo]) -> _Lines:
+    """One line per model of a family: the base dashed black, the others in colour
+    with their fingerprint r against the base in the label."""
+    clean = clean_condition(f4.spec)
+    lines = _Lines()
+    bases = {m.id for m in members if m.role == "base"}
+    colour_k = 0
+    for m in members:
+        ys = []
+        for b in f4.benches:
+            cell = lookup(f4.index, "rr", m.id, b, f4.condition)
+            ys.append(_pct(cell.value))
+            lines.notes.append(cell.note)
+            lines.clean_values.append(lookup(f4.index, "accuracy", m.id, b, clean).value)
+        y = np.array(ys, dtype=float)
+        finite = np.isfinite(y)
+        lines.finite += y[finite].tolist()
+        if m.id in bases:
+            style = dict(BASE_STYLE)
+            label = f"{m.name} (base)"
+        else:
+            style = {
+                "color": f"C{colour_k % 10}",
+                "linestyle": "-",
+                "marker": MARKERS[colour_k % len(MARKERS)],
+            }
+            colour_k += 1
+            label = m.name
+            if m.base in bases:
+                r = _fingerprint_r(f4.index, m.base, m.id, f4.condition)
+                label += " (r = n/a)" if is_missing(r) else f" (r = {r:.2f})"
+        (line,) = ax.plot(f4.x, y, linewidth=1.4, markersize=4.5, label=label, **style)
+        lines.handles.append(line)
+        if len(f4.benches) and not finite.all():
+            lines.nan_marks.append((f4.x[~finite], style["color"]))
+    return lines
+
+
+def _mark_missing(ax, nan_marks: list[tuple[np.ndarray, str]]) -> None:
+    """Undefined or missing values: an x at the bottom, models side by side."""
+    for k, (xs, colour) in enumerate(nan_marks):
+        offset = (k - (len(nan_marks) - 1) / 2) * 0.08
+        ax.plot(
+            xs + offset,
+            np.full(len(xs), 0.03),
+            transform=ax.get_xaxis_transform(),
+            linestyle="none",
+            marker="x",
+            color=colour,
+            markersize=5,
+            clip_on=False,
+        )
+
+
+def _rr_axes(ax, f4: _Figure4, labels: list[str], lines: _Lines, has_models: bool) -> None:
+    """A panel's axes: benchmarks, the RR range (with 100 in it), or why it is empty."""
+    ax.set_xticks(f4.x, labels, rotation=40, ha="right", fontsize=7)
+    ax.set_xlim(-0.5, max(len(f4.benches) - 0.5, 0.5))
+    ax.set_ylabel("RR (%)", fontsize=8)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(axis="y", color="0.93", linewidth=0.6)
+    if lines.finite:
+        lo, hi = min(lines.finite), max(lines.finite + [100.0])
+        pad = max(2.0, 0.08 * (hi - lo))
+        ax.set_ylim(lo - pad, hi + pad)
+    else:
+        ax.set_ylim(0, 110)
+        ax.text(
+            0.5,
+            0.5,
+            _undefined_reason(lines.clean_values, lines.notes) if has_models else "no models",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="firebrick",
+            wrap=True,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -288,6 +328,7 @@ def _text_colour(rgb: tuple[float, float, float]) -> str:
 
 
 def rr_heatmap(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> Figure:
+    """RR per corruption method x severity, one panel per model (module docstring)."""
     models = ordered_models(index, spec)
     clean = clean_condition(spec)
     per_model = {m.id: _method_severity_values(index, m.id, condition) for m in models}
@@ -322,7 +363,6 @@ def rr_heatmap(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> 
             reason = "no RR values (RR undefined or not computed)"
         title += f"\n{reason}"
     fig.suptitle(title, fontsize=10, color="black" if finite else "firebrick")
-    severities = list(SEVERITIES)
     for k, ax in enumerate(axes.ravel()):
         if k >= len(models):
             ax.axis("off")
@@ -331,54 +371,8 @@ def rr_heatmap(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> 
             continue
         m = models[k]
         vals, note = per_model[m.id]
-        any_value = False
-        for i, method in enumerate(methods):
-            if method == "blank":
-                v = vals.get(("blank", None), math.nan)
-                if is_missing(v):
-                    blank_sev = [val for (mm, _), val in vals.items() if mm == "blank"]
-                    v = blank_sev[0] if len(blank_sev) == 1 else math.nan
-                cells = [(0.0, float(len(severities)), v)]
-            else:
-                cells = [
-                    (float(j), 1.0, vals.get((method, s), math.nan))
-                    for j, s in enumerate(severities)
-                ]
-            for x0, w, v in cells:
-                if is_missing(v):
-                    face: Any = to_rgb(NA_COLOUR)
-                    text = "n/a"
-                else:
-                    any_value = True
-                    face = cmap(norm(_pct(v)))
-                    text = f"{_pct(v):.0f}"
-                ax.add_patch(
-                    Rectangle((x0, i), w, 1.0, facecolor=face, edgecolor="white", linewidth=0.8)
-                )
-                ax.text(
-                    x0 + w / 2,
-                    i + 0.5,
-                    text,
-                    ha="center",
-                    va="center",
-                    fontsize=5.5,
-                    color=_text_colour(to_rgb(face)) if text != "n/a" else "0.35",
-                )
-        ax.set_xlim(0, len(severities))
-        ax.set_ylim(len(methods), 0)
-        ax.set_xticks(np.arange(len(severities)) + 0.5, [str(s) for s in severities], fontsize=7)
-        ax.set_xlabel("severity", fontsize=7)
-        if k % ncols == 0:
-            ax.set_yticks(
-                np.arange(len(methods)) + 0.5,
-                [mm.replace("_", " ") for mm in methods],
-                fontsize=7,
-            )
-        else:
-            ax.set_yticks(np.arange(len(methods)) + 0.5, [""] * len(methods))
-        ax.tick_params(length=0)
-        for spine in ax.spines.values():
-            spine.set_visible(False)
+        any_value = _heat_cells(ax, vals, methods, cmap, norm)
+        _heat_axes(ax, methods, first_column=k % ncols == 0)
         sub = note
         if not any_value:
             acc = lookup(index, "accuracy", m.id, POOLED, clean).value
@@ -388,6 +382,75 @@ def rr_heatmap(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> 
     cbar.set_label("RR (%)", fontsize=8)
     cbar.ax.tick_params(labelsize=7)
     return fig
+
+
+def _heat_row(
+    vals: Mapping[tuple[str, int | None], float], method: str
+) -> list[tuple[float, float, float]]:
+    """The cells (x, width, RR) of one method's row: one per severity, or one cell
+    over the whole row for ``blank`` (no severity; a single severity row stands in)."""
+    severities = list(SEVERITIES)
+    if method == "blank":
+        v = vals.get(("blank", None), math.nan)
+        if is_missing(v):
+            blank_sev = [val for (mm, _), val in vals.items() if mm == "blank"]
+            v = blank_sev[0] if len(blank_sev) == 1 else math.nan
+        return [(0.0, float(len(severities)), v)]
+    return [(float(j), 1.0, vals.get((method, s), math.nan)) for j, s in enumerate(severities)]
+
+
+def _heat_cells(
+    ax,
+    vals: Mapping[tuple[str, int | None], float],
+    methods: list[str],
+    cmap: Colormap,
+    norm: Normalize,
+) -> bool:
+    """Draw one model's cells (RR in %, coloured by ``cmap`` over ``norm``; grey "n/a"
+    without a value); whether any cell has a value."""
+    any_value = False
+    for i, method in enumerate(methods):
+        for x0, w, v in _heat_row(vals, method):
+            if is_missing(v):
+                face: Any = to_rgb(NA_COLOUR)
+                text = "n/a"
+            else:
+                any_value = True
+                face = cmap(norm(_pct(v)))
+                text = f"{_pct(v):.0f}"
+            ax.add_patch(
+                Rectangle((x0, i), w, 1.0, facecolor=face, edgecolor="white", linewidth=0.8)
+            )
+            ax.text(
+                x0 + w / 2,
+                i + 0.5,
+                text,
+                ha="center",
+                va="center",
+                fontsize=5.5,
+                color=_text_colour(to_rgb(face)) if text != "n/a" else "0.35",
+            )
+    return any_value
+
+
+def _heat_axes(ax, methods: list[str], first_column: bool) -> None:
+    """A heat-map panel's axes: severities below, method names in the first column."""
+    severities = list(SEVERITIES)
+    ax.set_xlim(0, len(severities))
+    ax.set_ylim(len(methods), 0)
+    ax.set_xticks(np.arange(len(severities)) + 0.5, [str(s) for s in severities], fontsize=7)
+    ax.set_xlabel("severity", fontsize=7)
+    if first_column:
+        ax.set_yticks(
+            np.arange(len(methods)) + 0.5,
+            [mm.replace("_", " ") for mm in methods],
+            fontsize=7,
+        )
+    else:
+        ax.set_yticks(np.arange(len(methods)) + 0.5, [""] * len(methods))
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
 
 
 # ---------------------------------------------------------------------------

@@ -214,7 +214,8 @@ def figure6_size(n_models: int, n_pairs: int) -> tuple[float, float]:
 
 
 def figure6(index: MetricsIndex, spec: Mapping[str, Any]) -> Figure:
-    dataset = distraction_dataset(spec)
+    """Figure 6: (A) reference ratios among correct and wrong outputs per model, (B)
+    HFR of each reasoning model relative to its base."""
     _, distracted, _ = distraction_conditions(spec)
     models = ordered_models(index, spec)
     pairs = pair_models(index, spec)
@@ -224,8 +225,17 @@ def figure6(index: MetricsIndex, spec: Mapping[str, Any]) -> Figure:
     b_w = max(2.6, 0.5 * max(len(pairs), 1) + 1.4)
     ax_a, ax_b = fig.subplots(1, 2, width_ratios=[a_w, b_w])
     fig.suptitle(f"Distractor-reference behaviour under '{distracted}'", fontsize=9)
+    _reference_panel(ax_a, index, spec, models)
+    _relative_hfr_panel(ax_b, index, spec, pairs)
+    return fig
 
-    # (A) reference ratios among correct / wrong outputs
+
+def _reference_panel(
+    ax_a: Axes, index: MetricsIndex, spec: Mapping[str, Any], models: list[ModelInfo]
+) -> None:
+    """Figure 6A: Ref_correct and Ref_wrong bars of each model, by family."""
+    dataset = distraction_dataset(spec)
+    _, distracted, _ = distraction_conditions(spec)
     xs, runs = _positions(models)
     ax_a.set_title("(A) reference ratio among correct vs wrong outputs", fontsize=8, pad=14)
     any_a = False
@@ -264,7 +274,17 @@ def figure6(index: MetricsIndex, spec: Mapping[str, Any]) -> Figure:
         frameon=False,
     )
 
-    # (B) HFR of each reasoning model relative to its base
+
+def _relative_hfr_panel(
+    ax_b: Axes,
+    index: MetricsIndex,
+    spec: Mapping[str, Any],
+    pairs: list[tuple[ModelInfo, ModelInfo]],
+) -> None:
+    """Figure 6B: one bar per (base, reasoning) pair, the reasoning model's HFR over
+    its base's, with a dashed line at 1."""
+    dataset = distraction_dataset(spec)
+    _, distracted, _ = distraction_conditions(spec)
     ax_b.set_title("(B) HFR relative to the base model", fontsize=8, pad=14)
     xb = np.arange(len(pairs), dtype=float)
     vals, bnotes = [], []
@@ -296,7 +316,6 @@ def figure6(index: MetricsIndex, spec: Mapping[str, Any]) -> Figure:
     else:
         ax_b.set_ylim(0, 2)
         _note(ax_b, _reason(bnotes, "no relative HFR") if pairs else "no base\u2192reasoning pair")
-    return fig
 
 
 def distraction_figure_names(spec: Mapping[str, Any]) -> list[str]:

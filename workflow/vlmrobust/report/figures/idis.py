@@ -35,7 +35,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ...metrics.idis import POOLED
-from ..common import snap
+from ..common import build_view, snap
 from ..tables.idis import (
     BLOCKS,
     DISTRACTOR_KINDS,
@@ -541,35 +541,49 @@ def _category_axis(ax: Axes, labels: list[str], xlabel: str, ylabel: str) -> Non
     _style(ax, "", xlabel, ylabel)
 
 
+def _bin_curves(
+    spec: Mapping[str, Any],
+    title: str,
+    bins: list[str],
+    lines: list[tuple[pd.DataFrame, str]],
+    axis_labels: tuple[str, str],
+    percent: bool = False,
+) -> Figure:
+    """One panel with a line per (rows, label) of ``lines``: the pooled value of the
+    rows in each bin (in percent when ``percent``)."""
+    fig, axes = _grid(1, 1, 4.4, 3.2)
+    ax = axes[0][0]
+    for sel, label in lines:
+        ys = [pool_rows(sel[sel["bin"] == b]) for b in bins]
+        values = [(y["value"] * 100 if percent else y["value"]) if y else math.nan for y in ys]
+        ax.plot(range(len(bins)), values, marker="o", ms=3, label=label)
+    _category_axis(ax, bins, *axis_labels)
+    _legend(ax)
+    return _finish(fig, spec, title)
+
+
+def _bins(rows: pd.DataFrame) -> list[str]:
+    """The bins of the rows, in bin order."""
+    return sorted(set(rows["bin"]) - {""}, key=bin_key)
+
+
 def attr_accuracy_figure(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Figure:
+    """Accuracy per r_attr bin, a line per model (its distractor kind's groups)."""
     m = _attr_rows(metrics, spec, ["bin_accuracy"])
     title = "accuracy by distractor attribute ratio"
     models = models_present(m, spec)
     if not models:
         return _empty(spec, title, "no bin_accuracy rows in the metrics")
     names = model_names(spec)
-    bins = sorted(set(m["bin"]) - {""}, key=bin_key)
-    fig, axes = _grid(1, 1, 4.4, 3.2)
-    ax = axes[0][0]
-    pooled = []
-    for model in models:
-        sel, what = _kind_pool(m[m["model"] == model])
-        pooled.append(what)
-        ys = [pool_rows(sel[sel["bin"] == b]) for b in bins]
-        ax.plot(
-            range(len(bins)),
-            [y["value"] * 100 if y else math.nan for y in ys],
-            marker="o",
-            ms=3,
-            label=names.get(model, model),
-        )
-    what = ", ".join(dict.fromkeys(pooled))
-    _category_axis(ax, bins, f"r_attr bin ({what})", "accuracy (%)")
-    _legend(ax)
-    return _finish(fig, spec, title)
+    pools = [_kind_pool(m[m["model"] == model]) for model in models]
+    lines = [(sel, names.get(model, model)) for model, (sel, _) in zip(models, pools, strict=True)]
+    what = ", ".join(dict.fromkeys(w for _, w in pools))
+    axis_labels = (f"r_attr bin ({what})", "accuracy (%)")
+    return _bin_curves(spec, title, _bins(m), lines, axis_labels, percent=True)
 
 
 def length_attributes_figure(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Figure:
+    """Attributes per trace by reasoning-length bin, a line per model with its Pearson r."""
     m = _attr_rows(metrics, spec, ["length_bin_attributes", "pearson_length_attributes"])
     curve = m[m["metric"] == "length_bin_attributes"]
     title = "attributes by reasoning length"
@@ -577,30 +591,21 @@ def length_attributes_figure(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> 
     if not models:
         return _empty(spec, title, "no length_bin_attributes rows in the metrics")
     names = model_names(spec)
-    bins = sorted(set(curve["bin"]) - {""}, key=bin_key)
-    fig, axes = _grid(1, 1, 4.4, 3.2)
-    ax = axes[0][0]
+    lines = []
     for model in models:
         sel = prefer_group(curve[curve["model"] == model])
         r = prefer_group(m[(m["model"] == model) & (m["metric"] == "pearson_length_attributes")])
         rv = r["value"].iloc[0] if len(r) else math.nan
-        label = names.get(model, model) + ("" if math.isnan(rv) else f" (r = {rv:.2f})")
-        ys = [pool_rows(sel[sel["bin"] == b]) for b in bins]
-        ax.plot(
-            range(len(bins)),
-            [y["value"] if y else math.nan for y in ys],
-            marker="o",
-            ms=3,
-            label=label,
+        lines.append(
+            (sel, names.get(model, model) + ("" if math.isnan(rv) else f" (r = {rv:.2f})"))
         )
-    _category_axis(ax, bins, "reasoning length bin (tokens)", "attributes per trace")
-    _legend(ax)
-    return _finish(fig, spec, title)
+    axis_labels = ("reasoning length bin (tokens)", "attributes per trace")
+    return _bin_curves(spec, title, _bins(curve), lines, axis_labels)
 
 
 def attr_area_figure(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Figure:
     m = _attr_rows(metrics, spec, ["area_bin_r_attr"])
-    bins = sorted(set(m["bin"]) - {""}, key=bin_key)
+    bins = _bins(m)
 
     def draw(ax: Axes, mm: pd.DataFrame) -> str | None:
         mm, _ = _kind_pool(mm[mm["distractors"] != ""])
@@ -860,11 +865,7 @@ FIGURE_BUILDERS: dict[str, Callable[[pd.DataFrame, Mapping[str, Any]], Figure]] 
 
 def idis_figure(name: str, metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Figure:
     """The one figure ``name`` (any of :data:`FIGURE_BUILDERS`); ValueError for another."""
-    if name not in FIGURE_BUILDERS:
-        raise ValueError(
-            f"unknown Idis figure {name!r} (known: {', '.join(sorted(FIGURE_BUILDERS))})"
-        )
-    return FIGURE_BUILDERS[name](metrics, spec)
+    return build_view("Idis figure", FIGURE_BUILDERS, name, metrics, spec)
 
 
 def idis_figures(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> dict[str, Figure]:

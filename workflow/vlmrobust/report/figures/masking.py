@@ -236,20 +236,13 @@ def example_figure(
 ) -> Figure:
     """Figure of one example: both images with the boxes, then each model's alignment."""
     first = models[0][1]
-    region = str(first.get("region") or "")
-    question = str(first.get("question") or "")
     blocks = []
     for name, row in models:
         align = _alignment(row)
         shown = align[:MAX_STEPS]
         more = len(align) - len(shown)
         blocks.append((name, row, shown, more))
-    title_lines = [f"Example {i}: {sample_id} \u2014 {region or 'masked'} masking ({condition})"]
-    premise_idx = first.get("premise_index")
-    vp = f"VP{premise_idx + 1}" if isinstance(premise_idx, int) else "premise"
-    title_lines.append(clip_text(f"{vp}: \u201c{first.get('premise') or ''}\u201d", 150))
-    if question:
-        title_lines.append(clip_text(f"Question: {question}", 150))
+    title_lines = _title_lines(i, sample_id, condition, first)
     top = 0.22 * len(title_lines) + 0.2
     legend_h = 0.3
     body = sum(_block_height(len(s) + (1 if m else 0)) for _, _, s, m in blocks)
@@ -265,8 +258,35 @@ def example_figure(
         linespacing=1.4,
         **_TXT,
     )
+    _draw_images(fig, first, height, top)
 
-    # images
+    # alignment blocks: one axes in inch coordinates (y down from the top)
+    ax = fig.add_axes((0.03, 0.1 / height, 0.94, body / height))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(body, 0)
+    ax.set_axis_off()
+    y = 0.0
+    for name, row, shown, more in blocks:
+        y = _draw_block(ax, y, name, row, shown, more) + MODEL_GAP
+    return fig
+
+
+def _title_lines(i: int, sample_id: str, condition: str, first: Mapping[str, Any]) -> list[str]:
+    """The title of an example figure: the example, its premise and its question."""
+    region = str(first.get("region") or "")
+    question = str(first.get("question") or "")
+    title_lines = [f"Example {i}: {sample_id} \u2014 {region or 'masked'} masking ({condition})"]
+    premise_idx = first.get("premise_index")
+    vp = f"VP{premise_idx + 1}" if isinstance(premise_idx, int) else "premise"
+    title_lines.append(clip_text(f"{vp}: \u201c{first.get('premise') or ''}\u201d", 150))
+    if question:
+        title_lines.append(clip_text(f"Question: {question}", 150))
+    return title_lines
+
+
+def _draw_images(fig: Figure, first: Mapping[str, Any], height: float, top: float) -> None:
+    """The original and the masked image below the title (``top`` inches), and the
+    legend of the boxes and step colours under them."""
     img_bottom = (height - top - IMAGE_HEIGHT) / height
     for k, (key, label) in enumerate((("image", "Original"), ("masked_image", "Masked"))):
         ax = fig.add_axes((0.03 + 0.485 * k, img_bottom, 0.455, IMAGE_HEIGHT / height))
@@ -287,56 +307,57 @@ def example_figure(
         **_TXT,
     )
 
-    # alignment blocks: one axes in inch coordinates (y down from the top)
-    ax = fig.add_axes((0.03, 0.1 / height, 0.94, body / height))
-    ax.set_xlim(0, 1)
-    ax.set_ylim(body, 0)
-    ax.set_axis_off()
-    cols = ((0.0, "Original step"), (0.44, "Status"), (0.53, "Masked step"), (0.955, "Sim."))
-    y = 0.0
-    for name, row, shown, more in blocks:
-        ax.text(0.0, y + 0.04, name, fontsize=8, fontweight="bold", va="top", **_TXT)
-        answers = (
-            f"answer: \u201c{clip_text(row.get('original_answer'), 60)}\u201d \u2192 "
-            f"\u201c{clip_text(row.get('masked_answer'), 60)}\u201d"
-        )
-        ax.text(
-            0.0,
-            y + 0.24,
-            clip_text(f"{answers}   |   {_flags(row)}", 230),
-            fontsize=FONT,
-            va="top",
-            color="0.15",
-            **_TXT,
-        )
-        y += HEADER_HEIGHT
-        for cx, label in cols:
-            ax.text(cx + 0.004, y + 0.03, label, fontsize=FONT, fontweight="bold", va="top", **_TXT)
-        y += COLUMN_HEIGHT
-        entries = list(shown)
-        if not entries:
-            entries = [("(no aligned steps)", "", "", "")]
-        if more:
-            entries.append((f"\u2026 {more} more aligned step(s): see the HTML page", "", "", ""))
-        for orig, status, masked, sim in entries:
-            ax.add_patch(
-                Rectangle(
-                    (0.0, y + 0.02),
-                    1.0,
-                    ROW_HEIGHT - 0.04,
-                    facecolor=STATUS_COLOURS.get(status, OTHER_COLOUR),
-                    edgecolor="none",
-                )
+
+#: the alignment table's columns: (x, header)
+_ALIGN_COLUMNS = ((0.0, "Original step"), (0.44, "Status"), (0.53, "Masked step"), (0.955, "Sim."))
+
+
+def _draw_block(
+    ax, y: float, name: str, row: Mapping[str, Any], shown: list[tuple], more: int
+) -> float:
+    """One model's block from ``y`` (inches down): its name, answers and flags, then
+    the alignment rows shown (``more`` cut ones named); returns where it ends."""
+    ax.text(0.0, y + 0.04, name, fontsize=8, fontweight="bold", va="top", **_TXT)
+    answers = (
+        f"answer: \u201c{clip_text(row.get('original_answer'), 60)}\u201d \u2192 "
+        f"\u201c{clip_text(row.get('masked_answer'), 60)}\u201d"
+    )
+    ax.text(
+        0.0,
+        y + 0.24,
+        clip_text(f"{answers}   |   {_flags(row)}", 230),
+        fontsize=FONT,
+        va="top",
+        color="0.15",
+        **_TXT,
+    )
+    y += HEADER_HEIGHT
+    for cx, label in _ALIGN_COLUMNS:
+        ax.text(cx + 0.004, y + 0.03, label, fontsize=FONT, fontweight="bold", va="top", **_TXT)
+    y += COLUMN_HEIGHT
+    entries = list(shown)
+    if not entries:
+        entries = [("(no aligned steps)", "", "", "")]
+    if more:
+        entries.append((f"\u2026 {more} more aligned step(s): see the HTML page", "", "", ""))
+    for orig, status, masked, sim in entries:
+        ax.add_patch(
+            Rectangle(
+                (0.0, y + 0.02),
+                1.0,
+                ROW_HEIGHT - 0.04,
+                facecolor=STATUS_COLOURS.get(status, OTHER_COLOUR),
+                edgecolor="none",
             )
-            mid = y + ROW_HEIGHT / 2
-            kw = dict(fontsize=FONT, va="center", linespacing=1.15, **_TXT)
-            ax.text(0.004, mid, _wrap(orig), **kw)
-            ax.text(0.444, mid, status, **kw)
-            ax.text(0.534, mid, _wrap(masked), **kw)
-            ax.text(0.959, mid, sim, **kw)
-            y += ROW_HEIGHT
-        y += MODEL_GAP
-    return fig
+        )
+        mid = y + ROW_HEIGHT / 2
+        kw = dict(fontsize=FONT, va="center", linespacing=1.15, **_TXT)
+        ax.text(0.004, mid, _wrap(orig), **kw)
+        ax.text(0.444, mid, status, **kw)
+        ax.text(0.534, mid, _wrap(masked), **kw)
+        ax.text(0.959, mid, sim, **kw)
+        y += ROW_HEIGHT
+    return y
 
 
 def placeholder_figure(i: int, k: int) -> Figure:
@@ -465,9 +486,35 @@ def example_page(
 ) -> str:
     """The self-contained HTML page of one example."""
     first = models[0][1]
-    region = str(first.get("region") or "")
     title = f"Example {i}: {sample_id}"
-    body = [f"<h1>{_e(title)}</h1>"]
+    body = [f"<h1>{_e(title)}</h1>", _page_images(first)]
+    legend = "Red: the masked (filled) box."
+    if any(c == TARGET_COLOUR for _, c, _ in _boxes(first)):
+        legend += " Dashed blue: the premise's annotated box."
+    body.append(f"<p>{_e(legend)}</p>")
+    body.append(_definitions([(k, v) for k, v in _sample_facts(first, condition) if v]))
+    body.append(
+        '<p class="key">Step status: '
+        + "".join(f'<span class="{s}">{_e(s)}</span>' for s in STATUS_COLOURS)
+        + "</p>"
+    )
+    for name, row in models:
+        body.append(f"<h2>{_e(name)}</h2>")
+        if row.get("error") not in (None, ""):
+            body.append(f'<p class="missing">Not compared: {_e(row.get("error"))}</p>')
+        flags = [(k, v) for k, v in _model_facts(row) if v not in (None, "")]
+        body.append(_definitions(flags))
+        body.append(_steps_table(row))
+    return _page(title, body)
+
+
+def _definitions(items: Iterable[tuple[str, Any]]) -> str:
+    """A definition list of (term, value) pairs, both escaped."""
+    return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
+
+
+def _page_images(first: Mapping[str, Any]) -> str:
+    """The original and the masked image with their boxes (or why one is missing)."""
     figs = []
     for key, label in (("image", "Original image"), ("masked_image", "Masked image")):
         img, scale, err = _load(first.get(key))
@@ -479,14 +526,16 @@ def example_page(
         figs.append(
             f"<figure>{inner}<figcaption>{_e(label)}: {_e(first.get(key))}</figcaption></figure>"
         )
-    body.append('<div class="images">' + "".join(figs) + "</div>")
-    legend = "Red: the masked (filled) box."
-    if any(c == TARGET_COLOUR for _, c, _ in _boxes(first)):
-        legend += " Dashed blue: the premise's annotated box."
-    body.append(f"<p>{_e(legend)}</p>")
+    return '<div class="images">' + "".join(figs) + "</div>"
+
+
+def _sample_facts(first: Mapping[str, Any], condition: str) -> list[tuple[str, Any]]:
+    """What the page says of the example itself: dataset, condition, question, premise,
+    boxes and what the mask covers."""
+    region = str(first.get("region") or "")
     idx = first.get("premise_index")
     vp = f"VP{idx + 1}" if isinstance(idx, int) and not isinstance(idx, bool) else ""
-    meta = [
+    return [
         ("Dataset", first.get("dataset")),
         ("Condition", f"{condition} ({region} masking)" if region else condition),
         ("Variant", first.get("variant_id")),
@@ -499,56 +548,42 @@ def example_page(
             "; ".join(map(str, first.get("masked_content") or [])) or "nothing annotated",
         ),
     ]
-    body.append(
-        "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in meta if v) + "</dl>"
-    )
-    body.append(
-        '<p class="key">Step status: '
-        + "".join(f'<span class="{s}">{_e(s)}</span>' for s in STATUS_COLOURS)
-        + "</p>"
-    )
-    for name, row in models:
-        body.append(f"<h2>{_e(name)}</h2>")
-        if row.get("error") not in (None, ""):
-            body.append(f'<p class="missing">Not compared: {_e(row.get("error"))}</p>')
-        deps = [d + 1 for d in row.get("dependent_steps") or [] if isinstance(d, int)]
-        attribution = str(row.get("region_attribution") or "")
-        flags = [
-            ("Original answer", row.get("original_answer")),
-            ("Masked answer", row.get("masked_answer")),
-            (
-                "Answer flipped",
-                f"{fmt_yes_no(row.get('answer_flipped'))} (similarity "
-                f"{_sim(row.get('answer_similarity'))})",
+
+
+def _model_facts(row: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """What the page says of one model's compared row: answers, flags, the steps using
+    the premise, the region attribution and the hallucination verdict."""
+    deps = [d + 1 for d in row.get("dependent_steps") or [] if isinstance(d, int)]
+    attribution = str(row.get("region_attribution") or "")
+    return [
+        ("Original answer", row.get("original_answer")),
+        ("Masked answer", row.get("masked_answer")),
+        (
+            "Answer flipped",
+            f"{fmt_yes_no(row.get('answer_flipped'))} (similarity "
+            f"{_sim(row.get('answer_similarity'))})",
+        ),
+        (
+            "Step disrupted",
+            f"{fmt_yes_no(row.get('step_disrupted'))} (unchanged {row.get('n_unchanged', 0)}, "
+            f"modified {row.get('n_modified', 0)}, disappeared {row.get('n_disappeared', 0)}, "
+            f"new {row.get('n_new', 0)}; mean similarity {_sim(row.get('step_similarity'))})",
+        ),
+        ("Steps using the premise", ", ".join(map(str, deps)) or "none"),
+        ("Region attribution", attribution.title() or "\u2013"),
+        (
+            "Hallucination",
+            fmt_yes_no(row.get("hallucinated"))
+            + (
+                f" (judge: {row.get('hallucination_judge')})"
+                if row.get("hallucination_judge")
+                else ""
             ),
-            (
-                "Step disrupted",
-                f"{fmt_yes_no(row.get('step_disrupted'))} (unchanged {row.get('n_unchanged', 0)}, "
-                f"modified {row.get('n_modified', 0)}, disappeared {row.get('n_disappeared', 0)}, "
-                f"new {row.get('n_new', 0)}; mean similarity {_sim(row.get('step_similarity'))})",
-            ),
-            ("Steps using the premise", ", ".join(map(str, deps)) or "none"),
-            ("Region attribution", attribution.title() or "\u2013"),
-            (
-                "Hallucination",
-                fmt_yes_no(row.get("hallucinated"))
-                + (
-                    f" (judge: {row.get('hallucination_judge')})"
-                    if row.get("hallucination_judge")
-                    else ""
-                ),
-            ),
-            ("Hallucination evidence", row.get("hallucination_evidence")),
-            ("Hallucination reason", row.get("hallucination_reason")),
-            ("Judge error", row.get("hallucination_error")),
-        ]
-        body.append(
-            "<dl>"
-            + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in flags if v not in (None, ""))
-            + "</dl>"
-        )
-        body.append(_steps_table(row))
-    return _page(title, body)
+        ),
+        ("Hallucination evidence", row.get("hallucination_evidence")),
+        ("Hallucination reason", row.get("hallucination_reason")),
+        ("Judge error", row.get("hallucination_error")),
+    ]
 
 
 def placeholder_page(i: int, k: int) -> str:

@@ -21,8 +21,7 @@ the model, the benchmark and the reason from the metrics table.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,9 @@ from vlmrobust.report.tables.render import (
     fmt_jaccard,
     fmt_pct,
     fmt_signed_pct,
+    grouped_frame,
     is_missing,
+    mean_present,
     write_tables,
 )
 
@@ -61,6 +62,7 @@ __all__ = [
     "corruption_table_names",
     "corruption_tables",
     "family_label",
+    "family_table",
     "group_order",
     "normalise_metrics",
     "ordered_models",
@@ -165,12 +167,25 @@ def condition_suffixes(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------
 
 
-def _frame(rows: list[list[str]], columns: list[tuple[str, str]]) -> pd.DataFrame:
-    if any(g for g, _ in columns):
-        cols: Any = pd.MultiIndex.from_tuples(columns)
-    else:
-        cols = [c for _, c in columns]
-    return pd.DataFrame(rows, columns=cols, dtype=object)
+def family_table(
+    rows: list[list[str]],
+    columns: list[tuple[str, str]],
+    models: list[ModelInfo],
+    spec: Mapping[str, Any],
+    footnotes: Sequence[str],
+    caption: str,
+    label: str,
+) -> Table:
+    """A table of one row per model (name and type first), grouped by family."""
+    return Table(
+        data=grouped_frame(rows, columns),
+        row_groups=family_groups(models, spec),
+        footnotes=footnotes,
+        caption=caption,
+        label=label,
+        row_group_column="Family",
+        stub_columns=2,
+    )
 
 
 def _pct_cell(
@@ -209,18 +224,13 @@ def table1(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> Tabl
                 where = f"{group_label(g)} {leaf}"
                 row.append(_pct_cell(index, notes, m, where, metric, g, cond))
         rows.append(row)
-    return Table(
-        data=_frame(rows, columns),
-        row_groups=family_groups(models, spec),
-        footnotes=notes.lines(),
-        caption=(
-            f"Robustness under {label.lower()} inputs (condition '{condition}') across "
-            "benchmark groups: clean accuracy, perturbed accuracy and relative robustness "
-            "(RR = perturbed / clean accuracy)."
-        ),
-        label=f"tab:corruption-table1-{condition}",
-        row_group_column="Family",
-        stub_columns=2,
+    caption = (
+        f"Robustness under {label.lower()} inputs (condition '{condition}') across "
+        "benchmark groups: clean accuracy, perturbed accuracy and relative robustness "
+        "(RR = perturbed / clean accuracy)."
+    )
+    return family_table(
+        rows, columns, models, spec, notes.lines(), caption, f"tab:corruption-table1-{condition}"
     )
 
 
@@ -244,11 +254,6 @@ def _pairs(index: MetricsIndex, spec: Mapping[str, Any]) -> list[tuple[ModelInfo
         if base in by_id and reas in by_id:
             pairs.append((by_id[base], by_id[reas]))
     return pairs
-
-
-def _mean(values: Iterable[float]) -> float:
-    vals = [v for v in values if not is_missing(v)]
-    return sum(vals) / len(vals) if vals else math.nan
 
 
 def table2(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> Table:
@@ -296,9 +301,9 @@ def table2(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> Tabl
         [
             "Mean",
             DASH,
-            fmt_pct(_mean(agreements)),
-            fmt_signed_pct(_mean(gaps)),
-            fmt_jaccard(_mean(jaccards)),
+            fmt_pct(mean_present(agreements)),
+            fmt_signed_pct(mean_present(gaps)),
+            fmt_jaccard(mean_present(jaccards)),
         ]
     )
     lines = list(notes.lines())
@@ -310,7 +315,7 @@ def table2(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> Tabl
         "retains more. Mean: over the pairs with a value."
     )
     return Table(
-        data=_frame(rows, columns),
+        data=grouped_frame(rows, columns),
         row_groups=(("", npairs), ("", 1)),
         footnotes=tuple(lines),
         caption=(
@@ -341,15 +346,7 @@ def benchmark_table(
         for b in benches:
             row.append(_pct_cell(index, notes, m, benchmark_label(b, spec), metric, b, condition))
         rows.append(row)
-    return Table(
-        data=_frame(rows, columns),
-        row_groups=family_groups(models, spec),
-        footnotes=notes.lines(),
-        caption=caption,
-        label=label,
-        row_group_column="Family",
-        stub_columns=2,
-    )
+    return family_table(rows, columns, models, spec, notes.lines(), caption, label)
 
 
 def corruption_table_names(spec: Mapping[str, Any]) -> list[str]:

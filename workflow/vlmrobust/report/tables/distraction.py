@@ -22,7 +22,7 @@ the look-ups are those of :mod:`vlmrobust.report.tables.corruption`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,8 @@ import pandas as pd
 
 from vlmrobust.metrics.distraction import distraction_conditions, distraction_dataset
 from vlmrobust.metrics.index import MetricsIndex, lookup
-from vlmrobust.report.common import Footnotes, ModelInfo, family_groups, ordered_models
+from vlmrobust.report.common import Footnotes, ModelInfo, ordered_models
+from vlmrobust.report.tables.corruption import family_table
 from vlmrobust.report.tables.render import (
     DASH,
     Table,
@@ -38,7 +39,8 @@ from vlmrobust.report.tables.render import (
     fmt_jaccard,
     fmt_pct,
     fmt_signed_pct,
-    is_missing,
+    grouped_frame,
+    mean_present,
     write_tables,
 )
 
@@ -57,19 +59,6 @@ CORRUPTION_HEADER = "Visual corruption"
 DISTRACTION_HEADER = "Semantic distraction"
 
 
-def _frame(rows: list[list[str]], columns: list[tuple[str, str]]) -> pd.DataFrame:
-    if any(g for g, _ in columns):
-        cols: Any = pd.MultiIndex.from_tuples(columns)
-    else:
-        cols = [c for _, c in columns]
-    return pd.DataFrame(rows, columns=cols, dtype=object)
-
-
-def _mean(values: list[float]) -> float:
-    vals = [v for v in values if not is_missing(v)]
-    return sum(vals) / len(vals) if vals else math.nan
-
-
 def _models(index: MetricsIndex, spec: Mapping[str, Any]) -> list[ModelInfo]:
     return ordered_models(index, spec)
 
@@ -85,60 +74,57 @@ def pair_models(index: MetricsIndex, spec: Mapping[str, Any]) -> list[tuple[Mode
     ]
 
 
+def _model_table(
+    index: MetricsIndex,
+    spec: Mapping[str, Any],
+    leaves: list[str],
+    cells: Callable[[ModelInfo, Footnotes], list[str]],
+    explain: str,
+    caption: str,
+    label: str,
+) -> Table:
+    """A table of one row per model, grouped by family: name, type, then the cells
+    ``cells`` gives (noting what it looks up); footnotes: those notes, then ``explain``."""
+    models = _models(index, spec)
+    notes = Footnotes(joiner=", ")
+    rows = [[m.name, m.type_label, *cells(m, notes)] for m in models]
+    columns = [("", "Model"), ("", "Type")] + [("", leaf) for leaf in leaves]
+    lines = [*notes.lines(), explain]
+    return family_table(rows, columns, models, spec, tuple(lines), caption, label)
+
+
 def table3(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
     """Models: N, clean / distracted accuracy, drop (pp), RR (%)."""
     dataset = distraction_dataset(spec)
     clean, distracted, _ = distraction_conditions(spec)
-    models = _models(index, spec)
-    notes = Footnotes(joiner=", ")
-    rows = []
-    for m in models:
 
-        def get(metric: str, cond: str, where: str, m: ModelInfo = m) -> float:
+    def cells(m: ModelInfo, notes: Footnotes) -> list[str]:
+        def get(metric: str, cond: str, where: str) -> float:
             cell = lookup(index, metric, m.id, dataset, cond)
             notes.add(m.name, where, cell.note, missing=cell.missing)
             return cell.value
 
         dist_row = index.one("accuracy", m.id, dataset, distracted)
         n = math.nan if dist_row is None else dist_row["n"]
-        rows.append(
-            [
-                m.name,
-                m.type_label,
-                fmt_count(n),
-                fmt_pct(get("accuracy", clean, "clean accuracy")),
-                fmt_pct(get("accuracy", distracted, "distracted accuracy")),
-                fmt_pct(get("drop_pp", distracted, "drop")),
-                fmt_pct(get("rr", distracted, "RR")),
-            ]
-        )
-    columns = [
-        ("", "Model"),
-        ("", "Type"),
-        ("", "N"),
-        ("", "Clean Acc. (%)"),
-        ("", "Distracted Acc. (%)"),
-        ("", "Drop (pp)"),
-        ("", "RR (%)"),
-    ]
-    lines = list(notes.lines())
-    lines.append(
+        return [
+            fmt_count(n),
+            fmt_pct(get("accuracy", clean, "clean accuracy")),
+            fmt_pct(get("accuracy", distracted, "distracted accuracy")),
+            fmt_pct(get("drop_pp", distracted, "drop")),
+            fmt_pct(get("rr", distracted, "RR")),
+        ]
+
+    leaves = ["N", "Clean Acc. (%)", "Distracted Acc. (%)", "Drop (pp)", "RR (%)"]
+    explain = (
         "N: scored outputs under distraction. Drop: clean minus distracted accuracy in "
         "percentage points. RR: distracted / clean accuracy."
     )
-    return Table(
-        data=_frame(rows, columns),
-        row_groups=family_groups(models, spec),
-        footnotes=tuple(lines),
-        caption=(
-            f"Distract-Bench robustness under answer-preserving semantic distractions "
-            f"(condition '{distracted}'): clean and distracted accuracy, accuracy drop and "
-            "relative robustness (RR)."
-        ),
-        label="tab:distraction-table3",
-        row_group_column="Family",
-        stub_columns=2,
+    caption = (
+        f"Distract-Bench robustness under answer-preserving semantic distractions "
+        f"(condition '{distracted}'): clean and distracted accuracy, accuracy drop and "
+        "relative robustness (RR)."
     )
+    return _model_table(index, spec, leaves, cells, explain, caption, "tab:distraction-table3")
 
 
 _T4_LEAVES = (
@@ -187,7 +173,7 @@ def table4(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
     mean = ["Mean"]
     for _, cond in blocks:
         for _, metric in _T4_LEAVES:
-            mean.append(_t4_format(metric, _mean(values.get((cond, metric), []))))
+            mean.append(_t4_format(metric, mean_present(values.get((cond, metric), []))))
     rows.append(mean)
     groups.append(("", 1))
     lines = list(notes.lines())
@@ -201,7 +187,7 @@ def table4(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
         "over the pairs with a value."
     )
     return Table(
-        data=_frame(rows, columns),
+        data=grouped_frame(rows, columns),
         row_groups=tuple(groups),
         footnotes=tuple(lines),
         caption=(
@@ -225,33 +211,24 @@ def table5(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
     """Models: DRR, HFR, Ref_correct, Ref_wrong (%)."""
     dataset = distraction_dataset(spec)
     _, distracted, _ = distraction_conditions(spec)
-    models = _models(index, spec)
-    notes = Footnotes(joiner=", ")
-    rows = []
-    for m in models:
-        row = [m.name, m.type_label]
+
+    def cells(m: ModelInfo, notes: Footnotes) -> list[str]:
+        row = []
         for leaf, metric in _T5_LEAVES:
             cell = lookup(index, metric, m.id, dataset, distracted)
             # a note on a value that exists (excluded judgments) is kept, without "–"
             notes.add(m.name, leaf.replace(" (%)", ""), cell.note, missing=cell.missing)
             row.append(fmt_pct(cell.value))
-        rows.append(row)
-    columns = [("", "Model"), ("", "Type")] + [("", leaf) for leaf, _ in _T5_LEAVES]
-    lines = list(notes.lines())
-    lines.append(
+        return row
+
+    explain = (
         "DRR: outputs that refer to the distractor. HFR: outputs that refer to it and are "
         "wrong (over all judged outputs). Ref_correct / Ref_wrong: reference ratio among "
         "correct / wrong outputs."
     )
-    return Table(
-        data=_frame(rows, columns),
-        row_groups=family_groups(models, spec),
-        footnotes=tuple(lines),
-        caption="Distractor-reference analysis on Distract-Bench.",
-        label="tab:distraction-table5",
-        row_group_column="Family",
-        stub_columns=2,
-    )
+    caption = "Distractor-reference analysis on Distract-Bench."
+    leaves = [leaf for leaf, _ in _T5_LEAVES]
+    return _model_table(index, spec, leaves, cells, explain, caption, "tab:distraction-table5")
 
 
 def distraction_table_names(spec: Mapping[str, Any]) -> list[str]:

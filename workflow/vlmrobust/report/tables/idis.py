@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ...metrics.idis import EXTRA_COLUMNS, GROUP_COLUMNS, POOLED, group_label, sort_key
+from ..common import build_view
 from .render import DASH, Table, fmt_count, fmt_pct, is_missing
 
 __all__ = [
@@ -313,6 +314,15 @@ def _missing_note(what: str) -> str:
     return f"{DASH} No rows: the metrics hold no {what}."
 
 
+def _footnotes(explain: str, notes: RowNotes, data: pd.DataFrame, missing: str) -> list[str]:
+    """A table's footnotes: what its columns are, the notes of its rows and, when it has
+    no row, which metrics rows it lacks (``missing``)."""
+    foot = [explain, *notes.lines()]
+    if data.empty:
+        foot.append(_missing_note(missing))
+    return foot
+
+
 def _table(
     name: str,
     data: pd.DataFrame,
@@ -454,13 +464,13 @@ def extractor_agreement_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) ->
         notes.add(names.get(model, model), mm)
         groups.append((names.get(model, model), len(mm)))
     data = pd.DataFrame(cells, columns=["Prompt", "Extractors", "Group", "Pearson r", "Traces"])
-    foot = [
+    foot = _footnotes(
         "Pearson r of the per-trace distractor attribute ratio r_attr given by the two "
         "extractors, over the traces both judged without error (Traces).",
-        *notes.lines(),
-    ]
-    if data.empty:
-        foot.append(_missing_note("extractor_pearson rows (attributes from two extractors)"))
+        notes,
+        data,
+        "extractor_pearson rows (attributes from two extractors)",
+    )
     return _table(
         "extractor_agreement", data, spec, "attribute extractor agreement", groups, foot, 3
     )
@@ -629,16 +639,16 @@ def sampling_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Table:
             cells.append(row)
         groups.append((name, len(keys)))
     data = pd.DataFrame(cells, columns=pd.MultiIndex.from_tuples(columns))
-    foot = [
+    foot = _footnotes(
         "Mean length: mean reasoning tokens over every draw at n distractors. Within-image "
         "SD: the standard deviation of the length over the draws of one image, averaged "
         "over images. \u0394: mean length at the largest n minus at n=1 [95% interval]. "
         "P(1 longer): probability that a one-distractor draw is longer than a draw at the "
         "largest n.",
-        *notes.lines(),
-    ]
-    if data.empty:
-        foot.append(_missing_note("sampling_within_sd, sampling_delta or sampling_p_longer rows"))
+        notes,
+        data,
+        "sampling_within_sd, sampling_delta or sampling_p_longer rows",
+    )
     return _table("sampling", data, spec, "sampling variability of the length", groups, foot, 3)
 
 
@@ -666,14 +676,14 @@ def attention_blocking_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> 
             cells.append(row)
         groups.append((name, len(keys)))
     data = pd.DataFrame(cells, columns=columns)
-    foot = [
+    foot = _footnotes(
         "Accuracy (%) when nothing (None), the tokens of the distractor phrases (Distractor) "
         "or of the target phrases (Target) are blocked from attention; Responses: the "
         "responses without blocking.",
-        *notes.lines(),
-    ]
-    if data.empty:
-        foot.append(_missing_note("blocked_accuracy rows"))
+        notes,
+        data,
+        "blocked_accuracy rows",
+    )
     return _table("attention_blocking", data, spec, "attention blocking", groups, foot, 2)
 
 
@@ -689,11 +699,7 @@ TABLE_BUILDERS: dict[str, Callable[[pd.DataFrame, Mapping[str, Any]], Table]] = 
 
 def idis_table(name: str, metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Table:
     """The one table ``name`` (any of :data:`TABLE_BUILDERS`); ValueError for another."""
-    if name not in TABLE_BUILDERS:
-        raise ValueError(
-            f"unknown Idis table {name!r} (known: {', '.join(sorted(TABLE_BUILDERS))})"
-        )
-    return TABLE_BUILDERS[name](metrics, spec)
+    return build_view("Idis table", TABLE_BUILDERS, name, metrics, spec)
 
 
 def idis_tables(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> dict[str, Table]:

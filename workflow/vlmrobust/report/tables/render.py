@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,10 @@ __all__ = [
     "fmt_jaccard",
     "fmt_pct",
     "fmt_signed_pct",
+    "grouped_frame",
     "is_missing",
     "latex_escape",
+    "mean_present",
     "to_csv_text",
     "to_latex",
     "to_markdown",
@@ -134,9 +136,25 @@ def fmt_count(value: Any) -> str:
     return f"{_round_half_away(n / 1e6, 1):.1f}M"
 
 
+def mean_present(values: Iterable[float]) -> float:
+    """The mean of the values that exist (NaN when none does)."""
+    vals = [v for v in values if not is_missing(v)]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
 # ---------------------------------------------------------------------------
 # The table
 # ---------------------------------------------------------------------------
+
+
+def grouped_frame(rows: list[list[str]], columns: list[tuple[str, str]]) -> pd.DataFrame:
+    """The cells of a table whose columns are (header group, label) pairs: a two-level
+    column index when any column has a group, plain labels otherwise."""
+    if any(g for g, _ in columns):
+        cols: Any = pd.MultiIndex.from_tuples(columns)
+    else:
+        cols = [c for _, c in columns]
+    return pd.DataFrame(rows, columns=cols, dtype=object)
 
 
 @dataclass(frozen=True)
