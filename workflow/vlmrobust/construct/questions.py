@@ -29,6 +29,7 @@ from typing import Any
 
 from ..clients.llm import LLMCache, make_llm
 from ..core.io import write_jsonl
+from ..core.paths import LLM_CACHE
 
 __all__ = [
     "DEFAULT_CACHE_DIR",
@@ -40,7 +41,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CACHE_DIR = "results/cache/llm"
+DEFAULT_CACHE_DIR = LLM_CACHE
 
 QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -13,6 +13,8 @@ SAMPLES = "results/samples/{dataset}/samples.jsonl"
 SAMPLES_REPORT = "results/samples/{dataset}/report.json"
 #: a VisArgs dataset's questions, written by its LLM question writer
 QUESTIONS = "results/questions/{dataset}/questions.jsonl"
+#: VisArgs' images downloaded from their URLs (a cache shared by the datasets)
+VISARGS_IMAGES = "results/raw/visargs/images"
 #: one condition applied to one dataset: the variant manifest (images beside it)
 MANIFEST = "results/variants/{dataset}/{condition}/manifest.jsonl"
 #: one model's answers to one manifest under one prompt setting, and its shards

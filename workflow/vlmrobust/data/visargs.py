@@ -57,6 +57,7 @@ from typing import Any
 
 from PIL import Image
 
+from ..core import paths
 from ..core.benchmarks import BENCHMARKS
 from ..core.io import read_jsonl
 from .base import (
@@ -71,9 +72,9 @@ from .base import (
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IMAGE_CACHE = "results/raw/visargs/images"
+DEFAULT_IMAGE_CACHE = paths.VISARGS_IMAGES
 #: where the LLM question writer's step writes a dataset's questions (``{dataset}``)
-DEFAULT_QUESTIONS_FILE = "results/questions/{dataset}/questions.jsonl"
+DEFAULT_QUESTIONS_FILE = paths.QUESTIONS
 _FETCH_TIMEOUT_S = 60
 
 _PARTS = (

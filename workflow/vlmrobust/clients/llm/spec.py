@@ -16,12 +16,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ...core.paths import LLM_CACHE
 from .backends import LLM_BACKENDS, LLMBackend, make_llm
 from .cache import LLMCache
 
 __all__ = ["DEFAULT_CACHE_DIR", "LLM_SPEC_KEYS", "check_llm_spec", "llm_from_spec"]
 
-DEFAULT_CACHE_DIR = "results/cache/llm"
+DEFAULT_CACHE_DIR = LLM_CACHE
 #: the keys an LLM setting may have
 LLM_SPEC_KEYS = (
     "backend",
