@@ -86,7 +86,7 @@ import yaml
 from ..core.idis import ATTRIBUTE_CATEGORIES, ATTRIBUTE_TASKS, IMAGENET9_LABELS
 from ..core.io import read_jsonl, write_jsonl
 from ..core.records import Sample, read_samples, read_variants
-from .base import close_llm, samples_by_id, schema_problem, warn_failed
+from .base import close_llm, count_by_method, samples_by_id, schema_problem, warn_failed
 
 __all__ = [
     "CATEGORIES",
@@ -910,16 +910,13 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     total attributes, empty traces included; None without a judged row); ``by_method``."""
     judged = [r for r in rows if not r.get("error")]
     totals = [sum((r.get("counts") or {}).values()) for r in judged]
-    by_method: dict[str, int] = {}
-    for r in rows:
-        by_method[str(r.get("method"))] = by_method.get(str(r.get("method")), 0) + 1
     return {
         "rows": len(rows),
         "judged": len(judged),
         "failed": len(rows) - len(judged),
         "dropped": sum(int(r.get("dropped") or 0) for r in judged),
         "mean_total": sum(totals) / len(totals) if totals else None,
-        "by_method": dict(sorted(by_method.items())),
+        "by_method": count_by_method(rows),
     }
 
 

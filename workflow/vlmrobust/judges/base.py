@@ -12,6 +12,7 @@ answer that breaks the schema becomes a row with ``error`` set, never a verdict.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,9 @@ def warn_failed(
             what,
             out,
         )
+
+
+def count_by_method(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many rows each ``method`` judged, by method name (sorted)."""
+    counts = Counter(str(r.get("method")) for r in rows)
+    return dict(sorted(counts.items()))

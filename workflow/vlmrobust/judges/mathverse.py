@@ -53,7 +53,7 @@ from typing import Any
 
 from ..core.io import read_jsonl, write_jsonl
 from ..core.records import Sample, read_samples
-from .base import close_llm, samples_by_id, warn_failed
+from .base import close_llm, count_by_method, samples_by_id, warn_failed
 
 __all__ = [
     "EXTRACT_SCHEMA",
@@ -461,16 +461,13 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ``by_method``."""
     judged = [r for r in rows if r.get("verdict") is not None]
     correct = sum(int(r["verdict"]) for r in judged)
-    by_method: dict[str, int] = {}
-    for r in rows:
-        by_method[str(r.get("method"))] = by_method.get(str(r.get("method")), 0) + 1
     return {
         "rows": len(rows),
         "judged": len(judged),
         "correct": correct,
         "failed": len(rows) - len(judged),
         "accuracy": correct / len(judged) if judged else None,
-        "by_method": dict(sorted(by_method.items())),
+        "by_method": count_by_method(rows),
     }
 
 
