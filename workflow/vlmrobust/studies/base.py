@@ -140,24 +140,24 @@ class Study(ABC):
         return path(paths.WARNINGS, folder=self.folder(scope))
 
     def table_files(self, plan: RunPlan, scope: str) -> list[str]:
-        folder = path(paths.TABLES, folder=self.folder(scope))
-        return [
-            f"{folder}/{t}.{ext}"
-            for t in self.table_names(self.spec(plan, scope))
-            for ext in TABLE_EXTS
-        ]
+        names = self.table_names(self.spec(plan, scope))
+        return self._view_files(paths.TABLE, scope, names, TABLE_EXTS)
 
     def figure_files(self, plan: RunPlan, scope: str) -> list[str]:
-        folder = path(paths.FIGURES, folder=self.folder(scope))
-        return [
-            f"{folder}/{f}.{ext}"
-            for f in self.figure_names(self.spec(plan, scope))
-            for ext in FIGURE_EXTS
-        ]
+        names = self.figure_names(self.spec(plan, scope))
+        return self._view_files(paths.FIGURE, scope, names, FIGURE_EXTS)
 
     def page_files(self, plan: RunPlan, scope: str) -> list[str]:
-        folder = path(paths.FIGURES, folder=self.folder(scope))
-        return [f"{folder}/{p}.html" for p in self.page_names(self.spec(plan, scope))]
+        names = self.page_names(self.spec(plan, scope))
+        return self._view_files(paths.FIGURE, scope, names, ("html",))
+
+    def _view_files(
+        self, template: str, scope: str, names: list[str], exts: tuple[str, ...]
+    ) -> list[str]:
+        """The files of the views ``names`` of a scope: ``template`` (a table's or a
+        figure's path without its extension) filled in, once per extension."""
+        folder = self.folder(scope)
+        return [f"{path(template, folder=folder, name=n)}.{ext}" for n in names for ext in exts]
 
     def targets(self, plan: RunPlan) -> list[str]:
         """Every final file of the study in this run."""
