@@ -29,6 +29,7 @@ from vlmrobust_demo.commands import DEMO_COMMANDS
 from . import __version__
 from .core.commands import Arg, Command, arg, required
 from .core.config import ConfigError, load_yaml, validate_config
+from .core.processes import IDLE_S
 
 log = logging.getLogger("vlmrobust")
 
@@ -175,7 +176,7 @@ COMMANDS: dict[str, Command] = {
             arg(
                 "--service-idle-s",
                 type=float,
-                default=900.0,
+                default=IDLE_S,
                 help="a service this job starts stops after this many seconds unused",
             ),
             arg("--service-log", help="the log of a service this job starts"),

@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from .core.processes import OWNER_ENV, find_owner, pid_alive, service_dir
+from .core.processes import IDLE_S, OWNER_ENV, find_owner, pid_alive, service_dir
 
 #: Commands that run in their own process even under Snakemake (a demo training is
 #: minutes of torch: nothing to gain, and torch's thread pools prefer a fresh process).
@@ -58,8 +58,6 @@ PRELOAD = (
     "vlmrobust.perturb",
     "vlmrobust.clients.service",
 )
-#: The runner stops after this many seconds without a job (it also ends with its owner).
-IDLE_S = 900.0
 _RUNNER_ENV = "VLMROBUST_RUNNER"  # set in a child: a nested `vlmrobust` runs in place
 
 

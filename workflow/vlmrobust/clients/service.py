@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.processes import (  # noqa: F401 - re-exported: the services' owner
+    IDLE_S,
     OWNER_ENV,
     SERVICE_DIR_ENV,
     find_owner,
@@ -159,7 +160,7 @@ class ModelServer:
         slot: str = "default",
         merge: bool = False,
         gpu: bool = False,
-        idle_s: float = 900.0,
+        idle_s: float = IDLE_S,
         poll_s: float = 0.5,
     ) -> None:
         self.backend, self.path, self.owner = backend, Path(path), int(owner)
@@ -516,7 +517,7 @@ def connect(
     slot: str | None = None,
     threads: int | None = None,
     merge: bool | None = None,
-    idle_s: float = 900.0,
+    idle_s: float = IDLE_S,
     log_path: Path | None = None,
     python: str | None = None,
 ) -> ServiceBackend:
@@ -633,7 +634,7 @@ def serve_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slot", default="default", help="the device slot (CUDA_VISIBLE_DEVICES)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--merge", action="store_true", help="pool the requests of all clients")
-    ap.add_argument("--idle-s", type=float, default=900.0, help="stop after this long unused")
+    ap.add_argument("--idle-s", type=float, default=IDLE_S, help="stop after this long unused")
     args = ap.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -16,6 +16,9 @@ SERVICE_DIR_ENV = "VLMROBUST_SERVICE_DIR"
 #: The process services live for: a pid, or ``off`` (each job loads its own model).
 #: Unset: the nearest Snakemake process above the job (none: the job loads its own).
 OWNER_ENV = "VLMROBUST_SERVICE_OWNER"
+#: How long a model service or the job runner waits unused before it stops, in seconds
+#: (a run's services: config ``service.idle_s``; either also ends with its owner).
+IDLE_S = 900.0
 
 
 def service_dir() -> Path:

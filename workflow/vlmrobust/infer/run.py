@@ -25,6 +25,7 @@ from tqdm import tqdm
 from ..clients.vlm.base import Backend, Request, Result, chunks
 from ..clients.vlm.thinking import split_thinking
 from ..core.io import write_jsonl
+from ..core.processes import IDLE_S
 from ..core.records import (
     OutputRow,
     Sample,
@@ -331,7 +332,7 @@ class Service:
 
     owner: int
     threads: int | None = None
-    idle_s: float = 900.0
+    idle_s: float = IDLE_S
     log: Path | None = None
 
 
