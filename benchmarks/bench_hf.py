@@ -47,71 +47,57 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def make_requests(root: Path, args: argparse.Namespace) -> list:
+    """``args.requests`` requests on one random square image written under ``root``."""
+    from vlmrobust.clients.vlm.base import Request
+
+    rng = np.random.default_rng(0)
+    image = root / "image.png"
+    pixels = rng.integers(0, 256, (args.image, args.image, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(image)
+    return [
+        Request(
+            key=f"r{i}",
+            content=[
+                {"type": "image", "path": str(image)},
+                {"type": "text", "text": QUESTIONS[i % len(QUESTIONS)]},
+            ],
+            max_new_tokens=args.new_tokens,
+        )
+        for i in range(args.requests)
+    ]
+
+
+def time_batch_size(backend, requests: list, batch_size: int, repeats: int) -> dict | None:
+    """The best of ``repeats`` timed passes at one batch size (after a warm-up), as a
+    table row; None (and the error printed) when a request failed."""
+    backend.default_batch_size = batch_size
+    list(backend.generate(requests))  # warm-up
+    best = float("inf")
+    tokens = 0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        results = list(backend.generate(requests))
+        best = min(best, time.perf_counter() - t0)
+        errors = [r for r in results if r.finish_reason == "error"]
+        if errors:
+            print(f"error: {errors[0].error}", file=sys.stderr)
+            return None
+        tokens = sum(r.completion_tokens for r in results)
+    return {
+        "batch_size": batch_size,
+        "requests": len(requests),
+        "new_tokens": tokens,
+        "wall_s": round(best, 3),
+        "tokens_per_s": round(tokens / best, 1),
+        "requests_per_s": round(len(requests) / best, 2),
+    }
+
+
+def report(rows: list[dict], args: argparse.Namespace) -> None:
+    """Print the table (and the speed-up over the first batch size); write the CSV."""
     import torch
     import transformers
-
-    from vlmrobust.clients.vlm.base import Request
-    from vlmrobust.clients.vlm.hf import HFBackend
-    from vlmrobust_demo.model import build_demo_model
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="bench_hf.") as tmp:
-        root = Path(tmp)
-        build_demo_model(root / "model", 0)
-        rng = np.random.default_rng(0)
-        image = root / "image.png"
-        pixels = rng.integers(0, 256, (args.image, args.image, 3), dtype=np.uint8)
-        Image.fromarray(pixels).save(image)
-        requests = [
-            Request(
-                key=f"r{i}",
-                content=[
-                    {"type": "image", "path": str(image)},
-                    {"type": "text", "text": QUESTIONS[i % len(QUESTIONS)]},
-                ],
-                max_new_tokens=args.new_tokens,
-            )
-            for i in range(args.requests)
-        ]
-        spec = {
-            "local_path": str(root / "model"),
-            "options": {
-                "batch_size": 8,
-                "min_pixels": 3136,
-                "max_pixels": 50176,
-                "generation": {"min_new_tokens": args.new_tokens},
-            },
-        }
-        backend = HFBackend("demo", spec)
-        for bs in args.batch_sizes:
-            backend.default_batch_size = bs
-            list(backend.generate(requests))  # warm-up
-            best = float("inf")
-            tokens = 0
-            for _ in range(args.repeats):
-                t0 = time.perf_counter()
-                results = list(backend.generate(requests))
-                best = min(best, time.perf_counter() - t0)
-                errors = [r for r in results if r.finish_reason == "error"]
-                if errors:
-                    print(f"error: {errors[0].error}", file=sys.stderr)
-                    return 1
-                tokens = sum(r.completion_tokens for r in results)
-            rows.append(
-                {
-                    "batch_size": bs,
-                    "requests": len(requests),
-                    "new_tokens": tokens,
-                    "wall_s": round(best, 3),
-                    "tokens_per_s": round(tokens / best, 1),
-                    "requests_per_s": round(len(requests) / best, 2),
-                }
-            )
-        backend.close()
 
     print(
         f"hf backend, demo model (random Qwen2-VL, 2 layers, hidden 64), CPU float32; "
@@ -133,6 +119,39 @@ def main(argv: list[str] | None = None) -> int:
             writer = csv.DictWriter(fh, fieldnames=head)
             writer.writeheader()
             writer.writerows(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    from vlmrobust.clients.vlm.hf import HFBackend
+    from vlmrobust_demo.model import build_demo_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_hf.") as tmp:
+        root = Path(tmp)
+        build_demo_model(root / "model", 0)
+        requests = make_requests(root, args)
+        spec = {
+            "local_path": str(root / "model"),
+            "options": {
+                "batch_size": 8,
+                "min_pixels": 3136,
+                "max_pixels": 50176,
+                "generation": {"min_new_tokens": args.new_tokens},
+            },
+        }
+        backend = HFBackend("demo", spec)
+        for bs in args.batch_sizes:
+            row = time_batch_size(backend, requests, bs, args.repeats)
+            if row is None:
+                return 1
+            rows.append(row)
+        backend.close()
+    report(rows, args)
     return 0
 
 

@@ -211,43 +211,19 @@ def _vllm_backend(model: Any, processor: Any, tmp: Path, args: Any, cuda: bool, 
     return backend
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    report = Report()
-    import numpy as np
-    import torch
-    import transformers
-    from PIL import Image
+def _processor_and_config(args: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """The processor (the demo model's byte-level BPE, 600 tokens: ids the model
+    generates beyond it decode to nothing, which does not matter here), the model's
+    configuration at the 7B or the tiny sizes, and those sizes for the report."""
     from transformers import (
         Qwen2_5_VLConfig,
-        Qwen2_5_VLForConditionalGeneration,
         Qwen2_5_VLProcessor,
         Qwen2VLImageProcessor,
         Qwen2VLVideoProcessor,
     )
 
-    from vlmrobust.clients.vlm.base import Request
-    from vlmrobust.clients.vlm.hf import HFBackend
     from vlmrobust_demo.model import CHAT_TEMPLATE, _build_tokenizer
 
-    cuda = torch.cuda.is_available()
-    if not cuda and not args.tiny:
-        print("no CUDA device: run with --tiny to check the script on the CPU", file=sys.stderr)
-        return 2
-    device = torch.device("cuda" if cuda else "cpu")
-    dtype = torch.bfloat16 if cuda else torch.float32
-    report.data["environment"] = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
-        "dtype": str(dtype).removeprefix("torch."),
-        "tiny": args.tiny,
-        "args": vars(args),
-    }
-
-    # Tokenizer and processor: the demo model's byte-level BPE (600 tokens; ids the
-    # model generates beyond it decode to nothing, which does not matter here).
     tokenizer = _build_tokenizer(600)
     processor = Qwen2_5_VLProcessor(
         image_processor=Qwen2VLImageProcessor(min_pixels=3136, max_pixels=12845056),
@@ -272,8 +248,16 @@ def main(argv: list[str] | None = None) -> int:
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=False,
     )
-    report.data["config"] = {"text": text_cfg, "vision": vision_cfg}
+    return processor, config, {"text": text_cfg, "vision": vision_cfg}
 
+
+def _build_model(config: Any, args: Any, cuda: bool, report: Report) -> Any:
+    """The random model, built directly on the device (bf16 on a GPU) from the seed."""
+    import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    device = torch.device("cuda" if cuda else "cpu")
+    dtype = torch.bfloat16 if cuda else torch.float32
     t0 = time.perf_counter()
     torch.manual_seed(args.seed)
     with device:
@@ -281,106 +265,156 @@ def main(argv: list[str] | None = None) -> int:
     model.eval()
     if cuda:
         torch.cuda.synchronize()
-    n_params = sum(p.numel() for p in model.parameters())
     report.phase(
         "build",
         seconds=round(time.perf_counter() - t0, 2),
-        parameters=n_params,
+        parameters=sum(p.numel() for p in model.parameters()),
         device=str(model.device),
         dtype=str(next(model.parameters()).dtype),
         gpu_memory_gb=round(torch.cuda.memory_allocated() / 2**30, 2) if cuda else None,
     )
+    return model
+
+
+def _requests(tmp: Path, args: Any) -> list[Any]:
+    """One random ``--image``-pixel image per request, each with its own question."""
+    import numpy as np
+    from PIL import Image
+
+    from vlmrobust.clients.vlm.base import Request
+
+    rng = np.random.default_rng(args.seed)
+    requests = []
+    for i in range(args.requests):
+        path = tmp / f"im{i}.png"
+        pixels = rng.integers(0, 256, (args.image, args.image, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(path)
+        content = [
+            {"type": "image", "path": str(path)},
+            {"type": "text", "text": QUESTIONS[i % len(QUESTIONS)]},
+        ]
+        requests.append(Request(key=f"r{i}", content=content, max_new_tokens=args.new_tokens))
+    return requests
+
+
+def _backend(model: Any, processor: Any, tmp: Path, args: Any, cuda: bool, report: Report):
+    """The backend under test and a function that sets the tokens it must generate."""
+    if args.engine == "hf":
+        from vlmrobust.clients.vlm.hf import HFBackend
+
+        backend = HFBackend.from_loaded(
+            "qwen2.5-vl-7b-random",
+            model,
+            processor,
+            options={
+                "batch_size": args.batch_size,
+                "min_pixels": 3136,
+                "max_pixels": 12845056,
+                "generation": {"min_new_tokens": args.new_tokens},
+            },
+            revision=f"random-seed-{args.seed}",
+        )
+
+        def min_tokens(n: int) -> None:
+            backend._generation_extra = {"min_new_tokens": n}
+
+        return backend, min_tokens
+    backend = _vllm_backend(model, processor, tmp, args, cuda, report)
+
+    def min_tokens(n: int) -> None:
+        backend.options["generation"] = {"min_tokens": n}
+
+    return backend, min_tokens
+
+
+def _measure(
+    backend: Any, min_tokens: Any, requests: list[Any], args: Any, cuda: bool, report: Report
+) -> None:
+    """Warm up, then time batch 1 and the large batch; the summary goes in the report."""
+    import torch
+
+    from vlmrobust.clients.vlm.base import Request
+
+    # Warm-up: kernels, allocator, both batch shapes (few tokens).
+    warm = [Request(r.key, r.content, max_new_tokens=4) for r in requests[: args.batch_size]]
+    min_tokens(4)
+    w1, _ = _time(backend, warm[:1], 1)
+    wb, _ = _time(backend, warm, args.batch_size)
+    min_tokens(args.new_tokens)
+    report.phase("warmup", batch1_s=round(w1, 2), batchN_s=round(wb, 2))
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    one_reqs = requests[: args.batch1_requests]
+    wall1, res1 = _time(backend, one_reqs, 1)
+    tok1 = sum(r.completion_tokens for r in res1)
+    report.phase(
+        "batch_1",
+        requests=len(one_reqs),
+        new_tokens=tok1,
+        wall_s=round(wall1, 2),
+        tokens_per_s=round(tok1 / wall1, 1),
+        prompt_tokens=[r.prompt_tokens for r in res1],
+    )
+
+    wallN, resN = _time(backend, requests, args.batch_size)
+    tokN = sum(r.completion_tokens for r in resN)
+    report.phase(
+        f"batch_{args.batch_size}",
+        requests=len(requests),
+        new_tokens=tokN,
+        wall_s=round(wallN, 2),
+        tokens_per_s=round(tokN / wallN, 1),
+        # (vLLM's engine runs in its own process: its memory is not this one's)
+        peak_gpu_memory_gb=round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        if cuda and args.engine == "hf"
+        else None,
+    )
+
+    by_key = {r.key: r for r in resN}
+    same = sum(r.text == by_key[r.key].text for r in res1)
+    all_lengths = {r.completion_tokens for r in [*res1, *resN]}
+    report.data["summary"] = {
+        "tokens_per_s_batch_1": round(tok1 / wall1, 1),
+        f"tokens_per_s_batch_{args.batch_size}": round(tokN / wallN, 1),
+        "speedup": round((tokN / wallN) / (tok1 / wall1), 2),
+        "greedy_identical_batch_1_vs_N": f"{same}/{len(res1)}",
+        "completion_tokens_seen": sorted(all_lengths),
+        "total_s": round(time.perf_counter() - report.t0, 1),
+    }
+    report.data["ok"] = all_lengths == {args.new_tokens}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = Report()
+    import torch
+    import transformers
+
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.tiny:
+        print("no CUDA device: run with --tiny to check the script on the CPU", file=sys.stderr)
+        return 2
+    report.data["environment"] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "dtype": "bfloat16" if cuda else "float32",
+        "tiny": args.tiny,
+        "args": vars(args),
+    }
+    processor, config, report.data["config"] = _processor_and_config(args)
+    model = _build_model(config, args, cuda, report)
 
     with tempfile.TemporaryDirectory(prefix="gpu_check.") as tmp:
-        rng = np.random.default_rng(args.seed)
-        requests = []
-        for i in range(args.requests):
-            path = Path(tmp) / f"im{i}.png"
-            pixels = rng.integers(0, 256, (args.image, args.image, 3), dtype=np.uint8)
-            Image.fromarray(pixels).save(path)
-            requests.append(
-                Request(
-                    key=f"r{i}",
-                    content=[
-                        {"type": "image", "path": str(path)},
-                        {"type": "text", "text": QUESTIONS[i % len(QUESTIONS)]},
-                    ],
-                    max_new_tokens=args.new_tokens,
-                )
-            )
-        if args.engine == "hf":
-            backend = HFBackend.from_loaded(
-                "qwen2.5-vl-7b-random",
-                model,
-                processor,
-                options={
-                    "batch_size": args.batch_size,
-                    "min_pixels": 3136,
-                    "max_pixels": 12845056,
-                    "generation": {"min_new_tokens": args.new_tokens},
-                },
-                revision=f"random-seed-{args.seed}",
-            )
-
-            def min_tokens(n: int) -> None:
-                backend._generation_extra = {"min_new_tokens": n}
-        else:
-            backend = _vllm_backend(model, processor, Path(tmp), args, cuda, report)
-            del model
+        requests = _requests(Path(tmp), args)
+        backend, min_tokens = _backend(model, processor, Path(tmp), args, cuda, report)
+        if args.engine != "hf":
+            del model  # the engine loaded its own copy from the checkpoint
             if cuda:
                 torch.cuda.empty_cache()
-
-            def min_tokens(n: int) -> None:
-                backend.options["generation"] = {"min_tokens": n}
-
-        # Warm-up: kernels, allocator, both batch shapes (few tokens).
-        warm = [Request(r.key, r.content, max_new_tokens=4) for r in requests[: args.batch_size]]
-        min_tokens(4)
-        w1, _ = _time(backend, warm[:1], 1)
-        wb, _ = _time(backend, warm, args.batch_size)
-        min_tokens(args.new_tokens)
-        report.phase("warmup", batch1_s=round(w1, 2), batchN_s=round(wb, 2))
-
-        if cuda:
-            torch.cuda.reset_peak_memory_stats()
-        one_reqs = requests[: args.batch1_requests]
-        wall1, res1 = _time(backend, one_reqs, 1)
-        tok1 = sum(r.completion_tokens for r in res1)
-        report.phase(
-            "batch_1",
-            requests=len(one_reqs),
-            new_tokens=tok1,
-            wall_s=round(wall1, 2),
-            tokens_per_s=round(tok1 / wall1, 1),
-            prompt_tokens=[r.prompt_tokens for r in res1],
-        )
-
-        wallN, resN = _time(backend, requests, args.batch_size)
-        tokN = sum(r.completion_tokens for r in resN)
-        report.phase(
-            f"batch_{args.batch_size}",
-            requests=len(requests),
-            new_tokens=tokN,
-            wall_s=round(wallN, 2),
-            tokens_per_s=round(tokN / wallN, 1),
-            # (vLLM's engine runs in its own process: its memory is not this one's)
-            peak_gpu_memory_gb=round(torch.cuda.max_memory_allocated() / 2**30, 2)
-            if cuda and args.engine == "hf"
-            else None,
-        )
-
-        by_key = {r.key: r for r in resN}
-        same = sum(r.text == by_key[r.key].text for r in res1)
-        all_lengths = {r.completion_tokens for r in [*res1, *resN]}
-        report.data["summary"] = {
-            "tokens_per_s_batch_1": round(tok1 / wall1, 1),
-            f"tokens_per_s_batch_{args.batch_size}": round(tokN / wallN, 1),
-            "speedup": round((tokN / wallN) / (tok1 / wall1), 2),
-            "greedy_identical_batch_1_vs_N": f"{same}/{len(res1)}",
-            "completion_tokens_seen": sorted(all_lengths),
-            "total_s": round(time.perf_counter() - report.t0, 1),
-        }
-        report.data["ok"] = all_lengths == {args.new_tokens}
+        _measure(backend, min_tokens, requests, args, cuda, report)
         report.save()
     print(json.dumps(report.data, indent=2))
     return 0 if report.data["ok"] else 1

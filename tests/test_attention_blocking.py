@@ -283,29 +283,34 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def test_block_attention_end_to_end(env, tmp_path):
-    image = env["image"]
+#: the two re-answered traces: s1 names the distractor twice and the target once
+TRACES = {
+    "s1": "<think> the fishing rod is near the dog, a Fishing Rod</think> Dog",
+    "s2": "<think> a dog with fur; no rod here</think> Fish",
+}
+#: outputs the stage skips, by key, and the reason each is counted under
+SKIP_REASONS = {
+    "e#0": "generation-error",
+    "nj#0": "no-judge-row",
+    "je#0": "judge-error",
+    "nt#0": "no-trace",
+    "ut#0": "unclosed-trace",
+}
+
+
+def _blocking_inputs(image: str) -> tuple[list, list, list[dict], list[dict]]:
+    """Samples, variants, outputs and their attribute labels: the two traces of
+    :data:`TRACES`, then one output per reason of :data:`SKIP_REASONS`."""
     samples, variants, outputs, judged = [], [], [], []
-    traces = {
-        "s1": "<think> the fishing rod is near the dog, a Fishing Rod</think> Dog",
-        "s2": "<think> a dog with fur; no rod here</think> Fish",
-    }
-    for sid, raw in traces.items():
+    for sid, raw in TRACES.items():
         samples.append(
             Sample(sid, "inet", [image], "What is it?", "Dog", "label", meta={"label": "Dog"})
         )
         vid = f"{sid}__conflicting-n1"
+        meta = {"kind": "visual", "semantics": "conflicting", "distractor_classes": ["Fish"]}
         variants.append(
             Variant(
-                vid,
-                sid,
-                "inet",
-                "objects",
-                "objects",
-                [image],
-                ["0" * 64],
-                "What is it?",
-                {"kind": "visual", "semantics": "conflicting", "distractor_classes": ["Fish"]},
+                vid, sid, "inet", "objects", "objects", [image], ["0" * 64], "What is it?", meta
             )
         )
         row = {
@@ -324,21 +329,51 @@ def test_block_attention_end_to_end(env, tmp_path):
             {"fish": ["fishing rod"], "dog": ["dog"]} if sid == "s1" else {"dog": ["dog", "fur"]}
         )
         judged.append({**_judge("perception", attrs), "key": row["key"]})
-    # rows that are skipped, each counted by its reason
     base = outputs[0]
-    skipped = [
+    outputs += [
         {**base, "key": "e#0", "error": "timeout", "raw_text": ""},
         {**base, "key": "nj#0"},
         {**base, "key": "je#0"},
         {**base, "key": "nt#0", "raw_text": "Dog"},
         {**base, "key": "ut#0", "raw_text": "<think> the fishing rod"},
     ]
-    outputs += skipped
     judged += [
         {**_judge("perception", {}, "judge failed"), "key": "je#0"},
         {**_judge("perception", {"fish": ["fishing rod"]}), "key": "nt#0"},
         {**_judge("perception", {"fish": ["fishing rod"]}), "key": "ut#0"},
     ]
+    return samples, variants, outputs, judged
+
+
+def _check_blocked_rows(rows: list[dict], tokenizer) -> None:
+    """The six re-answers (two outputs x none, distractor, target) and the tokens each
+    setting blocked."""
+    assert [(r["key"], r["block"]) for r in rows] == [
+        (k, b)
+        for k in ("s1__conflicting-n1#0", "s2__conflicting-n1#0")
+        for b in ("none", "distractor", "target")
+    ]
+    assert set(rows[0]) == {
+        "key", "variant_id", "sample_id", "draw", "block", "answer_text", "correct",
+        "blocked_tokens", "phrases", "error",
+    }  # fmt: skip
+    by = {(r["sample_id"], r["block"]): r for r in rows}
+    n_rod = len(tokenizer(" fishing rod", add_special_tokens=False)["input_ids"])
+    n_dog = len(tokenizer(" dog", add_special_tokens=False)["input_ids"])
+    assert by["s1", "none"]["blocked_tokens"] == 0 and by["s1", "none"]["phrases"] == 0
+    # "fishing rod" twice (" fishing rod" and " Fishing Rod": case-insensitive)
+    assert (
+        by["s1", "distractor"]["blocked_tokens"] >= 2 * 2 and by["s1", "distractor"]["phrases"] == 1
+    )
+    assert by["s1", "distractor"]["blocked_tokens"] <= 2 * n_rod + 2
+    assert by["s1", "target"]["blocked_tokens"] == n_dog and by["s1", "target"]["phrases"] == 1
+    assert by["s2", "distractor"]["blocked_tokens"] == 0 and by["s2", "distractor"]["phrases"] == 0
+    assert by["s2", "target"]["phrases"] == 2 and by["s2", "target"]["blocked_tokens"] >= 2
+    assert all(r["error"] is None and r["correct"] in (0, 1) for r in rows)
+
+
+def test_block_attention_end_to_end(env, tmp_path):
+    samples, variants, outputs, judged = _blocking_inputs(env["image"])
     paths = {
         "samples": _write_jsonl(tmp_path / "samples.jsonl", [s.to_dict() for s in samples]),
         "manifest": _write_jsonl(tmp_path / "manifest.jsonl", [v.to_dict() for v in variants]),
@@ -365,62 +400,27 @@ def test_block_attention_end_to_end(env, tmp_path):
     )
     written = [json.loads(line) for line in out.read_text().splitlines()]
     # a skipped output has a row per setting with no answer and the reason
-    reasons = {
-        "e#0": "generation-error",
-        "nj#0": "no-judge-row",
-        "je#0": "judge-error",
-        "nt#0": "no-trace",
-        "ut#0": "unclosed-trace",
-    }
     assert [(r["key"], r["block"], r["error"], r["correct"]) for r in written[6:]] == [
         (k, b, f"skipped: {why}", None)
-        for k, why in reasons.items()
+        for k, why in SKIP_REASONS.items()
         for b in ("none", "distractor", "target")
     ]
     rows = written[:6]
-    assert [(r["key"], r["block"]) for r in rows] == [
-        (k, b)
-        for k in ("s1__conflicting-n1#0", "s2__conflicting-n1#0")
-        for b in ("none", "distractor", "target")
-    ]
-    assert set(rows[0]) == {
-        "key", "variant_id", "sample_id", "draw", "block", "answer_text", "correct",
-        "blocked_tokens", "phrases", "error",
-    }  # fmt: skip
-    by = {(r["sample_id"], r["block"]): r for r in rows}
-    tok = env["sdpa"].tokenizer
-    n_rod = len(tok(" fishing rod", add_special_tokens=False)["input_ids"])
-    n_dog = len(tok(" dog", add_special_tokens=False)["input_ids"])
-    assert by["s1", "none"]["blocked_tokens"] == 0 and by["s1", "none"]["phrases"] == 0
-    # "fishing rod" twice (" fishing rod" and " Fishing Rod": case-insensitive)
-    assert (
-        by["s1", "distractor"]["blocked_tokens"] >= 2 * 2 and by["s1", "distractor"]["phrases"] == 1
-    )
-    assert by["s1", "distractor"]["blocked_tokens"] <= 2 * n_rod + 2
-    assert by["s1", "target"]["blocked_tokens"] == n_dog and by["s1", "target"]["phrases"] == 1
-    assert by["s2", "distractor"]["blocked_tokens"] == 0 and by["s2", "distractor"]["phrases"] == 0
-    assert by["s2", "target"]["phrases"] == 2 and by["s2", "target"]["blocked_tokens"] >= 2
-    assert all(r["error"] is None and r["correct"] in (0, 1) for r in rows)
+    _check_blocked_rows(rows, env["sdpa"].tokenizer)
     assert len(seen) == 6 and all(prefilled for _, prefilled in seen)
     # the "none" row is the plain greedy continuation of the row's prompt + its trace
     built = build_prompt(samples[0], variants[0], "label")
     req = Request("x", built.content, max_new_tokens=4, system=built.system)
-    prefill = traces["s1"].rsplit(" Dog", 1)[0]
+    prefill = TRACES["s1"].rsplit(" Dog", 1)[0]
     inputs, _ = env["sdpa"].prefilled_inputs(req, prefill)
     text = env["sdpa"].decode_completion(_greedy(env["sdpa"], inputs, 4))[0]
-    assert by["s1", "none"]["answer_text"] == split_thinking(prefill + text)[1]
+    assert rows[0]["answer_text"] == split_thinking(prefill + text)[1]
     assert summary == {
         "outputs": 7,
         "reanswered": 2,
         "rows": 6 + 5 * 3,
         "errors": 0,
-        "skipped": {
-            "generation-error": 1,
-            "no-judge-row": 1,
-            "judge-error": 1,
-            "no-trace": 1,
-            "unclosed-trace": 1,
-        },
+        "skipped": {why: 1 for why in SKIP_REASONS.values()},
         "blocked_tokens": summary["blocked_tokens"],
         "phrases": {"none": 0.0, "distractor": 0.5, "target": 1.5},
         "missing_phrases": {"none": 0, "distractor": 0, "target": 0},
