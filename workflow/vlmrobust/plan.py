@@ -25,12 +25,10 @@ from .core.config import (
 )
 from .core.idis import AREA_PERTURBATIONS, IDIS_TASKS
 from .core.paths import path
-from .core.prompts import PROMPTS, prompt_versions
+from .core.prompts import DEFAULT_PROMPT, PROMPTS, prompt_versions
 from .core.registry import inference_fields
 from .judges.crm import SPEC_KEYS as COMPARE_SPEC_KEYS
 
-#: ``prompts`` of a dataset answered with each sample's own prompt
-DEFAULT_PROMPT = "default"
 #: keys of a dataset's configuration that do not change its samples
 NOT_SAMPLE_KEYS = frozenset(
     {

@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator, validators
 
 from .benchmarks import BENCHMARKS, SCORER_NAMES
 from .paths import DEMO_IDIS_ROOT, DEMO_ROOT
+from .prompts import DEFAULT_PROMPT
 from .registry import API_BACKENDS, model_resources
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
@@ -415,7 +416,7 @@ def _check_without_images(config: dict, imported: set[tuple[str, str, str, str]]
         models = [m for m in config["models"] if ds["models"] is None or m in ds["models"]]
         for model in models:
             for cond in ds["conditions"]:
-                for prompt in ds["prompts"] or ["default"]:
+                for prompt in ds["prompts"] or [DEFAULT_PROMPT]:
                     if (model, name, cond, prompt) not in imported:
                         raise ConfigError(
                             f"{where} is false (samples without images), so no model can "

@@ -121,6 +121,10 @@ from typing import Any
 from .benchmarks import BENCHMARKS
 from .records import Sample, Variant
 
+#: the prompt setting that answers each sample with its dataset's own prompt
+#: (:func:`default_prompt`); any other setting names a builder of :data:`PROMPTS`
+DEFAULT_PROMPT = "default"
+
 __all__ = [
     "PROMPTS",
     "BuiltPrompt",
@@ -675,7 +679,7 @@ def prompt_versions(prompt: str, adapter: str) -> dict[str, str]:
     the named builder, or for ``"default"`` every prompt :func:`default_prompt` can
     choose for ``adapter``. The workflow puts them in the inference job, so bumping a
     builder's version reruns the jobs that use it."""
-    if prompt != "default":
+    if prompt != DEFAULT_PROMPT:
         names = [prompt]
     elif adapter in _BY_ADAPTER:
         names = [_BY_ADAPTER[adapter]]

@@ -136,9 +136,9 @@ def _check_prompt_version(job: Job, name: str, version: str) -> None:
 def _prompt_name(job: Job, sample: Sample, contexts: dict[str, str] | None) -> tuple[str, bool]:
     """The prompt of a sample under this job, and whether it is a second-stage one (which
     needs ``contexts``)."""
-    from ..core.prompts import PROMPTS, default_prompt
+    from ..core.prompts import DEFAULT_PROMPT, PROMPTS, default_prompt
 
-    name = default_prompt(job.adapter, sample) if job.prompt == "default" else job.prompt
+    name = default_prompt(job.adapter, sample) if job.prompt == DEFAULT_PROMPT else job.prompt
     staged = name in PROMPTS and PROMPTS[name].needs is not None
     if staged and contexts is None:
         raise ValueError(

@@ -134,6 +134,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.io import atomic_write, read_jsonl
+from ..core.prompts import DEFAULT_PROMPT
 from ..core.scored import SCORED_NUMBERS, SCORED_REQUIRED
 
 __all__ = [
@@ -178,7 +179,6 @@ FLOAT_COLUMNS = ("severity", "value", "ci_low", "ci_high")
 
 #: the benchmark/group name of aggregates over every dataset
 ALL = "all"
-DEFAULT_PROMPT = "default"
 
 NOTE_NO_OUTPUTS = "no scored outputs"
 NOTE_ZERO_CLEAN = "clean accuracy is 0"
