@@ -36,7 +36,7 @@ from PIL import Image, ImageDraw
 from vlmrobust.core.records import Sample, read_samples, write_samples
 from vlmrobust.perturb import PERTURBATIONS
 from vlmrobust.perturb.idis import load_objects, object_slug
-from vlmrobust.perturb.variants import VariantPlan
+from vlmrobust.perturb.variants import VariantPlan, prepared_spec
 
 FAMILIES = ("triangle", "quadrilateral", "circle", "3d")
 
@@ -149,7 +149,7 @@ def main() -> None:
             pert = PERTURBATIONS[spec["perturbation"]]
             samples = read_samples(assets[which])
             t0 = time.perf_counter()
-            prepared = pert.prepare("bench", dict(spec))
+            prepared = prepared_spec("bench", spec)
             if pert.setup is not None:
                 prepared = pert.setup(samples, "bench", prepared)
             jobs: list[tuple[Sample, VariantPlan]] = []

@@ -30,6 +30,7 @@ from vlmrobust.perturb.placement import (
     place_boxes,
     place_fitting,
 )
+from vlmrobust.perturb.variants import prepared_spec
 
 OBJECTS = load_objects()
 BICUBIC = Image.Resampling.BICUBIC
@@ -233,7 +234,7 @@ def test_paste_layers_mask_is_the_pasted_alpha():
 
 def test_objects_default_plan_is_twelve_variants_per_image(perception, segments):
     pert = PERTURBATIONS["objects"]
-    spec = pert.prepare("obj", {"perturbation": "objects", "segments": str(segments)})
+    spec = prepared_spec("obj", {"perturbation": "objects", "segments": str(segments)})
     plans = pert.plan(_first_sample(perception), "obj", spec, 0)
     assert [p.variant_id for p in plans] == [
         f"p-dog__{s}-n{k}" for s in ("aligned", "conflicting", "irrelevant") for k in (1, 2, 3, 4)
@@ -430,7 +431,7 @@ def test_image_edit_cache_key_covers_prompt_image_and_model(tmp_path):
 
 def test_typographic_default_plan_is_32_variants(perception):
     pert = PERTURBATIONS["typographic"]
-    spec = pert.prepare("typo", {"perturbation": "typographic"})
+    spec = prepared_spec("typo", {"perturbation": "typographic"})
     sample = _first_sample(perception)
     plans = pert.plan(sample, "typo", spec, 0)
     assert len(plans) == 32
@@ -444,7 +445,7 @@ def test_typographic_default_plan_is_32_variants(perception):
             and p.params["distractors"] == [p.params["text"]] * p.params["n"]
         )
         assert p.params["kind"] == "typographic" and p.params["semantics"] == "typographic"
-    spec3 = pert.prepare("typo", {"perturbation": "typographic", "classes": 3})
+    spec3 = prepared_spec("typo", {"perturbation": "typographic", "classes": 3})
     plans3 = pert.plan(sample, "typo", spec3, 0)
     assert len(plans3) == 12 and len({p.params["text"] for p in plans3}) == 3
     assert "Dog" not in {p.params["text"] for p in plans3}
@@ -590,7 +591,7 @@ def test_diagram_setup_hashes_each_image_once(math_data, monkeypatch):
     monkeypatch.setattr(idis, "sha256_file", counting)
     pert = PERTURBATIONS["diagram"]
     samples = read_samples(math_data / "samples.jsonl")
-    spec = pert.prepare("dia", {"perturbation": "diagram",
+    spec = prepared_spec("dia", {"perturbation": "diagram",
                                 "irrelevant_samples": str(math_data / "logicvista.jsonl")})  # fmt: skip
     spec = pert.setup(samples, "dia", spec)
     for s in samples:
@@ -808,7 +809,7 @@ def test_resize_is_a_square_bicubic_resize(perception, tmp_path):
         assert v.params["n"] is None and v.masks == []
         assert v.params["placed"][0]["canvas"] == [r, r]
         assert (_read(v.images[0]) == _resized(str(root / f"{v.sample_id}.png"), r)).all()
-    spec = PERTURBATIONS["resize"].prepare("res", {"perturbation": "resize"})
+    spec = prepared_spec("res", {"perturbation": "resize"})
     assert spec["resolutions"] == [128, 256, 512, 1024, 2048]
 
 
@@ -860,14 +861,14 @@ def test_counts_are_checked_against_the_categories_the_semantics_use(tmp_path):
         "irrelevant: [clock, umbrella, tv, suitcase]\n"
         "labels: {Cat: cat, Bird: bird}\n"
     )
-    prepare = PERTURBATIONS["objects"].prepare
+    prepare = prepared_spec
     base = {"perturbation": "objects", "editor": "openai", "objects_file": str(lists)}
     # irrelevant objects come from the list of 4 alone: the classes' sizes do not matter
     assert prepare("c", {**base, "semantics": ["irrelevant"], "counts": [4]})["counts"] == [4]
     with pytest.raises(ValueError, match=r"conditions\.c\.counts: 3 distinct .* has only 2"):
         prepare("c", {**base, "semantics": ["conflicting", "irrelevant"], "counts": [3]})
     with pytest.raises(ValueError, match=r"conditions\.c\.n: 3 objects, a category has 2"):
-        PERTURBATIONS["size"].prepare(
+        prepared_spec(
             "c", {"perturbation": "size", "objects_file": str(lists), "n": 3, "segments": "x"}
         )
 

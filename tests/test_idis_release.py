@@ -12,6 +12,7 @@ from vlmrobust.core.io import read_json, sha256_file
 from vlmrobust.core.records import Sample, read_variants, write_samples
 from vlmrobust.perturb import PERTURBATIONS, build_variants
 from vlmrobust.perturb.idis_release import normalise_class
+from vlmrobust.perturb.variants import prepared_spec
 
 PERC = "Idis-perception"
 MATH = "Idis-math"
@@ -346,7 +347,7 @@ def test_prepare_errors(extra, message, tmp_path):
     spec = {"perturbation": "idis-release", "root": str(tmp_path), "task": "perception", **extra}
     spec = {k: v for k, v in spec.items() if v is not None}
     with pytest.raises(ValueError, match=message):
-        PERTURBATIONS["idis-release"].prepare("c", spec)
+        prepared_spec("c", spec)
 
 
 # ---------------------------------------------------------------- math

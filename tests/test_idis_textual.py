@@ -22,6 +22,7 @@ from vlmrobust.perturb.textual import (
     split_question,
     split_sentences,
 )
+from vlmrobust.perturb.variants import prepared_spec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -143,7 +144,7 @@ def test_a_choices_block_added_to_a_free_form_question_is_rejected():
 
 def _prepared(condition="textual", **spec):
     pert = PERTURBATIONS["textual"]
-    return pert, pert.prepare(condition, {"perturbation": "textual", **spec})
+    return pert, prepared_spec(condition, {"perturbation": "textual", **spec})
 
 
 @pytest.mark.parametrize("i", range(len(QUESTIONS)))
@@ -203,7 +204,6 @@ def test_offline_sentences_go_before_the_final_question():
 
 
 def test_prepare_names_the_key():
-    pert = PERTURBATIONS["textual"]
     cases = [
         ({"counts": [0]}, r"key 'conditions\.tx\.counts\.0': 0 is less than the minimum of 1"),
         ({"counts": [9]}, r"key 'conditions\.tx\.counts\.0': 9 is greater than the maximum of 8"),
@@ -230,8 +230,8 @@ def test_prepare_names_the_key():
     ]
     for spec, message in cases:
         with pytest.raises(ValueError, match=message):
-            pert.prepare("tx", {"perturbation": "textual", **spec})
-    spec = pert.prepare("tx", {"perturbation": "textual"})
+            prepared_spec("tx", {"perturbation": "textual", **spec})
+    spec = prepared_spec("tx", {"perturbation": "textual"})
     assert spec == {
         "perturbation": "textual",
         "counts": [1, 2, 3, 4],
@@ -240,7 +240,7 @@ def test_prepare_names_the_key():
         "prompt_file": "resources/idis/textual-distractor-prompt.txt",
     }
     writer = {"backend": "openai", "model": "m"}
-    spec = pert.prepare("tx", {"perturbation": "textual", "writer": writer})
+    spec = prepared_spec("tx", {"perturbation": "textual", "writer": writer})
     assert spec["writer"] == {
         **writer,
         "base_url": None,

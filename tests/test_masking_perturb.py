@@ -21,6 +21,7 @@ from vlmrobust.perturb.masking import (
     overlap_area,
     place_random_box,
 )
+from vlmrobust.perturb.variants import prepared_spec
 
 # ---------------------------------------------------------------- geometry
 
@@ -514,7 +515,7 @@ def test_bad_spec(samples_path, tmp_path, change, message):
 
 
 def test_defaults_filled():
-    spec = PERTURBATIONS["mask"].prepare("c", {"perturbation": "mask"})
+    spec = prepared_spec("c", {"perturbation": "mask"})
     assert spec == {
         "perturbation": "mask",
         "region": "specific",
@@ -586,7 +587,7 @@ def test_covered_needs_half_of_a_premise_box():
         "cov", ["unused.png"], {"b_box": boxes, "premise_index": 0, "image_size": [30, 20]}
     )
     pert = PERTURBATIONS["mask"]
-    spec = pert.prepare("m", {"perturbation": "mask"})
+    spec = prepared_spec("m", {"perturbation": "mask"})
     (plan,) = pert.plan(sample, "m", spec, 0)
     assert plan.params["covered"] == [0, 1, 3]
     assert plan.params["overlap_px"] == 50 + 40 + 4

@@ -99,7 +99,6 @@ from .variants import (
     VariantPlan,
     _key,
     open_shown,
-    own_spec,
     register,
 )
 
@@ -535,11 +534,11 @@ def _segments(
 
 
 def _prepare_objects(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the schema validates it (keys, types, ranges, defaults: :func:`own_spec`);
+    """The spec as the schema validated it (keys, types, ranges, defaults);
     checked here is what the schema cannot say: the object lists file, that each category
     has as many objects as the largest count, ``scale`` low <= high, the editor's settings
     and, for the composite editor, the cut-outs of every object in ``segments``."""
-    out = own_spec(condition, spec)
+    out = dict(spec)
     _as_ints(out, "counts", "canvas")
     objects = _objects_file(condition, out["objects_file"])
     _check_most(condition, out["counts"], objects.fewest(out["semantics"]))
@@ -687,10 +686,10 @@ def render_text(text: str, size: int, fill: str, outline: str) -> Image.Image:
 
 
 def _prepare_typographic(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the schema validates it (:func:`own_spec`); checked here is what the
+    """The spec as the schema validated it; checked here is what the
     schema cannot say: the object lists file, that an integer ``classes`` is at most the
     other classes it has, and ``font_size`` low <= high."""
-    out = own_spec(condition, spec)
+    out = dict(spec)
     _as_ints(out, "counts", "canvas")
     objects = _objects_file(condition, out["objects_file"])
     others = len(objects.classes) - 1
@@ -910,9 +909,9 @@ def _has_table(meta: dict[str, Any]) -> bool:
 
 
 def _prepare_diagram(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the schema validates it (:func:`own_spec`); checked here is what the
+    """The spec as the schema validated it; checked here is what the
     schema cannot say: irrelevant figures need an existing ``irrelevant_samples`` file."""
-    out = own_spec(condition, spec)
+    out = dict(spec)
     _as_ints(out, "counts", "canvas")
     path = out["irrelevant_samples"]
     if "irrelevant" in out["semantics"] and (not isinstance(path, str) or not Path(path).is_file()):
@@ -1071,9 +1070,9 @@ def load_mathwriting(
 
 
 def _prepare_handwritten(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the schema validates it (:func:`own_spec`); checked here is what the
+    """The spec as the schema validated it; checked here is what the
     schema cannot say: ``source: folder`` needs an existing folder ``path``."""
-    out = own_spec(condition, spec)
+    out = dict(spec)
     _as_ints(out, "counts", "canvas", "limit")
     if out["source"] == "folder":
         out["path"] = _folder(condition, "path", out["path"])
@@ -1136,10 +1135,10 @@ register(
 
 
 def _prepare_size(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the schema validates it (:func:`own_spec`); checked here is what the
+    """The spec as the schema validated it; checked here is what the
     schema cannot say: the object lists file, that the category has ``n`` objects, and
     the cut-outs of every object in ``segments``."""
-    out = own_spec(condition, spec)
+    out = dict(spec)
     _as_ints(out, "n", "canvas")
     objects = _objects_file(condition, out["objects_file"])
     most = objects.fewest([out["semantics"]])
@@ -1208,8 +1207,8 @@ register(Perturbation("size", _prepare_size, _plan_size, _paste_cutouts))
 
 
 def _prepare_resize(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the schema validates it (:func:`own_spec`: the schema says all of it)."""
-    out = own_spec(condition, spec)
+    """The spec as the schema validated it (the schema says all of it)."""
+    out = dict(spec)
     _as_ints(out, "resolutions")
     return out
 

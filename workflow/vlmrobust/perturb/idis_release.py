@@ -151,7 +151,7 @@ from typing import Any
 from ..core.io import iter_jsonl
 from ..core.records import Sample
 from .idis import IMAGE_SUFFIXES, object_slug
-from .variants import Excluded, Perturbation, VariantPlan, _key, own_spec, register
+from .variants import Excluded, Perturbation, VariantPlan, _key, register
 
 __all__ = [
     "normalise_class",
@@ -258,12 +258,12 @@ def _check_semantics(condition: str, out: dict[str, Any]) -> None:
 
 
 def _prepare(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the schema validates it (:func:`own_spec`: keys, enums, types, the
+    """The spec as the schema validated it (keys, enums, types, the
     defaults); checked and filled here is what depends on other keys: ``root`` is not
     blank, the kind is released for the task, the semantics are the kind's groups, and
     the defaults of ``semantics``, ``counts`` and ``id_field`` that depend on the task,
     kind and ``pair_on``."""
-    out = own_spec(condition, spec)
+    out = dict(spec)
     if not out["root"].strip():
         raise ValueError(
             f"{_key(condition, 'root')}: expected the path of the downloaded Idis folder, "

@@ -39,7 +39,7 @@ from PIL import Image, ImageFilter
 
 from ..core.records import Sample
 from ..core.seeding import derive_seed, rng_for
-from .variants import Perturbation, VariantPlan, own_spec, register
+from .variants import Perturbation, VariantPlan, register
 
 __all__ = [
     "FILLS",
@@ -204,9 +204,9 @@ def fill_box(
 
 
 def _prepare_mask(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the schema validates it (:func:`own_spec`: the schema says all of it),
+    """The spec as the schema validated it (the schema says all of it),
     its numbers as plain ``float``."""
-    out = own_spec(condition, spec)
+    out = dict(spec)
     out["blur_radius"] = float(out["blur_radius"])
     out["min_distance"] = float(out["min_distance"])
     return out

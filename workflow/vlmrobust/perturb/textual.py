@@ -80,7 +80,7 @@ import numpy as np
 
 from ..core.records import Sample
 from ..core.seeding import derive_seed, rng_for
-from .variants import Excluded, Perturbation, VariantPlan, _key, own_spec, register
+from .variants import Excluded, Perturbation, VariantPlan, _key, register
 
 __all__ = [
     "DEFAULT_PROMPT_FILE",
@@ -459,10 +459,10 @@ def _read_prompt(condition: str, prompt_file: str) -> str:
 
 
 def _prepare(condition: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the schema validates it (:func:`own_spec`: counts, writer, attempts,
+    """The spec as the schema validated it (counts, writer, attempts,
     their defaults); checked here is what the schema cannot say: an LLM writer's prompt
     file is readable and has every placeholder."""
-    out = own_spec(condition, spec)
+    out = dict(spec)
     out["counts"] = [int(c) for c in out["counts"]]
     out["max_attempts"] = int(out["max_attempts"])
     if out["writer"]["backend"] != "offline":

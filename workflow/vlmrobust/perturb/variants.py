@@ -173,14 +173,19 @@ def _key(condition: str, key: str) -> str:
     return f"conditions.{condition}.{key}"
 
 
-def own_spec(condition: str, spec: Any) -> dict[str, Any]:
-    """``spec`` as the schema's ``condition`` definition validates it (a copy, defaults
-    filled, errors ``config: key 'conditions.<condition>.<key>': ...``), less the stage's
-    keys it does not carry: what a perturbation's ``prepare`` reads, whether
-    :func:`build_variants` validated the spec already (it passes unchanged) or a caller
-    hands ``prepare`` a spec of its own."""
-    checked = validate_condition(condition, spec)
-    return {k: v for k, v in checked.items() if k in spec or k not in _STAGE_KEYS}
+def prepared_spec(condition: str, spec: Any) -> dict[str, Any]:
+    """``spec`` validated (:func:`_validated_spec`: the config schema's ``condition``
+    definition, defaults filled) and then prepared by its perturbation, without the
+    stage's keys: what the perturbation's ``plan`` and ``apply`` read. For a caller
+    outside :func:`build_variants` (which does the same in its own steps)."""
+    checked = _validated_spec(condition, spec)
+    name = checked["perturbation"]
+    return PERTURBATIONS[name].prepare(condition, _without_stage_keys(checked))
+
+
+def _without_stage_keys(spec: dict[str, Any]) -> dict[str, Any]:
+    """A validated spec less the keys the stage reads itself (:data:`_STAGE_KEYS`)."""
+    return {k: v for k, v in spec.items() if k not in _STAGE_KEYS}
 
 
 def _check_keys(condition: str, spec: dict[str, Any], allowed: Iterable[str]) -> None:
@@ -511,13 +516,11 @@ def build_variants(
         raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     name = spec["perturbation"]
     pert = PERTURBATIONS[name]
-    spec = dict(spec)
     verification = None
-    value = spec.pop("verification")  # the stage's key, not the perturbation's
-    if value is not None:
-        verification = _read_verification(condition, value)
-    expected = spec.pop("expected_variants")  # the stage's key too
-    spec = pert.prepare(condition, spec)
+    if spec["verification"] is not None:  # the stage's keys, not the perturbation's
+        verification = _read_verification(condition, spec["verification"])
+    expected = spec["expected_variants"]
+    spec = pert.prepare(condition, _without_stage_keys(spec))
     samples = read_samples(samples_path)
     if pert.setup is not None:
         spec = pert.setup(samples, condition, spec)
