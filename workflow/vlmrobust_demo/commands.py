@@ -15,8 +15,6 @@ from vlmrobust.core.config import load_yaml, validate_config
 
 log = logging.getLogger("vlmrobust")
 
-CONFIG = (arg("--config", help="a run configuration YAML"),)
-
 
 def demo_data(out: str, n_per_family: int, seed: int, image_size: int, families: Any) -> None:
     """The embedded synthetic demo datasets."""
@@ -98,7 +96,7 @@ DEMO_COMMANDS: dict[str, Command] = {
         (
             arg("--out", required=True, help="output folder (e.g. results/raw/demo-idis)"),
             arg("--seed", type=int, help="default: the config's seed, else 0"),
-            *CONFIG,
+            arg("--config", help="a run configuration YAML (its seed)"),
             arg("--n-per-class", type=int, help="ImageNet-9 images per class (default 1)"),
             arg("--n-problems", type=int, help="MathVerse problems, 4 versions each (default 3)"),
             arg("--n-tables", type=int, help="LogicVista table questions (default 4)"),
