@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import queue
+import select
 import signal
 import socket
 import subprocess
@@ -50,10 +51,16 @@ from ..core.processes import (  # noqa: F401 - re-exported: the services' owner
     IDLE_S,
     OWNER_ENV,
     SERVICE_DIR_ENV,
+    UntrustedPeerError,
+    check_peer,
     find_owner,
+    hold_name,
     is_snakemake,
+    listen_at,
     pid_alive,
+    remove_if_ours,
     service_dir,
+    write_private,
 )
 from .vlm.base import Backend, Request, Result
 
@@ -108,6 +115,19 @@ def device_slot() -> str:
 
 # --------------------------------------------------------------------- the wire
 
+#: The longest message a service reads (one JSON line; a job's largest is a batch of
+#: requests or of texts to embed, well under this): longer ones are refused.
+MAX_LINE = 64 << 20
+#: Seconds a client has to say ``hello`` after connecting, and to finish a message once
+#: it started one (between two messages a job may take as long as it likes).
+FRAME_TIMEOUT_S = 30.0
+#: Seconds a service waits for a client to read its answers before it drops it.
+SEND_TIMEOUT_S = 120.0
+
+
+class FrameError(ValueError):
+    """A message that breaks the protocol: too long, or not finished in time."""
+
 
 def _send(sock: socket.socket, obj: dict[str, Any], lock: threading.Lock | None = None) -> None:
     data = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
@@ -118,28 +138,51 @@ def _send(sock: socket.socket, obj: dict[str, Any], lock: threading.Lock | None 
             sock.sendall(data)
 
 
-def _lines(sock: socket.socket) -> Iterator[dict[str, Any]]:
-    """The JSON objects a peer sends, until it closes the connection."""
-    buffer = b""
+def _lines(
+    sock: socket.socket,
+    limit: int | None = None,
+    first_timeout: float | None = None,
+    frame_timeout: float | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The JSON objects a peer sends, until it closes the connection.
+
+    Each byte is scanned once. ``limit``: the longest line read (longer:
+    :class:`FrameError`, nothing more is buffered); ``first_timeout``: seconds until the
+    first line must have started; ``frame_timeout``: seconds a started line may take to
+    end (both waited for with select, so the socket's own timeout, which applies
+    between lines, is left alone)."""
+    buffer = bytearray()
+    wait = first_timeout
     while True:
+        if wait is not None and not select.select([sock], [], [], wait)[0]:
+            what = "finish its message" if buffer else "say anything"
+            raise FrameError(f"the peer did not {what} within {wait:.0f} s")
         chunk = sock.recv(1 << 16)
         if not chunk:
             return
+        scan = len(buffer)
         buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
+        start = 0
+        while (end := buffer.find(b"\n", scan)) >= 0:
+            line = bytes(buffer[start:end])
+            start = scan = end + 1
             if line.strip():
                 yield json.loads(line)
+        del buffer[:start]
+        if limit is not None and len(buffer) > limit:
+            raise FrameError(f"a message over {limit} bytes")
+        wait = frame_timeout if buffer else None
 
 
 def _ask(path: Path, message: dict[str, Any], timeout: float = 5.0) -> dict[str, Any] | None:
-    """One request, one answer; None when nobody answers at ``path``."""
+    """One request, one answer; None when nobody (of this user) answers at ``path``."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect(str(path))
+            check_peer(sock, f"the model service at {path}")
             _send(sock, message)
-            return next(_lines(sock), None)
+            return next(_lines(sock, limit=MAX_LINE), None)
     except (OSError, ValueError):
         return None
 
@@ -183,43 +226,31 @@ class ModelServer:
     # -- lifetime -----------------------------------------------------------------------
 
     def serve(self) -> None:
-        """Bind, serve, and remove the socket when done (any reason)."""
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
-        try:
-            listener.bind(str(self.path))
-        finally:
-            os.umask(old)
-        listener.listen(64)
+        """Bind, serve, and remove the socket when done (any reason). A second server
+        for the same socket (another process holds its name) returns at once."""
+        name = hold_name(self.path.with_suffix(".pid"))
+        if name is None:
+            log.info("model service %s: another service holds %s", self.backend.model_id, self.path)
+            self.backend.close()
+            return
+        listener, inode = listen_at(self.path)
         listener.settimeout(self.poll_s)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(sig, lambda *_: self.stopping.set())
-        self.info_path.write_text(json.dumps(self._hello()), encoding="utf-8")
+        write_private(self.info_path, json.dumps(self._hello()))
         worker = threading.Thread(target=self._work, daemon=True)
         worker.start()
         why = "stopped"
         try:
-            while not self.stopping.is_set():
-                if not pid_alive(self.owner):
-                    why = f"its owner (pid {self.owner}) is gone"
-                    break
-                if self._idle():
-                    why = f"idle for {self.idle_s:.0f} s"
-                    break
-                try:
-                    conn, _ = listener.accept()
-                except TimeoutError:
-                    continue
-                threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+            why = self._accept(listener)
         finally:
             self.stopping.set()
             listener.close()
-            for p in (self.path, self.info_path):
-                with contextlib.suppress(FileNotFoundError):
-                    p.unlink()
+            remove_if_ours(self.path, inode)
+            with contextlib.suppress(FileNotFoundError):
+                self.info_path.unlink()
+            os.close(name)
             log.info(
                 "model service %s (%s) ends: %s; %d requests answered",
                 self.backend.model_id,
@@ -228,6 +259,26 @@ class ModelServer:
                 self.answered,
             )
             self.backend.close()
+
+    def _accept(self, listener: socket.socket) -> str:
+        """Accept clients (a thread each) until the owner is gone, idle or stopped."""
+        while not self.stopping.is_set():
+            if not pid_alive(self.owner):
+                return f"its owner (pid {self.owner}) is gone"
+            if self._idle():
+                return f"idle for {self.idle_s:.0f} s"
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            try:
+                check_peer(conn, "a client of the model service")
+            except UntrustedPeerError as exc:
+                log.warning("refused: %s", exc)
+                conn.close()
+                continue
+            threading.Thread(target=self._client, args=(_Client(conn),), daemon=True).start()
+        return "stopped"
 
     def _idle(self) -> bool:
         with self._lock:
@@ -239,51 +290,61 @@ class ModelServer:
 
     # -- one client ---------------------------------------------------------------------
 
-    def _client(self, conn: socket.socket) -> None:
+    def _client(self, client: _Client) -> None:
         with self._lock:
             self.clients += 1
-        send_lock = threading.Lock()
         try:
-            for msg in _lines(conn):
-                op = msg.get("op")
-                if op == "hello":
-                    _send(conn, self._hello(), send_lock)
-                elif op == "count_tokens":
-                    counts = [self.backend.count_tokens(t) for t in msg["texts"]]
-                    _send(conn, {"counts": counts}, send_lock)
-                elif op == "generate":
-                    requests = [Request(**r) for r in msg["requests"]]
-                    done = threading.Event()
-                    with self._lock:
-                        self.busy += 1
-                    self.work.put(((conn, send_lock, done), requests))
-                    done.wait()
-                    _send(conn, {"done": True}, send_lock)
-                elif op == "encode":
-                    with self._lock:
-                        self.busy += 1
-                    try:
-                        with self._engine:
-                            vectors = self.backend.encode(msg["texts"], **msg.get("kwargs", {}))
-                        _send(conn, {"vectors": [list(map(float, v)) for v in vectors]}, send_lock)
-                    finally:
-                        with self._lock:
-                            self.busy -= 1
-                            self.last_active = time.monotonic()
-                elif op == "stop_if_idle":
-                    with self._lock:
-                        idle = self.clients == 1 and self.busy == 0  # only the asker
-                    if idle:
-                        self.stopping.set()
-                    _send(conn, {"stopping": idle}, send_lock)
-                else:
-                    _send(conn, {"error": f"unknown op {op!r}"}, send_lock)
+            for msg in _lines(client.conn, MAX_LINE, FRAME_TIMEOUT_S, FRAME_TIMEOUT_S):
+                if not self._handle(client, msg):
+                    break
+        except FrameError as exc:
+            log.warning("model service %s: a client dropped: %s", self.backend.model_id, exc)
+            client.send({"error": f"model service: {exc}"})
         except (OSError, ValueError):
-            pass  # the client went away; what it asked is still answered into the void
+            pass  # the client went away, or sent something that is not JSON
         finally:
-            conn.close()
+            client.close()
             with self._lock:
                 self.clients -= 1
+                self.last_active = time.monotonic()
+
+    def _handle(self, client: _Client, msg: dict[str, Any]) -> bool:
+        """Answer one message; False when the client is gone."""
+        op = msg.get("op")
+        if op == "hello":
+            client.send(self._hello())
+        elif op == "count_tokens":
+            client.send({"counts": [self.backend.count_tokens(t) for t in msg["texts"]]})
+        elif op == "generate":
+            requests = [Request(**r) for r in msg["requests"]]
+            with self._lock:
+                self.busy += 1
+            self.work.put((client, requests))
+            client.done.wait()
+            client.done.clear()
+            client.send({"done": True})
+        elif op == "encode":
+            self._encode(client, msg)
+        elif op == "stop_if_idle":
+            with self._lock:
+                idle = self.clients == 1 and self.busy == 0  # only the asker
+            if idle:
+                self.stopping.set()
+            client.send({"stopping": idle})
+        else:
+            client.send({"error": f"unknown op {op!r}"})
+        return not client.gone.is_set()
+
+    def _encode(self, client: _Client, msg: dict[str, Any]) -> None:
+        with self._lock:
+            self.busy += 1
+        try:
+            with self._engine:
+                vectors = self.backend.encode(msg["texts"], **msg.get("kwargs", {}))
+            client.send({"vectors": [list(map(float, v)) for v in vectors]})
+        finally:
+            with self._lock:
+                self.busy -= 1
                 self.last_active = time.monotonic()
 
     def _hello(self) -> dict[str, Any]:
@@ -303,7 +364,8 @@ class ModelServer:
     # -- the engine ---------------------------------------------------------------------
 
     def _work(self) -> None:
-        """Answer queued requests: each client's as sent, or pooled (``merge``)."""
+        """Answer queued requests: each client's as sent, or pooled (``merge``). The
+        requests of a client that left are not generated."""
         while not self.stopping.is_set():
             try:
                 jobs = [self.work.get(timeout=self.poll_s)]
@@ -313,38 +375,79 @@ class ModelServer:
                 with contextlib.suppress(queue.Empty):
                     while True:
                         jobs.append(self.work.get_nowait())
-            self._answer(jobs)
+            live = [job for job in jobs if not job[0].gone.is_set()]
+            if live:
+                self._answer(live)
+            for client, _ in jobs:
+                client.done.set()
             with self._lock:
                 self.busy -= len(jobs)
                 self.last_active = time.monotonic()
 
-    def _answer(self, jobs: list[tuple[Any, list[Request]]]) -> None:
+    def _answer(self, jobs: list[tuple[_Client, list[Request]]]) -> None:
         """One ``generate`` call for the requests of ``jobs``; each result goes back to
-        the client that asked (keys are unique within a client, not across clients)."""
+        the client that asked (keys are unique within a client, not across clients).
+        Results are queued to each client's own writer: a client that does not read
+        delays no one."""
         batch: list[Request] = []
-        owners: dict[str, list[Any]] = {}
+        owners: dict[str, list[_Client]] = {}
         for client, requests in jobs:
             for r in requests:
                 batch.append(r)
                 owners.setdefault(r.key, []).append(client)
         try:
             for result in self.backend.generate(batch):
-                self._deliver(owners[result.key].pop(0), result)
+                owners[result.key].pop(0).send({"result": asdict(result)})
                 self.answered += 1
         except Exception as exc:  # noqa: BLE001 - an engine failure fails the requests
             reason = f"model service: {type(exc).__name__}: {exc}"[:1000]
             log.exception("model service %s: generate failed", self.backend.model_id)
             for key, clients in owners.items():
                 for client in clients:
-                    self._deliver(client, Result(key, "", "error", error=reason))
-        for client, _ in jobs:
-            client[2].set()
+                    client.send({"result": asdict(Result(key, "", "error", error=reason))})
 
-    @staticmethod
-    def _deliver(client: Any, result: Result) -> None:
-        conn, send_lock, _ = client
+
+class _Client:
+    """One connection to a service: its messages are written by a thread of its own, so
+    a client that stops reading blocks only itself (and is dropped after
+    :data:`SEND_TIMEOUT_S`)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.outbox: queue.Queue[bytes | None] = queue.Queue()
+        self.gone = threading.Event()
+        self.done = threading.Event()  # its generate call is answered
+        self.writer = threading.Thread(target=self._write, daemon=True)
+        self.writer.start()
+
+    def send(self, obj: dict[str, Any]) -> None:
+        if not self.gone.is_set():
+            self.outbox.put((json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8"))
+
+    def _write(self) -> None:
+        try:
+            while (data := self.outbox.get()) is not None:
+                view = memoryview(data)
+                while view:
+                    ready = select.select([], [self.conn], [], SEND_TIMEOUT_S)[1]
+                    if not ready:
+                        raise TimeoutError(f"the client read nothing for {SEND_TIMEOUT_S:.0f} s")
+                    with contextlib.suppress(BlockingIOError):
+                        view = view[self.conn.send(view, socket.MSG_DONTWAIT) :]
+        except OSError as exc:
+            if isinstance(exc, TimeoutError):
+                log.warning("model service: a client dropped: %s", exc)
+            self.gone.set()
+            with contextlib.suppress(OSError):
+                self.conn.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        """Flush what is queued, then close (the reading side calls this once)."""
+        self.outbox.put(None)
+        self.writer.join(SEND_TIMEOUT_S)
+        self.gone.set()
         with contextlib.suppress(OSError):
-            _send(conn, {"result": asdict(result)}, send_lock)
+            self.conn.close()
 
 
 def evict_idle(owner: int, slot: str, keep: Path) -> list[str]:
@@ -380,6 +483,8 @@ class ServiceBackend(Backend):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(HELLO_TIMEOUT_S)  # a live service answers at once
         self.sock.connect(str(self.path))
+        # the kernel's word on who listens, not the service's: this user, and its pid
+        self.server_pid = check_peer(self.sock, f"models.{model_id}: the service at {self.path}")
         self.reader = _lines(self.sock)
         _send(self.sock, {"op": "hello"})
         hello = next(self.reader, None)
@@ -395,7 +500,6 @@ class ServiceBackend(Backend):
         self.name = str(hello["backend"])
         self._revision = str(hello["revision"])
         self.default_batch_size = int(hello["batch_size"])
-        self.server_pid = int(hello["pid"])
 
     @property
     def revision(self) -> str:
