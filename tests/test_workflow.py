@@ -643,7 +643,11 @@ def test_dry_run_of_a_local_folder_names_no_image_and_an_edited_image_reruns_sam
     job = _samples_job(dry_run(workdir, configfile, target))
     assert "input: " + ", ".join([str(root / "test.jsonl"), "results/listings/mv.tsv"]) in job
     assert ".png" not in job and len(job) < 1500, job
-    run([str(BIN / "snakemake"), "--cores", "1", f"--configfile={configfile}", target], workdir)
+    run(
+        [str(BIN / "snakemake"), "--cores", "1", f"--configfile={configfile}", target],
+        workdir,
+        env={"PYTHONPATH": str(workdir / "workflow")},
+    )
     assert _samples_job(dry_run(workdir, configfile, target)) == ""
     image, extra, unused = root / "images/2.png", root / "images/new.png", root / "images/300.png"
     data, st = image.read_bytes(), image.stat()
