@@ -25,16 +25,18 @@ include: "workflow/rules/common.smk"
 report: "workflow/report/workflow.rst"
 
 
+# The run's names, and the names a schema allows (a table's name carries a condition's:
+# table1_corrupt-s3), never a pattern of their own that could refuse one of them.
 wildcard_constraints:
     dataset=alternation(DATASETS),
     condition=alternation(CONDITIONS),
     model=alternation(set(MODELS) | set(DEMO_MODELS)),
-    prompt=r"[A-Za-z0-9-]+",
+    prompt=alternation(PROMPT_SETTINGS),
     shard=r"\d+",
     shards=r"\d+",
     construction=alternation(config["construct"]),
     folder=alternation(STUDY_FOLDERS),
-    name=r"[A-Za-z0-9_]+",
+    name=paths.NAME,
 
 
 include: "workflow/rules/datasets.smk"

@@ -294,6 +294,68 @@ def test_bad_registry_names_the_key(mutate, message):
         validate_registry(registry)
 
 
+def test_a_mask_condition_on_a_dataset_without_region_boxes_is_refused_naming_who_can_take_it():
+    """A mask condition fills a sample's annotated region: on MathVision (no region
+    boxes) the check says so at config time, naming the condition, the dataset and the
+    datasets that can take it, instead of the variants job failing on meta.b_box."""
+    config = copy.deepcopy(_config())
+    config["datasets"]["mathvision"] = {
+        "conditions": ["clean", "mask-specific"],
+        "prompts": ["crm-cot", "crm-answer"],
+    }
+    with pytest.raises(ConfigError) as err:
+        validate_config(config, _registry())
+    assert str(err.value) == (
+        "config: datasets.mathvision.conditions: the mask condition 'mask-specific' fills "
+        "a sample's annotated region (meta.b_box and meta.premise_index), and the samples "
+        "of 'mathvision' (adapter 'mathvision') carry none; a mask condition applies to a "
+        "dataset whose benchmark record lists them in `meta` (adapter visargs, or a "
+        "constructed dataset built from such datasets); of this run's datasets: "
+        "demo-visargs"
+    )
+
+
+def test_a_constructed_dataset_takes_a_mask_condition_when_its_sources_carry_regions():
+    config = copy.deepcopy(_config())
+    config["construct"]["from-premises"] = {"from": ["demo-visargs"]}
+    masked = {"conditions": ["clean", "mask-random"], "prompts": ["crm-cot", "crm-answer"]}
+    config["datasets"]["premises-distract"] = {
+        "adapter": "constructed",
+        "source": "local",
+        "path": "results/construct/from-premises",
+        **masked,
+    }
+    validate_config(copy.deepcopy(config), _registry())
+    config["datasets"]["demo-distract"].update(masked)  # built from demo-diagram, ...
+    with pytest.raises(ConfigError, match="the samples of 'demo-distract' .* carry none"):
+        validate_config(config, _registry())
+
+
+def test_the_names_a_schema_allows_are_those_the_wildcards_match():
+    """The schemas take their name pattern from vlmrobust.core.paths.NAME, which the
+    Snakefile's wildcard constraint of a table or figure name is too: a condition name
+    the schema allows cannot make a file name the workflow refuses."""
+    from vlmrobust.core.paths import NAME
+
+    for name, keys in (
+        ("config", ("datasets", "conditions", "construct")),
+        ("models", ("models",)),
+    ):
+        schema = load_schema(name)
+        assert schema["$defs"]["name"]["pattern"] == f"^{NAME}$"
+        for key in keys:
+            assert schema["properties"][key]["propertyNames"] == {"$ref": "#/$defs/name"}
+        raw = load_yaml(REPO / "workflow" / "schemas" / f"{name}.schema.yaml")
+        assert "pattern" not in raw["$defs"]["name"]  # the file gives none of its own
+    assert re.search(r"^    name=paths\.NAME,$", (REPO / "Snakefile").read_text(), flags=re.M)
+    for allowed in ("corrupt-s3", "corrupt.v2", "c_1"):
+        assert re.fullmatch(NAME, f"table1_{allowed}")
+    config = copy.deepcopy(_config())
+    config["conditions"]["bad/name"] = {"perturbation": "none"}
+    with pytest.raises(ConfigError, match=r"key 'conditions': 'bad/name' does not match"):
+        validate_config(config, _registry())
+
+
 def test_schema_enums_match_the_package_registries():
     from vlmrobust.data import ADAPTERS
     from vlmrobust.perturb import CORRUPTION_METHODS, PERTURBATIONS

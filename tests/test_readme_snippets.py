@@ -1,4 +1,6 @@
-"""Every YAML configuration snippet of README.md and config/README.md is valid.
+"""Every YAML configuration snippet of README.md and config/README.md is valid, and no
+`snakemake` command of the documentation hands a target to an option that takes
+several values (``--configfile``, ``--config``), which would read it as a configuration.
 
 A snippet is a ```yaml block. One with a top-level ``models`` key is a whole run
 configuration and is validated as it is (its local files must exist: it is meant to run
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -126,3 +129,80 @@ def test_a_broken_snippet_fails(monkeypatch):
 def test_snippet_extraction():
     text = "a\n```yaml\nx: 1\n```\n<!-- snippet: illustrative -->\n```yaml\ny: [\n```\n"
     assert yaml_snippets(text) == [(2, "x: 1\n", False), (6, "y: [\n", True)]
+
+
+# --------------------------------------------------------------------------- commands
+
+#: Snakemake's options with nargs '+': what each of their values is (anything else after
+#: them is a target Snakemake would read as one more value)
+_MANY_VALUES = {
+    "--configfile": lambda w: w.endswith((".yaml", ".yml", ".json")),
+    "--configfiles": lambda w: w.endswith((".yaml", ".yml", ".json")),
+    "--config": lambda w: "=" in w,
+}
+_CODE = re.compile(r"^```[a-z]*[ \t]*\n(.*?)^```[ \t]*$|`([^`\n]+)`", re.M | re.S)
+
+
+def snakemake_commands(text: str) -> list[str]:
+    """The `snakemake` command lines of a Markdown text: in code blocks (continuation
+    lines joined) and in inline code."""
+    found = []
+    for m in _CODE.finditer(text):
+        code = (m.group(1) or m.group(2)).replace("\\\n", " ")
+        found += [line for line in code.splitlines() if re.search(r"\bsnakemake\s", line)]
+    return found
+
+
+def targets_read_as_config(command: str) -> list[str]:
+    """The words Snakemake would take as values of --configfile / --config although they
+    are no configuration: targets written after such an option."""
+    words = shlex.split(command, comments=True)
+    start = next(i for i, w in enumerate(words) if w.endswith("snakemake"))
+    wrong, option = [], None
+    for word in words[start + 1 :]:
+        if word == "--":
+            break
+        if word.startswith("-"):
+            option = word if word in _MANY_VALUES else None
+        elif option is not None and not _MANY_VALUES[option](word):
+            wrong.append(word)
+    return wrong
+
+
+COMMAND_DOCS = (
+    "README.md",
+    "config/README.md",
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md")),
+)
+
+
+def test_no_documented_command_reads_a_target_as_a_configuration():
+    wrong = {
+        (doc, command): targets_read_as_config(command)
+        for doc in COMMAND_DOCS
+        for command in snakemake_commands((REPO / doc).read_text(encoding="utf-8"))
+        if targets_read_as_config(command)
+    }
+    assert not wrong, wrong
+    readme = snakemake_commands((REPO / "README.md").read_text(encoding="utf-8"))
+    assert any("--configfile=" in c for c in readme) and len(readme) >= 5
+
+
+def test_a_target_after_configfile_is_found():
+    assert targets_read_as_config(
+        ".venv/bin/snakemake -n --configfile cfg.yaml results/a.csv  # what runs"
+    ) == ["results/a.csv"]
+    assert targets_read_as_config("snakemake --config 'models=[a]' seed=1 figures/b.png") == [
+        "figures/b.png"
+    ]
+    for fine in (
+        "snakemake -n --configfile=cfg.yaml results/a.csv",
+        "snakemake -n results/a.csv --configfile cfg.yaml other.yml",
+        "snakemake -n --configfile cfg.yaml -- results/a.csv",
+        "HF_TOKEN=x snakemake --cores 8 --configfile config/paper.yaml",
+    ):
+        assert targets_read_as_config(fine) == [], fine
+    text = (
+        "a `snakemake -n --config x=1 T` b\n```bash\nsnakemake \\\n  --configfile c.yaml T2\n```\n"
+    )
+    assert [targets_read_as_config(c) for c in snakemake_commands(text)] == [["T"], ["T2"]]

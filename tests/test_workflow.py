@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import pytest
 
 from vlmrobust.core.io import read_jsonl, sha256_file
 
-from .conftest import BIN, QUICK_TRAIN, copy_repo, helper_processes, run
+from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, helper_processes, run
 
 # Small demo data and a short training (the models learn little; the DAG is the point).
 DEMO = f"demo={{n_per_family: 3, train: {json.dumps(QUICK_TRAIN)}}}"
@@ -528,6 +529,160 @@ def test_a_new_demo_generator_version_reruns_the_demo_data(tmp_path):
     out = proc.stdout + proc.stderr
     assert re.search(r"^demo_data\s+1$", out, flags=re.M), out[-2000:]
     assert "Params have changed" in out, out[-2000:]
+
+
+def dry_run_jobs(text: str) -> list[tuple[str, str]]:
+    """(rule, its text) of every job a dry run prints: from its ``rule <name>:`` line to
+    the next job's time stamp (or the job statistics)."""
+    return re.findall(r"^rule (\w+):\n(.*?)(?=^\[|^Job stats|\Z)", text, flags=re.M | re.S)
+
+
+def dry_run(workdir: Path, configfile: Path, *targets: str) -> str:
+    """The text of ``snakemake -n`` with ``configfile`` (the package of ``workdir``)."""
+    cmd = [str(BIN / "snakemake"), "-n", "--cores", "1", f"--configfile={configfile}", *targets]
+    proc = run(cmd, workdir, env={"PYTHONPATH": str(workdir / "workflow")})
+    return proc.stdout + proc.stderr
+
+
+def test_dag_of_two_corruption_conditions_with_hyphens_has_their_tables(tmp_path):
+    """Condition names are what the schema allows (letters, digits, `.`, `_`, `-`): with
+    two corruption conditions every table and figure is named after its condition
+    (table1_corrupt-s3) and is a target of the DAG, built by the table / figure rules."""
+    import yaml
+
+    from vlmrobust.plan import RunPlan
+    from vlmrobust.report.figures.corruption import corruption_figure_names
+    from vlmrobust.report.tables.corruption import corruption_table_names
+    from vlmrobust.studies import STUDIES
+
+    workdir = copy_repo(tmp_path / "repo")
+    conditions = ["clean", "corrupt-s3", "corrupt-s5.v2"]
+    config = {
+        "model_registry": "config/models.yaml",
+        "models": ["demo-base"],
+        "demo": {"n_per_family": 3, "families": ["diagram", "chart"], "train": QUICK_TRAIN},
+        "conditions": {
+            "clean": {"perturbation": "none"},
+            "corrupt-s3": {"perturbation": "corruption", "severities": [3]},
+            "corrupt-s5.v2": {"perturbation": "corruption", "severities": [5]},
+        },
+        "datasets": {
+            f"demo-{family}": {
+                "adapter": "demo",
+                "source": "local",
+                "path": f"results/raw/demo/{family}",
+                "group": group,
+                "conditions": conditions,
+            }
+            for family, group in (("diagram", "reasoning"), ("chart", "general"))
+        },
+    }
+    configfile = tmp_path / "two-corruptions.yaml"
+    configfile.write_text(yaml.safe_dump(config), encoding="utf-8")
+    spec = STUDIES["corruption"].spec(RunPlan.from_config(copy.deepcopy(config)), "")
+    tables, figures = corruption_table_names(spec), corruption_figure_names(spec)
+    assert "table1_corrupt-s3" in tables and "figure4_corrupt-s5.v2" in figures
+    made: dict[str, list[str]] = {"table": [], "figure": []}
+    for rule, block in dry_run_jobs(dry_run(workdir, configfile)):
+        first = re.search(r"^    output: (\S+?)(?:,|$)", block, flags=re.M)
+        if rule in made:
+            made[rule].append(Path(first.group(1)).with_suffix("").as_posix())
+    assert sorted(made["table"]) == sorted(f"results/tables/corruption/{n}" for n in tables)
+    assert sorted(made["figure"]) == sorted(f"figures/corruption/{n}" for n in figures)
+
+
+def _local_mathvision(root: Path, n_images: int) -> None:
+    """A MathVision folder in the hub's JSONL layout: 3 questions on the first images of
+    ``n_images`` small PNGs (the others are in the folder but no row names them)."""
+    from PIL import Image
+
+    (root / "images").mkdir(parents=True)
+    for i in range(1, n_images + 1):
+        Image.new("RGB", (16, 16), (i % 256, 0, 0)).save(root / "images" / f"{i}.png")
+    rows = [
+        {
+            "id": str(i),
+            "question": f"How many? {i}",
+            "options": [],
+            "answer": str(i),
+            "level": 1,
+            "subject": "counting",
+            "solution": None,
+            "image": f"images/{i}.png",
+        }
+        for i in (1, 2, 3)
+    ]
+    (root / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _samples_job(text: str) -> str:
+    """The text of the one samples job of a dry run ('' when there is none)."""
+    jobs = [block for rule, block in dry_run_jobs(text) if rule == "samples"]
+    assert len(jobs) <= 1, text[-3000:]
+    return jobs[0] if jobs else ""
+
+
+def test_dry_run_of_a_local_folder_names_no_image_and_an_edited_image_reruns_samples(tmp_path):
+    """A local folder's images are the samples job's inputs through one listing (path,
+    size, modification time of each, brought up to date when the DAG is built): the dry
+    run names the listing, never the images; an image edited, added or removed reruns
+    the samples job, and put back (bytes and time) leaves nothing to do."""
+    workdir = copy_repo(tmp_path / "repo")
+    root = tmp_path / "mathvision"
+    _local_mathvision(root, n_images=300)
+    config = {
+        "model_registry": "config/models.yaml",
+        "models": [],
+        "datasets": {
+            "mv": {"adapter": "mathvision", "source": "local", "path": str(root), "split": "test"}
+        },
+    }
+    configfile = tmp_path / "local.yaml"
+    configfile.write_text(json.dumps(config), encoding="utf-8")
+    target = "results/samples/mv/samples.jsonl"
+    job = _samples_job(dry_run(workdir, configfile, target))
+    assert "input: " + ", ".join([str(root / "test.jsonl"), "results/listings/mv.tsv"]) in job
+    assert ".png" not in job and len(job) < 1500, job
+    run(
+        [str(BIN / "snakemake"), "--cores", "1", f"--configfile={configfile}", target],
+        workdir,
+        env={"PYTHONPATH": str(workdir / "workflow")},
+    )
+    assert _samples_job(dry_run(workdir, configfile, target)) == ""
+    image, extra, unused = root / "images/2.png", root / "images/new.png", root / "images/300.png"
+    data, st = image.read_bytes(), image.stat()
+    for change, undo in (
+        (lambda: image.write_bytes(data + b"\0"), lambda: image.write_bytes(data)),
+        (lambda: extra.write_bytes(data), extra.unlink),
+        (lambda: unused.rename(root / "300.bak"), lambda: (root / "300.bak").rename(unused)),
+    ):
+        change()
+        job = _samples_job(dry_run(workdir, configfile, target))
+        assert "reason: Updated input files: results/listings/mv.tsv" in job, job
+        undo()
+    os.utime(image, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _samples_job(dry_run(workdir, configfile, target)) == ""
+
+
+def test_dry_run_of_the_real_mathvision_samples_job_is_small(tmp_path):
+    """MATH-V test at full size (3,040 images): the samples job's text in the dry run is
+    a few lines, not every image (115 KB before the listing)."""
+    folder = REPO.parent / "shared" / "data" / "mathvision"
+    if not (folder / "data" / "test.jsonl").is_file():
+        pytest.skip(f"the real MATH-V data is not at {folder} (../shared/data/README.md)")
+    workdir = copy_repo(tmp_path / "repo")
+    config = {
+        "model_registry": "config/models.yaml",
+        "models": [],
+        "datasets": {"mathvision": {"source": "local", "path": str(folder)}},
+    }
+    configfile = tmp_path / "mathvision.yaml"
+    configfile.write_text(json.dumps(config), encoding="utf-8")
+    job = _samples_job(dry_run(workdir, configfile, "results/samples/mathvision/samples.jsonl"))
+    assert "results/listings/mathvision.tsv" in job and ".jpg" not in job, job[:2000]
+    assert len(job) < 1500, len(job)
+    listing = (workdir / "results/listings/mathvision.tsv").read_text().splitlines()
+    assert len(listing) == 1 + len(list((folder / "images").glob("*.jpg")))
 
 
 def services_of(workdir: Path) -> list[int]:

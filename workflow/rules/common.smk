@@ -8,8 +8,9 @@ from snakemake.exceptions import WorkflowError
 from vlmrobust.core import paths
 from vlmrobust.core.config import ConfigError, demo_image_files, load_yaml
 from vlmrobust.core.paths import path
+from vlmrobust.core.prompts import DEFAULT_PROMPT, PROMPTS
 from vlmrobust.plan import RunPlan
-from vlmrobust.core.workflow import alternation, ensure_cli_on_path
+from vlmrobust.core.workflow import alternation, ensure_cli_on_path, update_listing
 from vlmrobust_demo.data import DEMO_VERSION
 from vlmrobust_demo.idis import IDIS_DEMO_VERSION
 from vlmrobust.studies import STUDIES, study_folders
@@ -27,6 +28,8 @@ except ConfigError as exc:
     raise WorkflowError(f"invalid configuration:\n{exc}") from None
 
 REGISTRY = PLAN.registry
+# every prompt setting a dataset may name ({prompt} of the output paths)
+PROMPT_SETTINGS = [DEFAULT_PROMPT, *PROMPTS]
 DATASETS = PLAN.datasets
 CONDITIONS = PLAN.conditions
 MODELS = PLAN.models
@@ -55,8 +58,13 @@ def dataset_spec(wildcards):
 
 def samples_input(wildcards, questions=True):
     """What the samples of a dataset are read from (RunPlan.samples_sources); the
-    `questions` rule reads the same files but not its own output (questions=False)."""
+    `questions` rule reads the same files but not its own output (questions=False).
+    A local folder's images are one listing file (RunPlan.image_listing), brought up to
+    date here, so the dry run names it instead of every image."""
     try:
+        listing = PLAN.image_listing(wildcards.dataset)
+        if listing is not None:
+            update_listing(*listing)
         return PLAN.samples_sources(wildcards.dataset, questions=questions)
     except ConfigError as exc:
         raise WorkflowError(str(exc)) from None

@@ -259,8 +259,9 @@ class RunPlan:
         adapter reading a demo family's folder, e.g. VisArgs), the constructed candidates
         and their decisions file, or the local files; plus, for a VisArgs dataset whose
         ``question_writer`` is an LLM, the questions file of the ``questions`` step.
-        A local folder lists its row files and its image files (:data:`ROW_SUFFIXES`,
-        :data:`IMAGE_SUFFIXES`, any case), so fixing an image reruns the samples job."""
+        A local folder lists its row files (:data:`ROW_SUFFIXES`, any case) and, for its
+        image files, their listing (:meth:`image_listing`), so fixing an image reruns
+        the samples job."""
         spec = self.datasets[dataset]
         writer = (spec.get("question_writer") or {}).get("backend", "template")
         extra = []
@@ -277,13 +278,36 @@ class RunPlan:
             decisions = [spec["decisions"]] if spec["decisions"] else []
             return [f"{spec['path']}/candidates.jsonl", *decisions]
         if spec["source"] == "local":
-            root = Path(spec["path"])
-            if not root.exists():
-                raise ConfigError(f"datasets.{dataset}.path: folder {root} does not exist")
-            # images: false reads no image file (reviewers without the images)
-            suffixes = ROW_SUFFIXES + (IMAGE_SUFFIXES if spec.get("images", True) else ())
-            return files_under(root, suffixes) + extra
+            rows = files_under(self._local_folder(dataset), ROW_SUFFIXES)
+            images = self._reads_local_images(dataset)
+            return rows + ([path(paths.IMAGE_LISTING, dataset=dataset)] if images else []) + extra
         return extra
+
+    def _local_folder(self, dataset: str) -> Path:
+        """The folder of a dataset read from ``source: local``; a missing one is an error."""
+        root = Path(self.datasets[dataset]["path"])
+        if not root.exists():
+            raise ConfigError(f"datasets.{dataset}.path: folder {root} does not exist")
+        return root
+
+    def image_listing(self, dataset: str) -> tuple[str, list[str]] | None:
+        """The image files (:data:`IMAGE_SUFFIXES`, any case) of a dataset's local folder
+        as it is now, and the listing that stands for them among the samples job's
+        inputs (``paths.IMAGE_LISTING``; the rules bring it up to date when the DAG is
+        built, :func:`vlmrobust.core.workflow.update_listing`); None where the samples
+        read no image of a local folder: the hub's datasets, the demo's (its images
+        are the outputs of the demo jobs), a constructed one, and ``images: false``
+        (reviewers without the images)."""
+        if not self._reads_local_images(dataset):
+            return None
+        files = files_under(self._local_folder(dataset), IMAGE_SUFFIXES)
+        return path(paths.IMAGE_LISTING, dataset=dataset), files
+
+    def _reads_local_images(self, dataset: str) -> bool:
+        spec = self.datasets[dataset]
+        local = spec["source"] == "local" and spec["adapter"] != "constructed"
+        demo = under_demo_idis(spec["path"]) or demo_folder_family(spec["path"]) is not None
+        return local and not demo and spec.get("images", True)
 
     def condition_inputs(self, condition: str) -> list[str]:
         """Files a condition's variants job reads besides the samples: the samples files

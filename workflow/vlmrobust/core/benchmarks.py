@@ -41,6 +41,7 @@ __all__ = [
     "BENCHMARKS",
     "RECORDS_DIR",
     "GENERIC_SCORERS",
+    "REGION_META",
     "SCORER_NAMES",
     "Benchmark",
     "get_benchmark",
@@ -49,6 +50,12 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+#: the ``meta`` keys of a sample with annotated regions: every box of its image
+#: (``b_box``) and which one is its premise's (``premise_index``). A mask condition
+#: (:mod:`vlmrobust.perturb.masking`) fills one of them, so it applies only to the
+#: benchmarks whose record lists both in ``meta`` (:attr:`Benchmark.regions`).
+REGION_META = ("b_box", "premise_index")
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,11 @@ class Benchmark:
     hub_id: str | None = None
     hub_config: str | None = None
     split: str | None = None
+
+    @property
+    def regions(self) -> bool:
+        """Whether every sample carries annotated regions (:data:`REGION_META`)."""
+        return all(key in self.meta for key in REGION_META)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

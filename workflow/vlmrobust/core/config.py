@@ -16,8 +16,9 @@ import jsonschema
 import yaml
 from jsonschema import Draft202012Validator, validators
 
-from .benchmarks import BENCHMARKS, SCORER_NAMES
-from .paths import DEMO_IDIS_ROOT, DEMO_ROOT
+from .benchmarks import BENCHMARKS, REGION_META, SCORER_NAMES
+from .paths import CONSTRUCTION, DEMO_IDIS_ROOT, DEMO_ROOT, NAME
+from .paths import path as fill_template
 from .prompts import DEFAULT_PROMPT
 from .registry import API_BACKENDS, model_resources
 
@@ -90,6 +91,9 @@ def load_yaml(path: str | Path) -> Any:
 
 def load_schema(name: str) -> dict:
     schema = load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
+    if "name" in schema.get("$defs", {}):
+        # the names that fill the path templates (and the workflow's wildcards)
+        schema["$defs"]["name"]["pattern"] = f"^{NAME}$"
     if name == "config":
         _fill_benchmark_enums(schema)
     return schema
@@ -370,6 +374,7 @@ def _check_masking(config: dict) -> None:
         if not used:
             continue
         where = f"config: datasets.{name}"
+        _check_regions(config, name, used[0])
         if clean not in ds["conditions"]:
             raise ConfigError(
                 f"{where}.conditions: the mask condition {used[0]!r} is compared with "
@@ -382,6 +387,47 @@ def _check_masking(config: dict) -> None:
                 f"stages; add {', '.join(missing_prompts)} (masking.cot_prompt, "
                 "masking.answer_prompt)"
             )
+
+
+def _carries_regions(config: dict, dataset: str, seen: tuple[str, ...] = ()) -> bool:
+    """Whether the samples of ``dataset`` carry annotated regions, which a mask condition
+    fills: its benchmark record lists them in ``meta`` (``Benchmark.regions``); a
+    constructed dataset keeps its source samples' meta, so it carries them when every
+    dataset its construction edits does."""
+    ds = config["datasets"][dataset]
+    if ds["adapter"] != "constructed":
+        return BENCHMARKS[ds["adapter"]].regions
+    sources = [
+        source
+        for cname, cons in config["construct"].items()
+        if ds["path"] == fill_template(CONSTRUCTION, construction=cname)
+        for source in cons["from"]
+    ]
+    return bool(sources) and all(
+        source in config["datasets"]
+        and source not in (*seen, dataset)
+        and _carries_regions(config, source, (*seen, dataset))
+        for source in sources
+    )
+
+
+def _check_regions(config: dict, dataset: str, condition: str) -> None:
+    """A mask condition applies only to a dataset whose samples carry region boxes."""
+    if _carries_regions(config, dataset):
+        return
+    adapters = [name for name, b in BENCHMARKS.items() if b.regions]
+    able = [d for d in config["datasets"] if _carries_regions(config, d)]
+    run = (
+        f"; of this run's datasets: {', '.join(able)}" if able else "; no dataset of this run does"
+    )
+    raise ConfigError(
+        f"config: datasets.{dataset}.conditions: the mask condition {condition!r} fills a "
+        f"sample's annotated region (meta.{' and meta.'.join(REGION_META)}), and the "
+        f"samples of {dataset!r} (adapter {config['datasets'][dataset]['adapter']!r}) "
+        "carry none; a mask condition applies to a dataset whose benchmark record lists "
+        f"them in `meta` (adapter {', '.join(adapters)}, or a constructed dataset built "
+        f"from such datasets){run}"
+    )
 
 
 def _check_verdicts_only(config: dict, imp: dict, where: str) -> None:

@@ -8,9 +8,21 @@ repository root in a normal run.
 
 from __future__ import annotations
 
+#: what a name of the run that fills a template may be (a dataset, a condition, a model,
+#: a construction, an attribute extractor): the config and registry schemas allow only
+#: these (:func:`vlmrobust.core.config.load_schema` puts it into their ``$defs/name``),
+#: and it is the Snakefile's constraint of ``{name}``, a study's table or figure, whose
+#: name carries a condition's when the study has several (``table1_corrupt-s3``); the
+#: other wildcards are constrained to the run's own names
+NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+
 #: one dataset in the sample schema, and the samples stage's report beside it
 SAMPLES = "results/samples/{dataset}/samples.jsonl"
 SAMPLES_REPORT = "results/samples/{dataset}/report.json"
+#: the images of a local dataset folder, one line each with its size and modification
+#: time: the samples job's input in their place, rewritten when the DAG is built if one
+#: of them was edited, added or removed (:func:`vlmrobust.core.workflow.update_listing`)
+IMAGE_LISTING = "results/listings/{dataset}.tsv"
 #: a VisArgs dataset's questions, written by its LLM question writer
 QUESTIONS = "results/questions/{dataset}/questions.jsonl"
 #: VisArgs' images downloaded from their URLs (a cache shared by the datasets)

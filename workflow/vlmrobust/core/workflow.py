@@ -9,6 +9,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from .io import atomic_write_text
+
 
 def ensure_cli_on_path() -> None:
     """Make the ``vlmrobust`` script reachable by the rules' shell commands.
@@ -59,3 +61,37 @@ def alternation(names: Iterable[str]) -> str:
     """A regular expression matching exactly one of ``names`` (wildcard constraints)."""
     names = list(names)
     return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def file_listing(files: Iterable[str]) -> str:
+    """``files`` one per line, each with its size in bytes and its modification time in
+    nanoseconds (tab-separated, under a header): what Snakemake would compare of them."""
+    lines = ["path\tbytes\tmtime_ns"]
+    for name in files:
+        try:
+            st = os.stat(name)
+        except FileNotFoundError:  # removed since it was found: not there to read
+            continue
+        lines.append(f"{name}\t{st.st_size}\t{st.st_mtime_ns}")
+    return "\n".join(lines) + "\n"
+
+
+def update_listing(listing: str | Path, files: Iterable[str]) -> bool:
+    """Write the :func:`file_listing` of ``files`` to ``listing`` when its text differs
+    from the file's (or there is none); True when written.
+
+    A job with the listing as its input in place of the files then reruns exactly when
+    one of them is edited, added or removed (the listing is newer than the job's outputs,
+    and its content differs from the one the job last ran with), while the dry run and
+    the job's messages name one file instead of thousands. Called when the DAG is built,
+    so the listing is up to date before Snakemake compares it; a rewrite is atomic.
+    """
+    text = file_listing(files)
+    path = Path(listing)
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    atomic_write_text(path, text)
+    return True
