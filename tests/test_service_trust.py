@@ -510,3 +510,23 @@ def test_a_client_that_never_reads_delays_no_one(served, monkeypatch):
     assert [(r.key, r.text) for r in results] == [("mine", "<think>looking</think>answer for mine")]
     other.close()
     greedy.close()
+
+
+def test_a_second_service_for_one_socket_exits_before_loading(folder):
+    """A service whose socket name another process holds exits at once (the checkpoint
+    here does not exist: loading it would fail with exit code 1)."""
+    path = folder / "model.sock"
+    name = hold_name(path.with_suffix(".pid"))
+    try:
+        spec = json.dumps({"backend": "hf", "local_path": str(folder / "no-such-checkpoint")})
+        proc = subprocess.run(
+            [sys.executable, "-m", service.SERVER_MODULE, "--model", "m", "--spec", spec,
+             "--socket", str(path), "--owner", str(os.getpid())],
+            env={**tool_env(), "PYTHONPATH": str(REPO / "workflow")},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(name)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"another service holds {path}: exiting" in proc.stderr
+    assert not path.exists()

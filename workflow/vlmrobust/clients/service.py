@@ -57,6 +57,7 @@ from ..core.processes import (  # noqa: F401 - re-exported: the services' owner
     hold_name,
     is_snakemake,
     listen_at,
+    name_holder,
     pid_alive,
     remove_if_ours,
     service_dir,
@@ -205,8 +206,10 @@ class ModelServer:
         gpu: bool = False,
         idle_s: float = IDLE_S,
         poll_s: float = 0.5,
+        name: int | None = None,
     ) -> None:
         self.backend, self.path, self.owner = backend, Path(path), int(owner)
+        self.name = name  # the held lock on the socket's name (:func:`hold_name`), if taken
         self.gpu = gpu  # holds a GPU: a service of another model there may evict it
         self.fingerprint, self.slot, self.merge = fingerprint, slot, merge
         self.idle_s, self.poll_s = idle_s, poll_s
@@ -228,7 +231,7 @@ class ModelServer:
     def serve(self) -> None:
         """Bind, serve, and remove the socket when done (any reason). A second server
         for the same socket (another process holds its name) returns at once."""
-        name = hold_name(self.path.with_suffix(".pid"))
+        name = self.name if self.name is not None else hold_name(self.path.with_suffix(".pid"))
         if name is None:
             log.info("model service %s: another service holds %s", self.backend.model_id, self.path)
             self.backend.close()
@@ -707,6 +710,9 @@ def start(
     log.info("started the model service of %s (pid %d, log %s)", model_id, proc.pid, log_path)
     while not path.exists() or _ask(path, {"op": "hello"}) is None:
         code = proc.poll()
+        if code == 0 and name_holder(path.with_suffix(".pid")) is not None:
+            time.sleep(0.1)  # another service holds the name: it is starting
+            continue
         if code is not None:
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
             raise RuntimeError(
@@ -745,6 +751,10 @@ def serve_main(argv: list[str] | None = None) -> int:
     )
     from .vlm import make_backend
 
+    name = hold_name(args.socket.with_suffix(".pid"))  # before the model is loaded
+    if name is None:
+        log.info("another service holds %s: exiting", args.socket)
+        return 0
     spec = json.loads(args.spec)
     gpu = spec.get("backend") != "embedding" and _cuda_available()
     if gpu:
@@ -778,6 +788,7 @@ def serve_main(argv: list[str] | None = None) -> int:
         merge=args.merge,
         gpu=gpu,
         idle_s=args.idle_s,
+        name=name,
     )
     server.serve()
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import socket
 import stat
@@ -43,6 +44,9 @@ TMP_BASE = Path("/tmp")
 #: names in the folder are at most this long.
 SOCKET_PATH_MAX = 107
 SOCKET_NAME_MAX = 40
+
+
+_WARNED: set[tuple[str, ...]] = set()  # folders passed over, said once per process
 
 
 class UnsafeFolderError(PermissionError):
@@ -70,9 +74,16 @@ def service_dir() -> Path:
     problems = []
     for folder in _default_folders():
         try:
-            return private_folder(folder, parents=folder.parent != TMP_BASE)
+            chosen = private_folder(folder, parents=folder.parent != TMP_BASE)
         except (UnsafeFolderError, OSError) as exc:
             problems.append(str(exc))
+            continue
+        if problems and tuple(problems) not in _WARNED:
+            _WARNED.add(tuple(problems))
+            logging.getLogger(__name__).warning(
+                "socket folder %s (passed over: %s)", chosen, "; ".join(problems)
+            )
+        return chosen
     raise UnsafeFolderError(
         "no private folder for the run's sockets ("
         + "; ".join(problems)
