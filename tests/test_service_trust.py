@@ -29,6 +29,7 @@ import pytest
 
 from tests.conftest import REPO, helper_processes, tool_env
 from tests.test_infer_run import EchoBackend
+from tests.test_launcher import run_env
 from tests.test_service import request, serve_in_thread, wait_until
 from vlmrobust import launcher
 from vlmrobust.clients import service
@@ -180,23 +181,26 @@ def test_the_default_folder_is_made_private_when_missing(default_base):
 # --------------------------------------------------------------------- the peers
 
 
+def _one_client(path: Path, answer: bytes = b"") -> None:
+    """Listen at ``path`` (open to all), take one client, answer it, close."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
+        srv.bind(str(path))
+        os.chmod(path, 0o777)
+        srv.listen(1)
+        srv.settimeout(20)
+        conn, _ = srv.accept()
+        if answer:
+            conn.recv(1000)
+            conn.sendall(answer)
+        time.sleep(1)
+        conn.close()
+
+
 def _forged_service(path: Path, fingerprint: str):
     """As another user: a fake model service that answers hello with a fingerprint."""
-
-    def work():
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
-            srv.bind(str(path))
-            os.chmod(path, 0o777)
-            srv.listen(1)
-            srv.settimeout(20)
-            conn, _ = srv.accept()
-            conn.recv(1000)
-            hello = {"model": "m", "fingerprint": fingerprint, "backend": "hf"}
-            conn.sendall(json.dumps({**hello, "revision": "r", "batch_size": 1}).encode() + b"\n")
-            time.sleep(1)
-            return "served"
-
-    return work
+    hello = {"model": "m", "fingerprint": fingerprint, "backend": "hf", "revision": "r"}
+    answer = json.dumps({**hello, "batch_size": 1}).encode() + b"\n"
+    return lambda: _one_client(path, answer) or "served"
 
 
 @as_root
@@ -246,14 +250,7 @@ def test_a_runner_of_another_user_is_refused(open_folder):
 
     def work():
         name = hold_name(open_folder / "fake.pid")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
-            srv.bind(str(path))
-            os.chmod(path, 0o777)
-            srv.listen(1)
-            srv.settimeout(20)
-            conn, _ = srv.accept()
-            time.sleep(1)
-            conn.close()
+        _one_client(path)
         os.close(name)
         return "served"
 
@@ -317,21 +314,7 @@ def test_a_job_never_signals_a_pid_the_runner_reports(folder, tmp_path, monkeypa
 # --------------------------------------------------------------------- the job runner
 
 
-@pytest.fixture
-def runner_env(tmp_path, folder):
-    owner = subprocess.Popen(["sleep", "600"])
-    env = {
-        **tool_env(),
-        "VLMROBUST_SERVICE_OWNER": str(owner.pid),
-        "VLMROBUST_SERVICE_DIR": str(folder),
-        "PYTHONPATH": str(REPO / "workflow"),
-    }
-    yield {"owner": owner, "folder": folder, "env": env, "cwd": tmp_path}
-    owner.kill()
-    owner.wait()
-    for pid in helper_processes("vlmrobust.launcher", mentions=folder):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+runner_env = run_env  # an owner, a private socket folder, a job's environment
 
 
 def job(ctx, *args, timeout: float = 60):
