@@ -109,8 +109,13 @@ def settings(models: list[str], registry: Path, defaults: bool) -> list[dict]:
     for family in families if defaults else []:
         patch, merge, lo, hi = FAMILIES[family]
         out.append(
-            {"name": f"{family} processor defaults", "patch": patch, "merge": merge,
-             "min_pixels": lo, "max_pixels": hi}  # fmt: skip
+            {
+                "name": f"{family} processor defaults",
+                "patch": patch,
+                "merge": merge,
+                "min_pixels": lo,
+                "max_pixels": hi,
+            }
         )
     return out
 

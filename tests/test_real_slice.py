@@ -87,7 +87,7 @@ def _config(workdir: Path, mathv: Path) -> str:
                 "display": "LogicVista",
                 "limit": 20,
             },
-        },  # fmt: skip
+        },
     }
     path = workdir / "config" / "real-slice.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -158,7 +158,10 @@ def _convert_row(
             files.append((fname, enc))
             extra.append(str(where.images_dir / fname))
         meta[meta_key] = extra
-    if downscaled:  # only then: a sample whose images fit keeps its meta as it was
+    # the stage's own record (never one a draft copied from another sample's meta);
+    # only there when an image was downscaled: a sample whose images fit keeps its meta
+    meta.pop("downscaled_images", None)
+    if downscaled:
         meta["downscaled_images"] = downscaled
     return _sample(sid, name, paths, draft, meta), files
 
