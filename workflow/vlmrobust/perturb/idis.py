@@ -31,7 +31,9 @@ Six perturbations, each a condition's ``perturbation`` value (config keys in
   The mask is the exact glyph pixels (alpha > 0 of the rendered text).
 * ``diagram`` — Idis-math visual distractors: the target diagram is pasted UNSCALED at
   the centre of a white square canvas (``canvas``, grown to ``ceil(longer side / 0.6)``
-  when the diagram is larger than 60 % of it), and ``k`` whole figures around it:
+  when the diagram is larger than 60 % of it, but never past the dataset's
+  ``max_pixels``: a diagram too large for that canvas is scaled down to fit, recorded in
+  ``params.target_source_size``; docs/large-images.md), and ``k`` whole figures around it:
   ``aligned`` = diagrams of other samples of the same concept family
   (``meta.concept_family``), ``conflicting`` = diagrams of ONE other family,
   ``irrelevant`` = table images of LogicVista (``irrelevant_samples``: the samples whose
@@ -885,8 +887,9 @@ def _place_figures(
 def _apply_math(
     image: Image.Image, params: dict[str, Any], seed: int
 ) -> tuple[Image.Image, Image.Image, dict[str, Any]]:
-    """The ``apply`` of ``diagram`` and ``handwritten``: the diagram unscaled at its box
-    of a white canvas, the figures pasted at theirs."""
+    """The ``apply`` of ``diagram`` and ``handwritten``: the diagram at its box of a white
+    canvas (unscaled, or resized to the box when the plan scaled it down to keep the canvas
+    within ``max_pixels``: ``target_source_size``), the figures pasted at theirs."""
     side = int(params["canvas"])
     base = Image.new("RGB", (side, side), (255, 255, 255))
     target = to_rgb(image)
