@@ -212,7 +212,8 @@ def test_infer_params_change_with_the_checkpoint_only(tmp_path):
     assert params("m-ref")["model_spec"] == {
         "backend": "hf",
         "hf_repo": "Qwen/Qwen2.5-VL-7B-Instruct",
-        "options": {},
+        # the model card's 256-1280 vision tokens (docs/large-images.md)
+        "options": {"min_pixels": 256 * 28 * 28, "max_pixels": 1280 * 28 * 28},
     }
     assert params("m-ref")["prompt_versions"] == prompt_versions("default", "demo")
     for model, key in [("m-revision", "revision"), ("m-options", "options"), ("m-repo", "hf_repo")]:

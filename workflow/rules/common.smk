@@ -75,6 +75,11 @@ def condition_spec(wildcards):
     return json.dumps(CONDITIONS[wildcards.condition], sort_keys=True)
 
 
+def max_pixels(wildcards):
+    """The dataset's max_pixels (filled in from samples.max_pixels): the variants' bound."""
+    return PLAN.datasets[wildcards.dataset]["max_pixels"]
+
+
 def condition_inputs(wildcards):
     """What a condition's variants job reads besides the samples (RunPlan.condition_inputs)."""
     return PLAN.condition_inputs(wildcards.condition)

@@ -17,7 +17,8 @@ rule variants:
     params:
         spec=condition_spec,
         seed=config["seed"],
+        max_pixels=max_pixels,
     shell:
         "vlmrobust variants --samples {input.samples} --condition {wildcards.condition}"
         " --spec {params.spec:q} --seed {params.seed} --threads {threads}"
-        " --out {output.manifest} > {log} 2>&1"
+        " --max-pixels {params.max_pixels} --out {output.manifest} > {log} 2>&1"

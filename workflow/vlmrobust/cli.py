@@ -29,6 +29,7 @@ from vlmrobust_demo.commands import DEMO_COMMANDS
 from . import __version__
 from .core.commands import Arg, Command, arg, required
 from .core.config import ConfigError, load_yaml, validate_config
+from .core.pixels import DEFAULT_MAX_PIXELS
 from .core.processes import IDLE_S
 
 log = logging.getLogger("vlmrobust")
@@ -152,6 +153,13 @@ COMMANDS: dict[str, Command] = {
             SAMPLES,
             arg("--seed", type=int, default=0, help="global seed (default 0)"),
             arg("--threads", type=int, default=1, help="worker processes"),
+            arg(
+                "--max-pixels",
+                type=int,
+                default=DEFAULT_MAX_PIXELS,
+                help="the dataset's max_pixels: no image beyond it (default "
+                f"{DEFAULT_MAX_PIXELS}, samples.max_pixels' default)",
+            ),
             required("--out", help="variant manifest JSONL (images go beside it)"),
         ),
     ),

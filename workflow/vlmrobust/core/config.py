@@ -501,8 +501,8 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
 
 
 def _fill_and_check_datasets(config: dict) -> None:
-    """Each dataset's adapter, scorer and on_bad_row filled in; its conditions, path and
-    demo folder checked."""
+    """Each dataset's adapter, scorer, on_bad_row and max_pixels filled in; its
+    conditions, path and demo folder checked."""
     for name, ds in config["datasets"].items():
         if ds["adapter"] is None:
             if name not in BENCHMARKS:
@@ -515,6 +515,8 @@ def _fill_and_check_datasets(config: dict) -> None:
             ds["scorer"] = BENCHMARKS[ds["adapter"]].scorer
         if ds["on_bad_row"] is None:
             ds["on_bad_row"] = config["samples"]["on_bad_row"]
+        if ds["max_pixels"] is None:
+            ds["max_pixels"] = config["samples"]["max_pixels"]
         for cond in ds["conditions"]:
             if cond not in config["conditions"]:
                 raise ConfigError(

@@ -211,12 +211,27 @@ def _letter_or_value(options: list[str], answer: str) -> tuple[str, str, list[st
     return answer, number_or_text(answer), []
 
 
+#: The options of a MATH-V question whose options are pictured: the release lists
+#: them as the bare letters (384 of the test set's 1,532 multiple-choice rows).
+PICTURED_OPTIONS = ["A", "B", "C", "D", "E"]
+#: A placeholder for a part of MATH-V's one composite image (``<image2>`` ...).
+_MATHV_PART = re.compile(r"<image([2-9]|\d{2,})>")
+
+
 class MathVision(Adapter):
-    """MathVision (``MathLLMs/MathVision`` testmini, 304).
+    """MathVision (``MathLLMs/MathVision`` testmini, 304; the test set, 3,040).
 
     Image: ``decoded_image``, else the ``image`` path. Options non-empty -> choices
-    and a letter answer; else the value (``number`` if numeric else ``text``). Meta:
-    level, subject, solution.
+    and a letter answer; else the value (``number`` if numeric else ``text``). A letter
+    ``A``-``E`` answer with empty options (test rows 59 and 434: their image pictures
+    the options A-E) is multiple choice over :data:`PICTURED_OPTIONS`, as the release
+    writes its other pictured options; ``meta.options_pictured: true`` marks it and the
+    report lists the ids (``letter_answers_without_options``). The question is kept
+    verbatim: its ``<image1>`` and, in 334 test questions, ``<image2>`` ... ``<image7>``
+    name parts of the ONE composite image, which shows each part under its placeholder
+    (``<image2>:``), so the text and the picture refer to each other as released; the
+    report counts those questions (``questions_with_image_parts``). Meta: level,
+    subject, solution (plus ``options_pictured`` where set).
     """
 
     benchmark = BENCHMARKS["mathvision"]
@@ -225,12 +240,26 @@ class MathVision(Adapter):
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         question = question_text(row)
         answer = answer_text(row.get("answer"))
-        answer, answer_type, choices = _letter_or_value(parse_list(row.get("options")), answer)
+        options = parse_list(row.get("options"))
+        meta = _pick(row, ("level", "subject", "solution"))
+        if not options and answer in PICTURED_OPTIONS:
+            options = list(PICTURED_OPTIONS)
+            meta["options_pictured"] = True
+        answer, answer_type, choices = _letter_or_value(options, answer)
         image = row.get("decoded_image")
         if image is None:
             image = row.get("image")
-        meta = _pick(row, ("level", "subject", "solution"))
         return Draft(question, answer, answer_type, [image], choices=choices, meta=meta)
+
+    def report_fields(self, samples: list[Any]) -> dict[str, Any]:
+        """``letter_answers_without_options`` (ids given the pictured options A-E) and
+        ``questions_with_image_parts`` (questions naming ``<image2>`` or a later part)."""
+        return {
+            "letter_answers_without_options": [
+                str(s.meta["source_id"]) for s in samples if s.meta.get("options_pictured")
+            ],
+            "questions_with_image_parts": sum(1 for s in samples if _MATHV_PART.search(s.question)),
+        }
 
 
 # --------------------------------------------------------------------------- ChartQA

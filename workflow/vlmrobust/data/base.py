@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
+from PIL import Image, ImageOps
 
 from ..core.benchmarks import Benchmark
 from ..core.io import read_jsonl, read_utf8
+from ..core.pixels import fit_within
 from ..core.records import missing
 
 
@@ -159,6 +160,38 @@ def load_image(value: Any, base_dir: Path | None) -> EncodedImage:
             return EncodedImage(_encode_png(img), ".png", size)
     except Exception as exc:
         raise RowProblem(f"image could not be decoded{where}: {exc}") from exc
+
+
+def _resizable(img: Image.Image) -> Image.Image:
+    """``img`` in a mode PIL resizes with a filter and PNG stores: L, LA, RGB and RGBA
+    stay; a palette or 1-bit image is expanded first (PIL would resize it with nearest
+    neighbour); any other mode becomes RGB (RGBA when it has an alpha band)."""
+    if img.mode in ("L", "LA", "RGB", "RGBA"):
+        return img
+    if img.mode == "1":
+        return img.convert("L")
+    alpha = "A" in img.getbands() or (img.mode == "P" and "transparency" in img.info)
+    return img.convert("RGBA" if alpha else "RGB")
+
+
+def bound_pixels(enc: EncodedImage, max_pixels: int) -> tuple[EncodedImage, tuple[int, int] | None]:
+    """The image within ``max_pixels`` pixels, and its size as shown before when it was
+    downscaled (else ``None``).
+
+    An image that fits is returned as it is. A larger one is decoded, its EXIF
+    orientation applied, scaled down by one factor keeping the aspect ratio
+    (:func:`~vlmrobust.core.pixels.fit_within`, Lanczos: deterministic) and stored as
+    PNG (lossless; no EXIF left to apply). The large-image policy: docs/large-images.md.
+    """
+    w, h = enc.size
+    if w * h <= max_pixels:
+        return enc, None
+    with Image.open(io.BytesIO(enc.data)) as img:
+        img.load()
+        shown = _resizable(ImageOps.exif_transpose(img))
+    size = fit_within(shown.size, max_pixels)
+    small = shown.resize(size, Image.Resampling.LANCZOS)
+    return EncodedImage(_encode_png(small), ".png", small.size), shown.size
 
 
 def image_list(value: Any) -> list[Any]:
@@ -558,6 +591,15 @@ class Adapter:
 
     def convert(self, row: dict[str, Any], index: int) -> Draft:
         raise NotImplementedError
+
+    def rescale_meta(
+        self, meta: dict[str, Any], image: int, before: tuple[int, int], after: tuple[int, int]
+    ) -> dict[str, Any]:
+        """The draft's meta once image ``image`` was downscaled from ``before`` to
+        ``after`` (width, height; the large-image policy, :func:`bound_pixels`). An
+        adapter whose meta holds pixel coordinates of an image scales them here (VisArgs:
+        the premises' boxes); by default the meta holds none and stays as it is."""
+        return meta
 
     def check(self, samples: list[Any]) -> list[str]:
         """Warnings about the finished sample list, for the report."""

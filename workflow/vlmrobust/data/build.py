@@ -23,10 +23,11 @@ from typing import Any
 from tqdm import tqdm
 
 from ..core.io import atomic_write_bytes, write_json
+from ..core.pixels import DEFAULT_MAX_PIXELS, PIL_MAX_PIXELS
 from ..core.records import Sample, safe_id, write_samples
 from ..core.released import skipped_by_reason
 from .adapters import ADAPTERS
-from .base import Adapter, BadRowError, EncodedImage, RowProblem, load_image
+from .base import Adapter, BadRowError, EncodedImage, RowProblem, bound_pixels, load_image
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,21 @@ def _check_spec(name: str, spec: dict[str, Any]) -> tuple[str, str, int | None]:
     return source, on_bad, limit
 
 
+def spec_max_pixels(key: str, spec: dict[str, Any]) -> int:
+    """The dataset's ``max_pixels`` (absent or null: :data:`DEFAULT_MAX_PIXELS`, the
+    default of ``samples.max_pixels``); anything but an integer from 1 to PIL's limit is
+    an error naming ``<key>.max_pixels``."""
+    value = spec.get("max_pixels")
+    if value is None:
+        return DEFAULT_MAX_PIXELS
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= PIL_MAX_PIXELS:
+        raise ValueError(
+            f"{key}.max_pixels: {value!r} is not a whole number of pixels from 1 to "
+            f"{PIL_MAX_PIXELS:,} (PIL's decompression-bomb limit)"
+        )
+    return value
+
+
 def _replace_dir(staged: Path, final: Path) -> None:
     if final.exists() or final.is_symlink():
         old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
@@ -77,6 +93,28 @@ def _replace_dir(staged: Path, final: Path) -> None:
         os.replace(staged, final)
 
 
+@dataclass
+class _Images:
+    """Where a row's images go and the bound they must keep (``max_pixels``)."""
+
+    base_dir: Path | None
+    images_dir: Path
+    max_pixels: int
+
+
+def _stored(
+    value: Any, fname_stem: str, where: _Images, downscaled: list[dict[str, Any]]
+) -> tuple[str, EncodedImage, tuple[int, int] | None]:
+    """One image value read, bounded to ``max_pixels`` and named ``<stem><suffix>``,
+    with its size before when it was downscaled (then also added to ``downscaled``:
+    file, size before and after)."""
+    enc, before = bound_pixels(load_image(value, where.base_dir), where.max_pixels)
+    fname = f"{fname_stem}{enc.suffix}"
+    if before is not None:
+        downscaled.append({"file": fname, "from": list(before), "to": list(enc.size)})
+    return fname, enc, before
+
+
 def _convert_row(
     adapter: Adapter,
     name: str,
@@ -84,8 +122,7 @@ def _convert_row(
     src_id: str,
     row: dict[str, Any],
     index: int,
-    base_dir: Path | None,
-    images_dir: Path,
+    where: _Images,
     with_images: bool = True,
 ) -> tuple[Sample, list[tuple[str, EncodedImage]]]:
     try:
@@ -99,12 +136,13 @@ def _convert_row(
         meta.update({meta_key: [] for meta_key in draft.extra_images})
         return _sample(sid, name, [], draft, meta), []
     files: list[tuple[str, EncodedImage]] = []
-    paths: list[str] = []
+    downscaled: list[dict[str, Any]] = []
     for k, value in enumerate(draft.images):
-        enc = load_image(value, base_dir)
-        fname = f"{sid}_{k}{enc.suffix}"
+        fname, enc, before = _stored(value, f"{sid}_{k}", where, downscaled)
         files.append((fname, enc))
-        paths.append(str(images_dir / fname))
+        if before is not None:  # pixel coordinates in the meta follow the image
+            draft.meta = adapter.rescale_meta(draft.meta, k, before, enc.size)
+    paths = [str(where.images_dir / fname) for fname, _ in files]
     if not paths:
         raise RowProblem("image is missing")
     meta = {"source_id": src_id, **draft.meta}
@@ -114,13 +152,17 @@ def _convert_row(
         extra = []
         for k, value in enumerate(values):
             try:
-                enc = load_image(value, base_dir)
+                fname, enc, _ = _stored(value, f"{sid}_{tag}_{k}", where, downscaled)
             except RowProblem as exc:
                 raise RowProblem(f"{meta_key}[{k}]: {exc.reason}") from exc
-            fname = f"{sid}_{tag}_{k}{enc.suffix}"
             files.append((fname, enc))
-            extra.append(str(images_dir / fname))
+            extra.append(str(where.images_dir / fname))
         meta[meta_key] = extra
+    # the stage's own record (never one a draft copied from another sample's meta);
+    # only there when an image was downscaled: a sample whose images fit keeps its meta
+    meta.pop("downscaled_images", None)
+    if downscaled:
+        meta["downscaled_images"] = downscaled
     return _sample(sid, name, paths, draft, meta), files
 
 
@@ -145,8 +187,11 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
     """Convert the configured dataset ``name`` into ``out`` (samples JSONL) + report.
 
     ``spec`` is the validated ``datasets.<name>`` config (adapter, source, hub_id,
-    hub_config, split, revision, path, limit, expected_size, on_bad_row, images; other
-    keys are ignored). Images go to ``out.parent / "images"``. With ``images: false``
+    hub_config, split, revision, path, limit, expected_size, on_bad_row, max_pixels,
+    images; other keys are ignored). Images go to ``out.parent / "images"``; one larger
+    than ``max_pixels`` is downscaled (:func:`~vlmrobust.data.base.bound_pixels`), listed
+    in its sample's ``meta["downscaled_images"]`` (file, size before and after) and
+    counted in the report (``images_downscaled``, ``downscaled_samples``). With ``images: false``
     no image is read or written: every sample has ``images == []`` and
     ``meta["without_images"] = True``, and the report says ``without_images: true``
     (the samples serve imported outputs only). Returns the report dict (also written
@@ -158,6 +203,7 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
     key = f"datasets.{name}"
     adapter = get_adapter(name, spec)
     source, on_bad, limit = _check_spec(name, spec)
+    max_pixels = spec_max_pixels(key, spec)
     with_images = spec.get("images", True) is not False
     if not with_images and adapter.reads_images:
         raise ValueError(
@@ -170,7 +216,8 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
     out.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=".images.", suffix=".tmp", dir=out.parent))
     try:
-        done = _convert_rows(name, adapter, src, on_bad, limit, with_images, images_dir, staged)
+        stores = _Images(src.base_dir, images_dir, max_pixels)
+        done = _convert_rows(name, adapter, src, on_bad, limit, with_images, stores, staged)
         if not done.samples:
             reasons = "; ".join(f"row {s['row']}: {s['reason']}" for s in done.skipped[:3])
             raise ValueError(
@@ -185,6 +232,14 @@ def build_samples(name: str, spec: dict[str, Any], out: Path, report: Path) -> d
     write_samples(out, done.samples)
     rep = _report(name, spec, adapter, src, done, source, on_bad, limit, with_images)
     rep.update({"samples": str(out), "images": str(images_dir)})
+    if rep["images_downscaled"]:
+        log.info(
+            "dataset %r: %d image(s) of %d sample(s) downscaled to at most %d pixels",
+            name,
+            rep["images_downscaled"],
+            len(rep["downscaled_samples"]),
+            max_pixels,
+        )
     warnings = rep["warnings"]
     write_json(report, rep)
     for w in warnings:
@@ -210,7 +265,7 @@ def _convert_rows(
     on_bad: str,
     limit: int | None,
     with_images: bool,
-    images_dir: Path,
+    stores: _Images,
     staged: Path,
 ) -> _Converted:
     """Every row of ``src`` as a sample (its images written to ``staged``), a bad row
@@ -232,7 +287,7 @@ def _convert_rows(
                     f"duplicate id: sample id {sid!r} is already used by row {seen[sid]}"
                 )
             sample, files = _convert_row(
-                adapter, name, sid, src_id, row, index, src.base_dir, images_dir, with_images
+                adapter, name, sid, src_id, row, index, stores, with_images
             )
         except RowProblem as exc:
             where = f"{adapter.id_label} {src_id!r}" if src_id is not None else (
@@ -252,6 +307,14 @@ def _convert_rows(
             break
     bar.close()
     return done
+
+
+def _downscale_fields(samples: list[Sample], max_pixels: int) -> dict[str, Any]:
+    """The report's large-image counts: the bound, the images downscaled to it and the
+    source ids of their samples (``meta.downscaled_images`` lists each one)."""
+    ids = [str(s.meta["source_id"]) for s in samples if s.meta.get("downscaled_images")]
+    n = sum(len(s.meta.get("downscaled_images") or []) for s in samples)
+    return {"max_pixels": max_pixels, "images_downscaled": n, "downscaled_samples": ids}
 
 
 def _report(
@@ -296,6 +359,7 @@ def _report(
         "rows_read": done.rows_read,
         "samples_written": len(samples),
         "images_written": done.n_images,
+        **_downscale_fields(samples, spec_max_pixels(f"datasets.{name}", spec)),
         "without_images": not with_images,
         "skipped": len(skipped),
         "skipped_by_reason": by_reason,

@@ -339,6 +339,20 @@ class VisArgs(Adapter):
         }
         return Draft(row["_question"], row["premise"], "text", [row["_image"]], meta=meta)
 
+    def rescale_meta(
+        self, meta: dict[str, Any], image: int, before: tuple[int, int], after: tuple[int, int]
+    ) -> dict[str, Any]:
+        """The boxes and ``image_size`` of a downscaled image in its new pixels (each
+        box rounded outward, as :func:`clip_box` does, and kept inside the image)."""
+        sx, sy = after[0] / before[0], after[1] / before[1]
+        boxes = []
+        for b in meta["b_box"]:
+            x0, y0 = math.floor(b["startX"] * sx), math.floor(b["startY"] * sy)
+            x1 = min(after[0], math.ceil((b["startX"] + b["w"]) * sx))
+            y1 = min(after[1], math.ceil((b["startY"] + b["h"]) * sy))
+            boxes.append({"startX": x0, "startY": y0, "w": x1 - x0, "h": y1 - y0})
+        return {**meta, "b_box": boxes, "image_size": list(after)}
+
     def check(self, samples: list[Any]) -> list[str]:
         seen: dict[str, int] = {}
         for s in samples:

@@ -8,13 +8,22 @@ from pathlib import Path
 from . import json_object, log
 
 
-def variants(condition: str, spec: str, samples: str, seed: int, threads: int, out: str) -> None:
-    """Apply ``condition`` (its configuration ``spec``) to a dataset's samples."""
+def variants(
+    condition: str, spec: str, samples: str, seed: int, threads: int, max_pixels: int, out: str
+) -> None:
+    """Apply ``condition`` (its configuration ``spec``) to a dataset's samples, no image
+    beyond the dataset's ``max_pixels``."""
     from ..perturb import build_variants
 
     t0 = time.perf_counter()
     n = build_variants(
-        Path(samples), condition, json_object(spec), seed, Path(out), threads=threads
+        Path(samples),
+        condition,
+        json_object(spec),
+        seed,
+        Path(out),
+        threads=threads,
+        max_pixels=max_pixels,
     )
     log.info(
         "condition %s: %d variants written to %s (%.1f s)",

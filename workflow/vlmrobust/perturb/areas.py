@@ -28,7 +28,8 @@ How a variant is measured
    counted again and must equal the recorded ``distractor_area``; a difference is an
    error naming the variant and the file (the mask or the manifest is stale).
    ``target_area`` is the recorded one. For the math perturbations (``diagram``,
-   ``handwritten``) the target is the whole original diagram, pasted unscaled, so when
+   ``handwritten``) the target is the whole original diagram, pasted unscaled (or scaled
+   down to its box within ``max_pixels``), so when
    ``target_area`` is missing its placed box (``target_box``, w x h) is used, still
    ``exact``. Otherwise a missing ``target_area`` (a perception sample without a target
    mask) leaves ``r_area`` null with reason ``no-target-mask`` (``distractor_area`` is
@@ -109,7 +110,7 @@ AREA_DEFAULTS: dict[str, Any] = {
     "open_px": 3,
     "min_component": 0.001,
 }
-#: Perturbations whose target is the whole original diagram, pasted unscaled.
+#: Perturbations whose target is the whole original diagram, pasted at its box.
 MATH_PERTURBATIONS = ("diagram", "handwritten")
 NO_DISTRACTOR_KINDS = ("textual", "resolution")
 TARGET_THRESHOLD = 16  # only_fg images: any channel above this is the target

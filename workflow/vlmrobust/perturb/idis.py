@@ -31,7 +31,9 @@ Six perturbations, each a condition's ``perturbation`` value (config keys in
   The mask is the exact glyph pixels (alpha > 0 of the rendered text).
 * ``diagram`` — Idis-math visual distractors: the target diagram is pasted UNSCALED at
   the centre of a white square canvas (``canvas``, grown to ``ceil(longer side / 0.6)``
-  when the diagram is larger than 60 % of it), and ``k`` whole figures around it:
+  when the diagram is larger than 60 % of it, but never past the dataset's
+  ``max_pixels``: a diagram too large for that canvas is scaled down to fit, recorded in
+  ``params.target_source_size``; docs/large-images.md), and ``k`` whole figures around it:
   ``aligned`` = diagrams of other samples of the same concept family
   (``meta.concept_family``), ``conflicting`` = diagrams of ONE other family,
   ``irrelevant`` = table images of LogicVista (``irrelevant_samples``: the samples whose
@@ -90,6 +92,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ..clients.image_edit import ImageEditCache, cached_edit, make_api_editor
 from ..clients.vlm.media import to_rgb
 from ..core.io import atomic_save_image, read_jsonl, sha256_file, write_jsonl
+from ..core.pixels import DEFAULT_MAX_PIXELS, max_side
 from ..core.records import Sample, read_samples
 from ..core.seeding import derive_seed, rng_for
 from .placement import PlacementError, mask_bbox, paste_layers, place_boxes, place_fitting
@@ -221,6 +224,24 @@ def to_canvas(image: Image.Image, canvas: int) -> Image.Image:
     if rgb.size == (canvas, canvas):
         return rgb.copy()
     return rgb.resize((canvas, canvas), _BICUBIC)
+
+
+def _bound(spec: dict[str, Any]) -> int:
+    """The dataset's ``max_pixels`` the stage put in the spec (``_max_pixels``); the
+    default for a spec prepared outside :func:`~vlmrobust.perturb.build_variants`."""
+    return int(spec.get("_max_pixels", DEFAULT_MAX_PIXELS))
+
+
+def _canvas_pixels(spec: dict[str, Any]) -> tuple[str, int]:
+    """``Perturbation.pixels`` of the canvas perturbations: a ``canvas`` x ``canvas``
+    image (for ``diagram`` and ``handwritten`` the smallest; larger ones are planned
+    within the bound)."""
+    return "canvas", int(spec["canvas"]) ** 2
+
+
+def _resize_pixels(spec: dict[str, Any]) -> tuple[str, int]:
+    """``Perturbation.pixels`` of ``resize``: its largest resolution, squared."""
+    return "resolutions", max(int(r) for r in spec["resolutions"]) ** 2
 
 
 def _shown_size(path: str, what: str) -> tuple[int, int]:
@@ -653,7 +674,9 @@ def _apply_objects(
     return out, None, info
 
 
-register(Perturbation("objects", _prepare_objects, _plan_objects, _apply_objects))
+register(
+    Perturbation("objects", _prepare_objects, _plan_objects, _apply_objects, pixels=_canvas_pixels)
+)
 
 
 # ---------------------------------------------------------------- typographic
@@ -778,7 +801,15 @@ def _apply_typographic(
     return out, _mask_image(mask), info
 
 
-register(Perturbation("typographic", _prepare_typographic, _plan_typographic, _apply_typographic))
+register(
+    Perturbation(
+        "typographic",
+        _prepare_typographic,
+        _plan_typographic,
+        _apply_typographic,
+        pixels=_canvas_pixels,
+    )
+)
 
 
 # ---------------------------------------------------------------- math: shared
@@ -793,16 +824,32 @@ class _Figure:
     problem: str | None = None  # meta.problem_index: the versions of one problem
 
 
-#: (canvas side, the diagram's box on it, the diagram's size)
-_Layout = tuple[int, list[int], tuple[int, int]]
+@dataclass(frozen=True)
+class _Layout:
+    """Where the diagram goes: the canvas side, the diagram's centred box on it and its
+    size there; ``source`` = its own size when it had to be scaled down (else None)."""
+
+    side: int
+    box: list[int]
+    size: tuple[int, int]
+    source: tuple[int, int] | None = None
 
 
-def _math_canvas(sample: Sample, canvas: int) -> _Layout:
-    """The canvas side (grown for a large diagram), the diagram's centred box, its size."""
+def _math_canvas(sample: Sample, canvas: int, max_pixels: int) -> _Layout:
+    """The canvas side (grown for a large diagram, to ``ceil(longer side / 0.6)``) and
+    the diagram's centred box. The side stays within ``max_pixels`` (the dataset's
+    bound, :mod:`vlmrobust.core.pixels`): a diagram too large for that canvas is scaled
+    down (one factor, its longer side to ``floor(0.6 x side)``), the only case in which
+    it is not pasted unscaled."""
     tw, th = _shown_size(sample.images[0], f"sample {sample.sample_id!r}")
     side = max(canvas, math.ceil(max(tw, th) / MAX_TARGET_FRACTION))
+    source = None
+    if side > max_side(max_pixels):
+        side = max_side(max_pixels)
+        factor = math.floor(MAX_TARGET_FRACTION * side) / max(tw, th)
+        source, (tw, th) = (tw, th), (max(1, round(tw * factor)), max(1, round(th * factor)))
     x0, y0 = (side - tw) // 2, (side - th) // 2
-    return side, [x0, y0, x0 + tw, y0 + th], (tw, th)
+    return _Layout(side, [x0, y0, x0 + tw, y0 + th], (tw, th), source)
 
 
 def _place_figures(
@@ -811,7 +858,7 @@ def _place_figures(
     """The params of ``k`` figures drawn from ``pool`` and placed around the diagram, each
     capped at ``figure_scale`` x side and all shrunk alike until they fit (``scales``:
     each figure's scale); raises :class:`PlacementError` when they do not."""
-    side, target_box, (tw, th) = layout
+    side, target_box, (tw, th) = layout.side, layout.box, layout.size
     figures = _pick(rng, pool, k)
     sizes = [f.size for f in figures]
     caps = [min(1.0, spec["figure_scale"] * side / max(s)) for s in sizes]
@@ -822,7 +869,7 @@ def _place_figures(
         target_box,
         spec,
     )
-    return {
+    placed = {
         "distractors": [f.sample_id for f in figures],
         "files": [f.path for f in figures],
         "boxes": boxes,
@@ -832,22 +879,29 @@ def _place_figures(
         "target_size": [tw, th],
         "canvas": side,
     }
+    if layout.source is not None:  # only then: a layout within the bound is unchanged
+        placed["target_source_size"] = list(layout.source)
+    return placed
 
 
 def _apply_math(
     image: Image.Image, params: dict[str, Any], seed: int
 ) -> tuple[Image.Image, Image.Image, dict[str, Any]]:
-    """The ``apply`` of ``diagram`` and ``handwritten``: the diagram unscaled at its box
-    of a white canvas, the figures pasted at theirs."""
+    """The ``apply`` of ``diagram`` and ``handwritten``: the diagram at its box of a white
+    canvas (unscaled, or resized to the box when the plan scaled it down to keep the canvas
+    within ``max_pixels``: ``target_source_size``), the figures pasted at theirs."""
     side = int(params["canvas"])
     base = Image.new("RGB", (side, side), (255, 255, 255))
     target = to_rgb(image)
     tb = params["target_box"]
-    if target.size != (tb[2] - tb[0], tb[3] - tb[1]):
+    planned = tuple(params.get("target_source_size") or (tb[2] - tb[0], tb[3] - tb[1]))
+    if target.size != planned:
         raise ValueError(
             f"the image is {target.width}x{target.height} but the layout was planned for "
-            f"{tb[2] - tb[0]}x{tb[3] - tb[1]}"
+            f"{planned[0]}x{planned[1]}"
         )
+    if "target_source_size" in params:  # scaled down to keep the canvas within max_pixels
+        target = target.resize((tb[2] - tb[0], tb[3] - tb[1]), _LANCZOS)
     base.paste(target, (tb[0], tb[1]))
     layers = []
     for path, box in zip(params["files"], params["boxes"], strict=True):
@@ -972,7 +1026,7 @@ def _plan_diagram(
     # hashed by setup; here only for a sample that setup was not given
     own_sha = pools["own"].get(sid) or sha256_file(sample.images[0])
     problem = _problem(sample)
-    layout = _math_canvas(sample, spec["canvas"])
+    layout = _math_canvas(sample, spec["canvas"], _bound(spec))
     plans: list[VariantPlan | Excluded] = []
     for sem in spec["semantics"]:
         for k in spec["counts"]:
@@ -1023,7 +1077,14 @@ def _plan_diagram(
 
 
 register(
-    Perturbation("diagram", _prepare_diagram, _plan_diagram, _apply_math, setup=_setup_diagram)
+    Perturbation(
+        "diagram",
+        _prepare_diagram,
+        _plan_diagram,
+        _apply_math,
+        setup=_setup_diagram,
+        pixels=_canvas_pixels,
+    )
 )
 
 
@@ -1101,7 +1162,7 @@ def _plan_handwritten(
     sid = sample.sample_id
     _one_image(sample, "handwritten")
     pool: list[_Figure] = spec["_pools"]
-    layout = _math_canvas(sample, spec["canvas"])
+    layout = _math_canvas(sample, spec["canvas"], _bound(spec))
     name = spec["name"]
     plans: list[VariantPlan | Excluded] = []
     for k in spec["counts"]:
@@ -1127,6 +1188,7 @@ register(
         _plan_handwritten,
         _apply_math,
         setup=_setup_handwritten,
+        pixels=_canvas_pixels,
     )
 )
 
@@ -1200,7 +1262,7 @@ def _plan_size(
     return plans
 
 
-register(Perturbation("size", _prepare_size, _plan_size, _paste_cutouts))
+register(Perturbation("size", _prepare_size, _plan_size, _paste_cutouts, pixels=_canvas_pixels))
 
 
 # ---------------------------------------------------------------- resize
@@ -1237,4 +1299,6 @@ def _apply_resize(
     return out, None, info
 
 
-register(Perturbation("resize", _prepare_resize, _plan_resize, _apply_resize))
+register(
+    Perturbation("resize", _prepare_resize, _plan_resize, _apply_resize, pixels=_resize_pixels)
+)

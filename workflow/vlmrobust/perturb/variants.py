@@ -93,6 +93,7 @@ from ..core.decisions import (
     read_decisions,
 )
 from ..core.io import atomic_write_bytes, sha256_bytes, sha256_file, write_json
+from ..core.pixels import DEFAULT_MAX_PIXELS
 from ..core.records import Sample, Variant, read_samples, write_variants
 from ..core.seeding import derive_seed, rng_for
 from .corruption import corrupt_image
@@ -144,17 +145,23 @@ class Excluded:
 PlanFn = Callable[[Sample, str, dict[str, Any], int], list[VariantPlan | Excluded]]
 PrepareFn = Callable[[str, dict[str, Any]], dict[str, Any]]
 SetupFn = Callable[[list[Sample], str, dict[str, Any]], dict[str, Any]]
+#: the config key and the pixels of the largest image a prepared spec builds
+PixelsFn = Callable[[dict[str, Any]], tuple[str, int]]
 
 
 @dataclass(frozen=True)
 class Perturbation:
-    """A registered perturbation (see the module docstring)."""
+    """A registered perturbation (see the module docstring). ``pixels`` (optional): the
+    key and pixel count of the largest image the prepared spec builds whatever the
+    samples (a fixed canvas, the largest resolution), checked against the dataset's
+    ``max_pixels`` before any image is made."""
 
     name: str
     prepare: PrepareFn
     plan: PlanFn
     apply: ApplyFn | None
     setup: SetupFn | None = None
+    pixels: PixelsFn | None = None
 
 
 #: name → perturbation; the names a condition's ``perturbation`` key may take.
@@ -392,6 +399,7 @@ class _Task:
     mask_path: str
     params: dict[str, Any]
     seed: int
+    max_pixels: int = DEFAULT_MAX_PIXELS
 
 
 def open_shown(path: str, what: str) -> Image.Image:
@@ -410,13 +418,27 @@ def _load_image(sample_id: str, path: str) -> Image.Image:
     return open_shown(path, f"sample {sample_id!r}")
 
 
-def _check_image(sample_id: str, path: str) -> None:
-    """Fail, naming the sample and the file, unless ``path`` decodes as an image."""
+def _check_image(sample_id: str, path: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+    """Fail, naming the sample and the file, unless ``path`` decodes as an image of at
+    most ``max_pixels`` pixels."""
     try:
         with Image.open(path) as im:
             im.load()
+            size = im.size
     except Exception as exc:
         raise ValueError(f"sample {sample_id!r}: cannot read image {path}: {exc}") from exc
+    _check_pixels(f"sample {sample_id!r}: image {path}", size, max_pixels)
+
+
+def _check_pixels(what: str, size: tuple[int, int], max_pixels: int) -> None:
+    """The large-image policy (:mod:`vlmrobust.core.pixels`): an image over the
+    dataset's ``max_pixels`` is an error naming it, never written or answered."""
+    if size[0] * size[1] > max_pixels:
+        raise ValueError(
+            f"{what} is {size[0]}x{size[1]} = {size[0] * size[1]:,} pixels, more than the "
+            f"dataset's max_pixels ({max_pixels:,}; datasets.<name>.max_pixels, default "
+            "samples.max_pixels); rebuild its samples, or raise max_pixels"
+        )
 
 
 def _png_bytes(image: Image.Image) -> bytes:
@@ -444,6 +466,8 @@ def _run_task(task: _Task) -> tuple[str, str | None, dict[str, Any] | None]:
             result, mask, info = result
         else:
             result, mask = result
+    what = f"sample {task.sample_id!r}: the {task.perturbation!r} image of {task.source}"
+    _check_pixels(what, result.size, task.max_pixels)
     data = _png_bytes(result)
     atomic_write_bytes(task.image_path, data)
     mask_sha = None
@@ -498,6 +522,7 @@ def build_variants(
     seed: int,
     out: str | os.PathLike,
     threads: int = 1,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> int:
     """Build the variant manifest of ``condition`` for the samples in ``samples_path``.
 
@@ -509,6 +534,10 @@ def build_variants(
     (the result is identical to ``threads=1``). Samples without images (a dataset with
     ``images: false``, ``meta["without_images"]``) give variants with the same ids and
     params, ``params["without_images"] = True`` and no image (for imported outputs).
+    ``max_pixels`` is the dataset's bound (``datasets.<name>.max_pixels``): a configured
+    canvas beyond it is an error before any image is made, an adaptive canvas (the Idis
+    composites) is planned within it (the spec's ``_max_pixels``), and an image beyond it
+    (kept or made) is an error naming the sample and the file.
     """
     out = Path(out)
     spec = _validated_spec(condition, spec)
@@ -521,6 +550,8 @@ def build_variants(
         verification = _read_verification(condition, spec["verification"])
     expected = spec["expected_variants"]
     spec = pert.prepare(condition, _without_stage_keys(spec))
+    _check_canvas(condition, pert, spec, max_pixels)
+    spec = {**spec, "_max_pixels": max_pixels}
     samples = read_samples(samples_path)
     if pert.setup is not None:
         spec = pert.setup(samples, condition, spec)
@@ -544,6 +575,22 @@ def build_variants(
         stage=_stage_blocks(condition, n, verification, expected),
     )
     return n
+
+
+def _check_canvas(
+    condition: str, pert: Perturbation, spec: dict[str, Any], max_pixels: int
+) -> None:
+    """A perturbation's fixed canvas (``Perturbation.pixels``) within ``max_pixels``, or
+    an error naming the key."""
+    if pert.pixels is None:
+        return
+    key, pixels = pert.pixels(spec)
+    if pixels > max_pixels:
+        raise ValueError(
+            f"{_key(condition, key)}: its images have {pixels:,} pixels, more than the "
+            f"dataset's max_pixels ({max_pixels:,}; datasets.<name>.max_pixels, default "
+            "samples.max_pixels); lower it, or raise max_pixels"
+        )
 
 
 #: The keys of a condition that the stage reads itself (taken out of the spec before
@@ -618,7 +665,7 @@ def _plan_variants(
                 continue
             if pert.apply is None:  # existing files (the sample's own by default), hashed
                 for path in plan.images if plan.images is not None else sample.images:
-                    _check_image(sample.sample_id, path)
+                    _check_image(sample.sample_id, path, spec["_max_pixels"])
                     variant.images.append(path)
                     variant.sha256.append(sha256_file(path))
                 continue
@@ -636,6 +683,7 @@ def _plan_variants(
                         mask_path=str(images_dir / f"{stem}_mask.png"),
                         params=params,
                         seed=derive_seed(seed, condition, plan.variant_id, k),
+                        max_pixels=spec["_max_pixels"],
                     )
                 )
                 slots.append((vi, k))
