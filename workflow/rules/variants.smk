@@ -17,7 +17,8 @@ rule variants:
     params:
         spec=condition_spec,
         seed=config["seed"],
+        image_format=config["variants"]["format"],
     shell:
         "vlmrobust variants --samples {input.samples} --condition {wildcards.condition}"
         " --spec {params.spec:q} --seed {params.seed} --threads {threads}"
-        " --out {output.manifest} > {log} 2>&1"
+        " --image-format {params.image_format} --out {output.manifest} > {log} 2>&1"

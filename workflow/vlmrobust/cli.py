@@ -152,6 +152,12 @@ COMMANDS: dict[str, Command] = {
             SAMPLES,
             arg("--seed", type=int, default=0, help="global seed (default 0)"),
             arg("--threads", type=int, default=1, help="worker processes"),
+            arg(
+                "--image-format",
+                choices=["png", "webp"],
+                default="png",
+                help="how written images are stored (config variants.format; default png)",
+            ),
             required("--out", help="variant manifest JSONL (images go beside it)"),
         ),
     ),

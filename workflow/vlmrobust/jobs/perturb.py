@@ -8,13 +8,21 @@ from pathlib import Path
 from . import json_object, log
 
 
-def variants(condition: str, spec: str, samples: str, seed: int, threads: int, out: str) -> None:
+def variants(
+    condition: str, spec: str, samples: str, seed: int, threads: int, image_format: str, out: str
+) -> None:
     """Apply ``condition`` (its configuration ``spec``) to a dataset's samples."""
     from ..perturb import build_variants
 
     t0 = time.perf_counter()
     n = build_variants(
-        Path(samples), condition, json_object(spec), seed, Path(out), threads=threads
+        Path(samples),
+        condition,
+        json_object(spec),
+        seed,
+        Path(out),
+        threads=threads,
+        image_format=image_format,
     )
     log.info(
         "condition %s: %d variants written to %s (%.1f s)",
