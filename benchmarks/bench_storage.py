@@ -109,7 +109,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--encoders", nargs="+", default=DEFAULT_ENCODERS, metavar="ENCODER")
     p.add_argument("--cpu", type=int, default=0, help="CPU to pin to (-1: do not pin)")
-    p.add_argument("--csv", default=None, help="also write one row per method x severity x encoder")
+    p.add_argument(
+        "--csv", default=None, help="also write one row per image x method x severity x encoder"
+    )
+    p.add_argument("--resume", action="store_true", help="keep the images --csv already holds")
     return p.parse_args(argv)
 
 
@@ -186,6 +189,29 @@ def _per_method(rows: list[dict]) -> dict[tuple[str, str], dict]:
     return out
 
 
+def resumed(args: argparse.Namespace, paths: list[Path]) -> list[dict]:
+    """The rows of the images ``--csv`` holds completely (an image cut off half-way is
+    measured again). A file measured with other methods, severities or encoders is an
+    error, left as it is."""
+    if not args.csv or not Path(args.csv).exists():
+        return []
+    with open(args.csv, newline="") as fh:
+        old = list(csv.DictReader(fh))
+    want = {(m, "" if m in ("none", "blank") else str(s), e) for m in args.methods
+            for s in args.severities for e in args.encoders}  # fmt: skip
+    other = {(r["method"], r["severity"], r["encoder"]) for r in old} - want
+    if other:
+        raise SystemExit(f"{args.csv} holds other measurements ({sorted(other)[:3]} ...); "
+                         "give its methods, severities and encoders, or another --csv")  # fmt: skip
+    keys: dict[str, set] = {}
+    for r in old:
+        keys.setdefault(r["image"], set()).add((r["method"], r["severity"], r["encoder"]))
+    names = {p.name for p in paths}
+    full = {n for n, k in keys.items() if k == want and n in names}
+    print(f"# resuming: {len(full)} image(s) already measured in {args.csv}")
+    return [r for r in old if r["image"] in full]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cv2.setNumThreads(1)
@@ -200,11 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         f"severities {args.severities}"
     )
     corrupt_image(Image.new("RGB", (64, 64)), "glass_blur", 1, 0)  # numba compiles once
-    rows: list[dict] = []
+    rows = resumed(args, paths) if args.resume else []
+    done = {r["image"] for r in rows}
     fh = open(args.csv, "w", newline="") if args.csv else None  # noqa: SIM115
     writer = csv.DictWriter(fh, fieldnames=FIELDS) if fh else None
     if writer:
         writer.writeheader()
+        writer.writerows(rows)
 
     def sink(row: dict) -> None:
         rows.append(row)
@@ -214,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     try:
-        measure(args, paths, sink)
+        measure(args, [p for p in paths if p.name not in done], sink)
     finally:
         if fh:
             fh.close()

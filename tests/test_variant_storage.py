@@ -186,9 +186,13 @@ def test_masks_stay_png_beside_webp_images(tmp_path):
     _noise("RGB", (60, 40), 4).save(img)
     box = {"startX": 5, "startY": 5, "w": 20, "h": 10}
     meta = {"b_box": [box], "premise_index": 0}
-    write_samples(tmp_path / "s.jsonl", [Sample("vis-0", "visargs", [str(img)], "q", "a", "text", meta=meta)])
+    write_samples(
+        tmp_path / "s.jsonl", [Sample("vis-0", "visargs", [str(img)], "q", "a", "text", meta=meta)]
+    )
     out = tmp_path / "m" / "manifest.jsonl"
-    build_variants(tmp_path / "s.jsonl", "mask", {"perturbation": "mask"}, 0, out, image_format="webp")
+    build_variants(
+        tmp_path / "s.jsonl", "mask", {"perturbation": "mask"}, 0, out, image_format="webp"
+    )
     (row,) = read_variants(out)
     assert row.images[0].endswith("vis-0_0.webp") and row.masks[0].endswith("vis-0_0_mask.png")
     with Image.open(row.masks[0]) as m:

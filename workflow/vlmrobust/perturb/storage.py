@@ -31,7 +31,7 @@ FORMATS = ("png", "webp")
 WEBP_MAX_SIDE = 16383
 #: Lossless WebP: ``quality`` is the effort for lossless (not a loss); ``exact`` keeps the
 #: colour under fully transparent pixels (else libwebp may change it).
-WEBP_OPTIONS = {"lossless": True, "method": 4, "quality": 80, "exact": True}
+WEBP_OPTIONS = {"lossless": True, "method": 1, "quality": 20, "exact": True}
 _WEBP_MODES = frozenset({"RGB", "RGBA"})
 _SUFFIX = {"png": ".png", "webp": ".webp"}
 

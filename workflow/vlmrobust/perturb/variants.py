@@ -70,11 +70,12 @@ import. A returned mask is written as ``<variant_id>_<k>_mask.png`` and listed i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
@@ -467,15 +468,35 @@ def _init_worker() -> None:
         pass
 
 
+@contextlib.contextmanager
+def _opencv_threads(n: int) -> Iterator[None]:
+    """OpenCV's thread pool at ``n`` threads while this process makes a job's images (its
+    default is every core of the machine whatever the job's ``threads``: two one-thread
+    jobs beside each other would each run as many threads as there are cores). The
+    results do not depend on it (OpenCV splits the rows of an image among its threads)."""
+    try:
+        import cv2
+    except ImportError:  # pragma: no cover - cv2 comes with imagecorruptions
+        yield
+        return
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(n)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(before)
+
+
 def _run_tasks(tasks: list[_Task], threads: int, desc: str) -> list[_TaskResult]:
     bar = tqdm(total=len(tasks), desc=desc, unit="img", file=sys.stderr, dynamic_ncols=True)
     results: list[_TaskResult] = []
     try:
         workers = min(threads, len(tasks))
         if workers <= 1:
-            for task in tasks:
-                results.append(_run_task(task))
-                bar.update()
+            with _opencv_threads(threads):
+                for task in tasks:
+                    results.append(_run_task(task))
+                    bar.update()
         else:
             # spawn: a fresh interpreter per worker, never a fork of a process whose
             # thread pools (OpenMP, cv2, tqdm's monitor) may hold locks.
