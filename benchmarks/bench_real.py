@@ -36,6 +36,11 @@ code on PYTHONPATH): the samples files first, then the variant manifests, and re
 - determinism: the second run, in a fresh folder (``DIR/run2``), must give the same
   manifests, sha256 for sha256 (``--no-second-run`` skips it: no RSS, no check).
 
+Before it runs it prints the forecast disk (the source megapixels of the rows times the
+bytes per megapixel bench_storage.py measured) and stops when the runs would not fit in
+90% of the free disk (``--force`` runs anyway). All of MATH-V test and LogicVista
+(``--rows 0``) at 20 x 5 is about 292,000 images, 72 GB per run as PNG (58 GB as WebP).
+
 Smoke: ``--rows 10 --corruptions gaussian_noise,glass_blur --severities 3``.
 """
 
@@ -48,8 +53,10 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 
 import argparse  # noqa: E402
 import csv  # noqa: E402
+import datetime as dt  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -82,6 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dir", type=Path, default=None, help="where to run (default: a temp dir)")
     p.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     p.add_argument("--no-second-run", action="store_true", help="no RSS, no determinism check")
+    p.add_argument("--force", action="store_true", help="run even if the disk forecast says no")
     args = p.parse_args(argv)
     args.corruptions = [m for m in args.corruptions.split(",") if m]
     args.severities = [int(s) for s in args.severities.split(",") if s]
@@ -175,11 +183,13 @@ def run(work: Path, config: dict, cores: int, own_process: bool) -> dict:
         for d, spec in config["datasets"].items()
         for c in spec["conditions"]
     ]
-    return {
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    times = {
         "samples_s": snakemake(work, cores, samples, own_process),
         "variants_s": snakemake(work, cores, manifests, own_process),
-        "manifests": manifests,
     }
+    load += " -> " + "/".join(f"{x:.1f}" for x in os.getloadavg())
+    return {**times, "overlap": overlap(work / "snakemake.log"), "load": load}
 
 
 def job_record(work: Path, rule: str, name: str) -> dict:
@@ -255,14 +265,47 @@ def job_rows(args: argparse.Namespace, config: dict, works: list[Path]) -> list[
     return rows
 
 
+STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+
+
+def overlap(log: Path, rule: str = "variants") -> dict:
+    """From a Snakemake log: the most ``rule`` jobs running at once, and their mean
+    number over the span from the first start to the last end (1 s stamps)."""
+    stamp, pending, start, spans = None, False, {}, []
+    for line in log.read_text(errors="replace").splitlines():
+        if m := STAMP.match(line):
+            stamp = dt.datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y")
+        elif line.strip() in (f"localrule {rule}:", f"rule {rule}:"):
+            pending = True
+        elif pending and (m := re.match(r"^\s+jobid: (\d+)$", line)):
+            start[m.group(1)], pending = stamp, False
+        elif (m := re.match(rf"^Finished jobid: (\d+) \(Rule: {rule}\)$", line)) and m.group(
+            1
+        ) in start:
+            spans.append((start.pop(m.group(1)), stamp))
+    if not spans:
+        return {"max": 0, "mean": 0.0}
+    edges = sorted(
+        [(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1])
+    )
+    running = most = 0
+    for _, d in edges:
+        running += d
+        most = max(most, running)
+    span = (max(b for _, b in spans) - min(a for a, _ in spans)).total_seconds()
+    busy = sum((b - a).total_seconds() for a, b in spans)
+    return {"max": most, "mean": busy / span if span else 0.0}
+
+
 def print_report(args, runs: list[dict], rows: list[dict], samples: list[dict]) -> None:
-    print(f"# {platform.python_version()} {platform.machine()}, {os.cpu_count()} CPUs; rows "
-          f"{args.rows or 'all'}, severities {args.severities}, --cores {args.cores}, "
-          f"threads.variants {args.threads}, format {args.format}")  # fmt: skip
+    print(f"# {platform.python_version()} {platform.machine()}, {os.cpu_count()} CPUs, load "
+          f"{runs[0]['load']}; rows {args.rows or 'all'}, severities {args.severities}, "
+          f"--cores {args.cores}, threads.variants {args.threads}, format {args.format}")  # fmt: skip
     for i, r in enumerate(runs, 1):
         how = "warm job runner" if i == 1 else "every job in its own process"
-        print(f"run {i} ({how}): samples stage {r['samples_s']:.1f} s, "
-              f"variants stage {r['variants_s']:.1f} s (wall, DAG included)")  # fmt: skip
+        print(f"run {i} ({how}): samples stage {r['samples_s']:.1f} s, variants stage "
+              f"{r['variants_s']:.1f} s (wall, DAG included); variants jobs at once: at most "
+              f"{r['overlap']['max']}, {r['overlap']['mean']:.2f} on average")  # fmt: skip
     for s in samples:
         print(f"samples {s['dataset']:<16} {s['s']:>6.1f} s  rss {s['rss_mb'] or 0:>6.0f} MB")
     print(f"{'dataset':<12} {'condition':<28} {'img':>5} {'s':>6} {'img/s':>6} {'lib/s':>7} "
@@ -281,11 +324,50 @@ def _f(value: float | None, width: int, digits: int) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
 
 
+#: Bytes per megapixel of a corrupted image, the mean over the 20 corruptions at
+#: severities 3 and 5 on MATH-V (benchmarks/bench_storage.py), and of one Idis variant.
+MB_PER_MP = {"png": 0.40, "webp": 0.32}
+IDIS_MB = 0.35
+
+
+def source_megapixels(data: Path, rows: int) -> dict[str, tuple[int, float]]:
+    """dataset -> (images, megapixels) of the first ``rows`` usable rows (0: all)."""
+    from PIL import Image
+
+    lines = (data / "mathvision" / "data" / "test.jsonl").read_text().splitlines()
+    mv = [data / "mathvision" / json.loads(x)["image"] for x in lines if x.strip()]
+    table = json.loads((data / "logicvista" / "data" / "dataset.json").read_text())
+    folder = data / "logicvista" / "data" / "images"
+    lv = [folder / r["imagename"] for r in table.values() if (folder / r["imagename"]).is_file()]
+    out = {}
+    for name, files in (("mathvision", mv), ("logicvista", lv)):
+        files = files[:rows] if rows else files
+        out[name] = (len(files), sum(w * h for w, h in (Image.open(f).size for f in files)) / 1e6)
+    return out
+
+
+def preflight(args: argparse.Namespace, where: Path, runs: int) -> None:
+    """Print the forecast disk of the run's variants; stop when it would not fit."""
+    import shutil
+
+    per = sum(1 if m == "blank" else len(args.severities) for m in args.corruptions)
+    src = source_megapixels(args.data.resolve(), args.rows)
+    mb = sum(mp for _, mp in src.values()) * per * MB_PER_MP[args.format]
+    mb += src["mathvision"][0] * 4 * IDIS_MB
+    where.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(where).free / 1e6
+    print(f"# forecast: {sum(n for n, _ in src.values()) * per:,} corrupted images, about "
+          f"{mb / 1e3:.1f} GB per run x {runs}; {free / 1e3:.0f} GB free in {where}")  # fmt: skip
+    if mb * runs > 0.9 * free and not args.force:
+        raise SystemExit("not enough disk for that: fewer --rows, or --force")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     where = args.dir or Path(tempfile.mkdtemp(prefix="vlmrobust-bench-real-"))
     config = make_config(args)
     works = [where / "run1"] + ([] if args.no_second_run else [where / "run2"])
+    preflight(args, where, len(works))
     runs = [run(w, config, args.cores, own_process=i > 0) for i, w in enumerate(works)]
     samples = []
     for d in config["datasets"]:
@@ -296,8 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     print_report(args, runs, rows, samples)
     print(f"# folders: {', '.join(map(str, works))}")
     if args.json:
-        args.json.write_text(json.dumps({"runs": [{k: v for k, v in r.items() if k != "manifests"}
-                             for r in runs], "samples": samples, "jobs": rows}, indent=1))  # fmt: skip
+        args.json.write_text(json.dumps({"runs": runs, "samples": samples, "jobs": rows}, indent=1))
     if any(r.get("same_sha256") is False for r in rows):
         print("NOT DETERMINISTIC: the second run gave other sha256s", file=sys.stderr)
         return 1

@@ -20,6 +20,9 @@ the forecast bytes per encoder:
   one box, about :data:`MASK_BYTES` bytes);
 - any other perturbation: not forecast (named in a note).
 
+``--measure`` also builds the MATH-V datasets' variants for real, in both formats
+(``variants.format`` png and webp), and prints their bytes beside the forecast.
+
 Image sizes: the real distribution where the data is here (MATH-V testmini, the split
 config/paper.yaml answers: the mean megapixels of its 304 images from ``--data``), else
 :data:`ASSUMED`, a mean per dataset and images per sample (each entry says why). The
@@ -34,6 +37,7 @@ import argparse
 import csv
 import json
 import statistics
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -111,6 +115,36 @@ def mathvision_mp(data: Path, split: str) -> float:
     return statistics.fmean(w * h / 1e6 for w, h in sizes)
 
 
+def measure_mathvision(plan, data: Path) -> None:
+    """The configuration's MATH-V datasets under their conditions that write images,
+    built for real (``vlmrobust.perturb.build_variants``, one process) in a temporary
+    folder in each ``variants.format``: the bytes on disk, beside the forecast."""
+    import tempfile
+
+    from vlmrobust.data.build import build_samples
+    from vlmrobust.perturb import build_variants
+
+    formats = ["png", "webp"]
+    for name, ds in plan.datasets.items():
+        if ds["adapter"] != "mathvision":
+            continue
+        with tempfile.TemporaryDirectory(prefix="vlmrobust-forecast-") as tmp:
+            spec = {**ds, "source": "local", "path": str(data / "mathvision")}
+            samples = Path(tmp) / "samples" / "samples.jsonl"
+            build_samples(name, spec, samples, samples.with_name("report.json"))
+            for cond in ds["conditions"]:
+                cspec = plan.conditions[cond]
+                if cspec["perturbation"] in NOTHING:
+                    continue
+                for fmt in formats:
+                    out = Path(tmp) / cond / fmt / "manifest.jsonl"
+                    t0 = time.perf_counter()
+                    n = build_variants(samples, cond, cspec, 0, out, image_format=fmt)
+                    size = sum(f.stat().st_size for f in out.parent.rglob("*") if f.is_file())
+                    print(f"measured {name} {cond} {fmt}: {n} variants, {size / 1e6:.1f} MB "
+                          f"in {time.perf_counter() - t0:.0f} s (one process)")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", type=Path, nargs="+", required=True)
@@ -118,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--encoders", nargs="+", default=["png", "webp"])
     ap.add_argument("--assignment", choices=["as-configured", "all"], default="as-configured")
+    ap.add_argument("--measure", action="store_true", help="also build MATH-V's variants here")
     args = ap.parse_args(argv)
     import sys
 
@@ -129,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     r = rates(args.csv, args.encoders)
     rows = forecast(plan, r, args)
     report(rows, args.encoders)
+    if args.measure:
+        measure_mathvision(plan, args.data)
     return 0
 
 

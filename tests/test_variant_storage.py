@@ -99,8 +99,10 @@ def test_unknown_format_is_an_error():
 
 def test_config_declares_the_format_with_png_as_default():
     registry = validate_registry(load_yaml(REPO / "config/models.yaml"))
-    for shipped in ("config/config.yaml", "config/paper.yaml"):
-        assert validate_config(load_yaml(REPO / shipped), registry)["variants"] == {"format": "png"}
+    # the default run keeps PNG (its bytes as before); the paper's stores WebP
+    for shipped, fmt in (("config/config.yaml", "png"), ("config/paper.yaml", "webp")):
+        assert validate_config(load_yaml(REPO / shipped), registry)["variants"] == {"format": fmt}
+    assert "variants" not in load_yaml(REPO / "config/config.yaml")  # the schema's default
     config = {**load_yaml(REPO / "config/config.yaml"), "variants": {"format": "webp"}}
     assert validate_config(config, registry)["variants"]["format"] == "webp"
     with pytest.raises(ConfigError, match=re.escape("variants.format': 'jpeg' is not one of")):

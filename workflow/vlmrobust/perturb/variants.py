@@ -5,9 +5,11 @@ its parameters. :func:`build_variants` turns the samples of one dataset into the
 variant manifest of one condition: a JSONL of :class:`~vlmrobust.core.records.Variant` rows
 plus the perturbed image files under ``out.parent / "images"``.
 
-Because the image files are named ``<variant_id>_<k>.png`` (``variant_id`` is the
-sample id for one-variant-per-sample conditions), ``out.parent`` must belong to one
-(dataset, condition) alone, e.g. ``results/variants/{dataset}/{condition}/manifest.jsonl``.
+Because the image files are named ``<variant_id>_<k>.png`` (``.webp`` with
+``variants.format: webp``, :mod:`.storage`; ``variant_id`` is the sample id for
+one-variant-per-sample conditions), ``out.parent`` must belong to one (dataset,
+condition) alone, e.g. ``results/variants/{dataset}/{condition}/manifest.jsonl``: a
+rebuild removes the files of ``images/`` that its manifest does not name.
 
 Perturbations live in the registry :data:`PERTURBATIONS` (re-exported by
 ``vlmrobust.perturb``). Each is a :class:`Perturbation`:
