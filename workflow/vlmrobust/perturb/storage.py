@@ -29,8 +29,11 @@ __all__ = ["FORMATS", "WEBP_MAX_SIDE", "WEBP_OPTIONS", "encode_image", "stored_f
 FORMATS = ("png", "webp")
 #: libwebp's largest side.
 WEBP_MAX_SIDE = 16383
-#: Lossless WebP: ``quality`` is the effort for lossless (not a loss); ``exact`` keeps the
-#: colour under fully transparent pixels (else libwebp may change it).
+#: Lossless WebP at libwebp's lossless level 1 (``cwebp -lossless -z 1``: ``method`` 1,
+#: ``quality`` 20, which for lossless is the effort, not a loss): on MATH-V 78-80% of
+#: PNG's bytes in a third to a half of its time; level 6 (libwebp's default) saves 2-5
+#: points more at 2.5-3 times the time. ``exact`` keeps the colour under fully
+#: transparent pixels (else libwebp may change it).
 WEBP_OPTIONS = {"lossless": True, "method": 1, "quality": 20, "exact": True}
 _WEBP_MODES = frozenset({"RGB", "RGBA"})
 _SUFFIX = {"png": ".png", "webp": ".webp"}
