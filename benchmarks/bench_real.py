@@ -358,7 +358,7 @@ def preflight(args: argparse.Namespace, where: Path, runs: int) -> None:
     where.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(where).free / 1e6
     print(f"# forecast: {sum(n for n, _ in src.values()) * per:,} corrupted images, about "
-          f"{mb / 1e3:.1f} GB per run x {runs}; {free / 1e3:.0f} GB free in {where}")  # fmt: skip
+          f"{mb:,.0f} MB per run x {runs}; {free / 1e3:.0f} GB free in {where}")  # fmt: skip
     if mb * runs > 0.9 * free and not args.force:
         raise SystemExit("not enough disk for that: fewer --rows, or --force")
 
