@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -279,3 +281,52 @@ def test_tiny_images_enlarged_then_reduced(w, h):
     got = corrupt_image(image, "gaussian_noise", 1, 3)
     assert got.size == (w, h)
     np.testing.assert_array_equal(np.asarray(got), expected)
+
+
+_GLASS = """
+import hashlib, sys
+import numpy as np
+from PIL import Image
+from vlmrobust.perturb.corruption import corrupt_image
+image = Image.fromarray(np.random.default_rng(5).integers(0, 256, (48, 40, 3), dtype=np.uint8))
+print(hashlib.sha256(corrupt_image(image, "glass_blur", 3, 9).tobytes()).hexdigest())
+"""
+
+
+def test_glass_blur_kernel_is_cached_on_disk_and_gives_the_same_bytes(tmp_path):
+    from vlmrobust.perturb.corruption import kernel_cache_dir
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    run = lambda: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", _GLASS], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
+    compiled = run()
+    folder = tmp_path / "vlmrobust" / "numba"
+    cached = sorted(p.name for p in folder.rglob("*glass_blur*"))
+    assert any(n.endswith(".nbi") for n in cached) and any(n.endswith(".nbc") for n in cached)
+    assert run() == compiled  # the second process loads the kernel
+    image = Image.fromarray(np.random.default_rng(5).integers(0, 256, (48, 40, 3), dtype=np.uint8))
+    assert (
+        hashlib.sha256(corrupt_image(image, "glass_blur", 3, 9).tobytes()).hexdigest() == compiled
+    )
+    assert (
+        kernel_cache_dir()
+        == Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vlmrobust" / "numba"
+    )
+
+
+@pytest.mark.parametrize("method", ["defocus_blur", "motion_blur", "frost", "spatter", "fog"])
+def test_results_do_not_depend_on_opencv_threads(method):
+    import cv2
+
+    image = Image.fromarray(np.random.default_rng(8).integers(0, 256, (400, 520, 3), np.uint8))
+    before = cv2.getNumThreads()
+    try:
+        outs = []
+        for n in (1, 2, 4):
+            cv2.setNumThreads(n)
+            outs.append(corrupt_image(image, method, 4, 3).tobytes())
+    finally:
+        cv2.setNumThreads(before)
+    assert outs[0] == outs[1] == outs[2]

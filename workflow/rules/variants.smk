@@ -18,7 +18,9 @@ rule variants:
         spec=condition_spec,
         seed=config["seed"],
         max_pixels=max_pixels,
+        image_format=config["variants"]["format"],
     shell:
         "vlmrobust variants --samples {input.samples} --condition {wildcards.condition}"
         " --spec {params.spec:q} --seed {params.seed} --threads {threads}"
-        " --max-pixels {params.max_pixels} --out {output.manifest} > {log} 2>&1"
+        " --max-pixels {params.max_pixels} --image-format {params.image_format}"
+        " --out {output.manifest} > {log} 2>&1"

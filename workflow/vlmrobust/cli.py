@@ -160,6 +160,12 @@ COMMANDS: dict[str, Command] = {
                 help="the dataset's max_pixels: no image beyond it (default "
                 f"{DEFAULT_MAX_PIXELS}, samples.max_pixels' default)",
             ),
+            arg(
+                "--image-format",
+                choices=["png", "webp"],
+                default="png",
+                help="how written images are stored (config variants.format; default png)",
+            ),
             required("--out", help="variant manifest JSONL (images go beside it)"),
         ),
     ),

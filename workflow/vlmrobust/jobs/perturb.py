@@ -9,10 +9,17 @@ from . import json_object, log
 
 
 def variants(
-    condition: str, spec: str, samples: str, seed: int, threads: int, max_pixels: int, out: str
+    condition: str,
+    spec: str,
+    samples: str,
+    seed: int,
+    threads: int,
+    max_pixels: int,
+    image_format: str,
+    out: str,
 ) -> None:
     """Apply ``condition`` (its configuration ``spec``) to a dataset's samples, no image
-    beyond the dataset's ``max_pixels``."""
+    beyond the dataset's ``max_pixels``, written images stored as ``image_format``."""
     from ..perturb import build_variants
 
     t0 = time.perf_counter()
@@ -24,6 +31,7 @@ def variants(
         Path(out),
         threads=threads,
         max_pixels=max_pixels,
+        image_format=image_format,
     )
     log.info(
         "condition %s: %d variants written to %s (%.1f s)",

@@ -5,9 +5,11 @@ its parameters. :func:`build_variants` turns the samples of one dataset into the
 variant manifest of one condition: a JSONL of :class:`~vlmrobust.core.records.Variant` rows
 plus the perturbed image files under ``out.parent / "images"``.
 
-Because the image files are named ``<variant_id>_<k>.png`` (``variant_id`` is the
-sample id for one-variant-per-sample conditions), ``out.parent`` must belong to one
-(dataset, condition) alone, e.g. ``results/variants/{dataset}/{condition}/manifest.jsonl``.
+Because the image files are named ``<variant_id>_<k>.png`` (``.webp`` with
+``variants.format: webp``, :mod:`.storage`; ``variant_id`` is the sample id for
+one-variant-per-sample conditions), ``out.parent`` must belong to one (dataset,
+condition) alone, e.g. ``results/variants/{dataset}/{condition}/manifest.jsonl``: a
+rebuild removes the files of ``images/`` that its manifest does not name.
 
 Perturbations live in the registry :data:`PERTURBATIONS` (re-exported by
 ``vlmrobust.perturb``). Each is a :class:`Perturbation`:
@@ -70,12 +72,12 @@ import. A returned mask is written as ``<variant_id>_<k>_mask.png`` and listed i
 
 from __future__ import annotations
 
-import io
+import contextlib
 import logging
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
@@ -97,6 +99,7 @@ from ..core.pixels import DEFAULT_MAX_PIXELS
 from ..core.records import Sample, Variant, read_samples, write_variants
 from ..core.seeding import derive_seed, rng_for
 from .corruption import corrupt_image
+from .storage import FORMATS, encode_image
 
 log = logging.getLogger(__name__)
 
@@ -395,11 +398,17 @@ class _Task:
     perturbation: str
     sample_id: str
     source: str
-    image_path: str
+    image_stem: str  # the image's path less its suffix (the format gives it)
+    image_format: str  # variants.format (vlmrobust.perturb.storage)
     mask_path: str
     params: dict[str, Any]
     seed: int
     max_pixels: int = DEFAULT_MAX_PIXELS
+
+
+#: What an image task gives: the stored image's path, its sha256, the mask's sha256 (or
+#: None) and what the perturbation says it placed (or None).
+_TaskResult = tuple[str, str, str | None, dict[str, Any] | None]
 
 
 def open_shown(path: str, what: str) -> Image.Image:
@@ -441,15 +450,9 @@ def _check_pixels(what: str, size: tuple[int, int], max_pixels: int) -> None:
         )
 
 
-def _png_bytes(image: Image.Image) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return buf.getvalue()
-
-
-def _run_task(task: _Task) -> tuple[str, str | None, dict[str, Any] | None]:
-    """Perturb one image, write it (and its mask); return their sha256 (mask: or None)
-    and what the perturbation says it placed (or None)."""
+def _run_task(task: _Task) -> _TaskResult:
+    """Perturb one image, write it in its format (and its mask, as PNG); return the
+    image's path, the sha256 of the bytes written and what the perturbation placed."""
     image = _load_image(task.sample_id, task.source)
     apply = PERTURBATIONS[task.perturbation].apply
     assert apply is not None
@@ -468,14 +471,15 @@ def _run_task(task: _Task) -> tuple[str, str | None, dict[str, Any] | None]:
             result, mask = result
     what = f"sample {task.sample_id!r}: the {task.perturbation!r} image of {task.source}"
     _check_pixels(what, result.size, task.max_pixels)
-    data = _png_bytes(result)
-    atomic_write_bytes(task.image_path, data)
+    data, suffix = encode_image(result, task.image_format)
+    path = task.image_stem + suffix
+    atomic_write_bytes(path, data)
     mask_sha = None
     if mask is not None:
-        mdata = _png_bytes(mask)
+        mdata, _ = encode_image(mask, "png")
         atomic_write_bytes(task.mask_path, mdata)
         mask_sha = sha256_bytes(mdata)
-    return sha256_bytes(data), mask_sha, info
+    return path, sha256_bytes(data), mask_sha, info
 
 
 def _init_worker() -> None:
@@ -490,17 +494,35 @@ def _init_worker() -> None:
         pass
 
 
-def _run_tasks(
-    tasks: list[_Task], threads: int, desc: str
-) -> list[tuple[str, str | None, dict[str, Any] | None]]:
+@contextlib.contextmanager
+def _opencv_threads(n: int) -> Iterator[None]:
+    """OpenCV's thread pool at ``n`` threads while this process makes a job's images (its
+    default is every core of the machine whatever the job's ``threads``: two one-thread
+    jobs beside each other would each run as many threads as there are cores). The
+    results do not depend on it (OpenCV splits the rows of an image among its threads)."""
+    try:
+        import cv2
+    except ImportError:  # pragma: no cover - cv2 comes with imagecorruptions
+        yield
+        return
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(n)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(before)
+
+
+def _run_tasks(tasks: list[_Task], threads: int, desc: str) -> list[_TaskResult]:
     bar = tqdm(total=len(tasks), desc=desc, unit="img", file=sys.stderr, dynamic_ncols=True)
-    results: list[tuple[str, str | None, dict[str, Any] | None]] = []
+    results: list[_TaskResult] = []
     try:
         workers = min(threads, len(tasks))
         if workers <= 1:
-            for task in tasks:
-                results.append(_run_task(task))
-                bar.update()
+            with _opencv_threads(threads):
+                for task in tasks:
+                    results.append(_run_task(task))
+                    bar.update()
         else:
             # spawn: a fresh interpreter per worker, never a fork of a process whose
             # thread pools (OpenMP, cv2, tqdm's monitor) may hold locks.
@@ -523,12 +545,16 @@ def build_variants(
     out: str | os.PathLike,
     threads: int = 1,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    image_format: str = "png",
 ) -> int:
     """Build the variant manifest of ``condition`` for the samples in ``samples_path``.
 
     Writes the manifest JSONL at ``out`` (atomically, after every image is written) and
-    the perturbed images as ``out.parent / "images" / f"{variant_id}_{k}.png"``;
-    returns the number of manifest rows. ``spec`` is the condition's config
+    the perturbed images as ``out.parent / "images" / f"{variant_id}_{k}.png"`` (or
+    ``.webp``: ``image_format``, config ``variants.format``, :mod:`.storage`; masks
+    are always PNG); returns the number of manifest rows. Files of the images folder
+    that the new manifest does not name (an earlier run's, in another format, say) are
+    removed. ``spec`` is the condition's config
     (``{"perturbation": "none"}``, ``{"perturbation": "corruption", "assignment": ...}``);
     ``seed`` the global seed; ``threads`` > 1 perturbs images in that many processes
     (the result is identical to ``threads=1``). Samples without images (a dataset with
@@ -543,6 +569,8 @@ def build_variants(
     spec = _validated_spec(condition, spec)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    if image_format not in FORMATS:
+        raise ValueError(f"image format {image_format!r}: use one of {', '.join(FORMATS)}")
     name = spec["perturbation"]
     pert = PERTURBATIONS[name]
     verification = None
@@ -557,13 +585,14 @@ def build_variants(
         spec = pert.setup(samples, condition, spec)
     images_dir = out.parent / "images"
     variants, tasks, slots, excluded = _plan_variants(
-        samples_path, samples, condition, spec, seed, verification, images_dir
+        samples_path, samples, condition, spec, seed, verification, (images_dir, image_format)
     )
     if tasks:
         images_dir.mkdir(parents=True, exist_ok=True)
         results = _run_tasks(tasks, threads, desc=f"variants {condition}")
         _record_results(name, variants, tasks, slots, results)
     n = write_variants(out, variants)
+    _remove_stale(images_dir, variants)
     _write_report(
         out.parent / "report.json",
         condition,
@@ -625,11 +654,13 @@ def _plan_variants(
     spec: dict[str, Any],
     seed: int,
     verification: Verification | None,
-    images_dir: Path,
+    storage: tuple[Path, str],
 ) -> tuple[list[Variant], list[_Task], list[tuple[int, int]], list[Excluded]]:
     """Plan every sample's variants: the manifest rows (images and hashes filled for
     variants that keep existing files), the image tasks with the (variant index, image
-    index) each fills, and the excluded variants."""
+    index) each fills, and the excluded variants. ``storage``: the images folder and
+    the format of the images written there."""
+    images_dir, image_format = storage
     name = spec["perturbation"]
     pert = PERTURBATIONS[name]
     task_spec = {k: v for k, v in spec.items() if not k.startswith("_")}  # module doc
@@ -672,14 +703,13 @@ def _plan_variants(
             params = {**task_spec, **plan.params}
             for k, path in enumerate(sample.images):
                 stem = f"{plan.variant_id}_{k}"
-                target = images_dir / f"{stem}.png"
-                variant.images.append(str(target))
                 tasks.append(
                     _Task(
                         perturbation=name,
                         sample_id=sample.sample_id,
                         source=path,
-                        image_path=str(target),
+                        image_stem=str(images_dir / stem),
+                        image_format=image_format,
                         mask_path=str(images_dir / f"{stem}_mask.png"),
                         params=params,
                         seed=derive_seed(seed, condition, plan.variant_id, k),
@@ -688,6 +718,22 @@ def _plan_variants(
                 )
                 slots.append((vi, k))
     return variants, tasks, slots, excluded
+
+
+def _remove_stale(images_dir: Path, variants: list[Variant]) -> None:
+    """Remove the files of ``images_dir`` that no variant names (as image or mask): an
+    earlier run's images in another format, or of variants this run no longer plans;
+    the folder itself when nothing is left in it."""
+    if not images_dir.is_dir():
+        return
+    named = {Path(p).absolute() for v in variants for p in (*v.images, *v.masks)}
+    stale = [f for f in images_dir.iterdir() if f.is_file() and f.absolute() not in named]
+    for f in stale:
+        f.unlink()
+    if stale:
+        log.info("%s: removed %d file(s) no variant names", images_dir, len(stale))
+    if not any(images_dir.iterdir()):
+        images_dir.rmdir()
 
 
 def _new_variant(sample: Sample, plan: VariantPlan, condition: str, name: str) -> Variant:
@@ -712,13 +758,15 @@ def _record_results(
     variants: list[Variant],
     tasks: list[_Task],
     slots: list[tuple[int, int]],
-    results: list[tuple[str, str | None, dict[str, Any] | None]],
+    results: list[_TaskResult],
 ) -> None:
-    """Fill the variants with what their image tasks gave: the hashes, ``placed`` (when
-    the perturbation said what it placed) and the masks (for every image or none)."""
+    """Fill the variants with what their image tasks gave: the stored images and their
+    hashes, ``placed`` (when the perturbation said what it placed) and the masks (for
+    every image or none). A variant's tasks come in the order of its images."""
     masks: dict[int, list[str | None]] = {}
     infos: dict[int, list[dict[str, Any] | None]] = {}
-    for task, (vi, _k), (sha, mask_sha, info) in zip(tasks, slots, results, strict=True):
+    for task, (vi, _k), (path, sha, mask_sha, info) in zip(tasks, slots, results, strict=True):
+        variants[vi].images.append(path)
         variants[vi].sha256.append(sha)
         masks.setdefault(vi, []).append(task.mask_path if mask_sha is not None else None)
         infos.setdefault(vi, []).append(info)
