@@ -51,6 +51,10 @@ include: "workflow/rules/idis.smk"
 include: "workflow/rules/studies.smk"
 
 
+# On a cluster: the short steps run beside Snakemake (config cluster.local_rules).
+workflow.localrules(*local_rules(config["cluster"]["local_rules"], workflow))
+
+
 rule all:
     default_target: True
     input:

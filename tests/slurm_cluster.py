@@ -7,7 +7,17 @@
 * a `slurm.conf` for one node (this host, all its CPUs, memory a bit below the total),
   one partition `debug` (the default), no accounting, no cgroups, free TCP ports, and
   every state, spool, pid and log path inside the temporary directory;
-* `slurmctld` and `slurmd` in the foreground (`-D`), started with `-f <slurm.conf>`.
+* `slurmctld` and `slurmd` in the foreground (`-D`), started with `-f <slurm.conf>`;
+* optionally (`gpus=N`) GPUs as generic resources: `GresTypes=gpu`, the node's
+  `Gres=gpu:N` and a `gres.conf` naming N stand-in device files (`<root>/dev/gpu<i>`,
+  character devices with /dev/null's numbers, as slurmd accepts no other kind: no
+  driver, no cgroup device limits here), so `sbatch --gpus=K`
+  is accepted, scheduled against N and answered with `CUDA_VISIBLE_DEVICES` (the
+  indices of the K devices given, set by slurmd's gres/gpu plugin);
+* optionally a node declared bigger than the machine (`cpus=`, `memory_mb=`: what a
+  GPU node of the papers' size declares), with `SlurmdParameters=config_overrides` so
+  slurmd keeps the declared sizes instead of draining the node. Nothing enforces them
+  (no cgroups): they only shape what slurmctld schedules.
 
 Clients (`sinfo`, `sbatch`, `squeue`, Snakemake's SLURM executor) find the cluster
 through `SLURM_CONF`: run them with `cluster.env`. `stop_cluster()` cancels what is
@@ -16,8 +26,9 @@ still queued, stops the daemons it started (by process id) and removes the direc
 Requirements: Linux, root, and Debian's `slurm-wlm` and `munge` packages
 (`.ci/install-slurm.sh` installs them). `missing_requirements()` says what is missing.
 
-Run `python tests/slurm_cluster.py` to get a cluster for manual experiments; it prints
-the `SLURM_CONF` to export and stops the cluster on Ctrl-C.
+Run `python tests/slurm_cluster.py [--gpus N --cpus C --memory-mb M]` to get a cluster
+for manual experiments; it prints the `SLURM_CONF` to export and stops the cluster on
+Ctrl-C.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -116,12 +128,22 @@ class SlurmCluster:
     cpus: int
     memory_mb: int
     partition: str = "debug"
+    gpus: int = 0
+    overrides: bool = False
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     start_seconds: float = 0.0
 
     @property
     def conf(self) -> Path:
         return self.root / "etc" / "slurm.conf"
+
+    @property
+    def gres_conf(self) -> Path:
+        return self.root / "etc" / "gres.conf"
+
+    def gpu_devices(self) -> list[Path]:
+        """The stand-in device files of the node's GPUs, in index order."""
+        return [self.root / "dev" / f"gpu{i}" for i in range(self.gpus)]
 
     @property
     def munge_socket(self) -> Path:
@@ -218,6 +240,7 @@ def write_config(cluster: SlurmCluster) -> None:
     while slurmd_port == ctld_port:
         slurmd_port = free_port()
     host = cluster.hostname
+    gres = write_gres(cluster)
     conf = f"""\
 # Written by tests/slurm_cluster.py: a private one-node cluster, no accounting.
 ClusterName=snaketest
@@ -248,7 +271,7 @@ SlurmctldLogFile={root / "log" / "slurmctld.log"}
 SlurmdLogFile={root / "log" / "slurmd.log"}
 SlurmctldDebug=info
 SlurmdDebug=info
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cluster.cpus} RealMemory={cluster.memory_mb} State=UNKNOWN
+{gres["types"]}{gres["overrides"]}NodeName={host} NodeAddr=127.0.0.1 CPUs={cluster.cpus} RealMemory={cluster.memory_mb}{gres["node"]} State=UNKNOWN
 PartitionName={cluster.partition} Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
     cluster.conf.write_text(conf)
@@ -260,6 +283,29 @@ PartitionName={cluster.partition} Nodes={host} Default=YES MaxTime=INFINITE Stat
             f'#!/bin/sh\nexport SLURM_CONF="{cluster.conf}"\nexec "{which(program)}" "$@"\n'
         )
         wrapper.chmod(0o755)
+
+
+def write_gres(cluster: SlurmCluster) -> dict[str, str]:
+    """The GPU lines of slurm.conf (and gres.conf with its stand-in device files) when
+    the cluster declares GPUs; empty strings when not."""
+    lines = {"types": "", "node": "", "overrides": ""}
+    if cluster.overrides:
+        lines["overrides"] = "SlurmdParameters=config_overrides\n"
+    if cluster.gpus <= 0:
+        return lines
+    (cluster.root / "dev").mkdir(mode=0o755, exist_ok=True)
+    null = os.stat("/dev/null").st_rdev  # slurmd wants character devices; nothing opens them
+    for device in cluster.gpu_devices():
+        if not device.exists():
+            os.mknod(device, 0o666 | stat.S_IFCHR, null)
+    files = f"{cluster.root / 'dev'}/gpu[0-{cluster.gpus - 1}]"
+    cluster.gres_conf.write_text(
+        "# Written by tests/slurm_cluster.py: stand-in GPUs (empty files, no driver).\n"
+        f"AutoDetect=off\nNodeName={cluster.hostname} Name=gpu File={files}\n"
+    )
+    lines["types"] = "GresTypes=gpu\n"
+    lines["node"] = f" Gres=gpu:{cluster.gpus}"
+    return lines
 
 
 try:
@@ -310,8 +356,17 @@ def _check_alive(cluster: SlurmCluster) -> None:
             )
 
 
-def start_cluster(root: Path | None = None, timeout: float = 30.0) -> SlurmCluster:
+def start_cluster(
+    root: Path | None = None,
+    timeout: float = 30.0,
+    gpus: int = 0,
+    cpus: int | None = None,
+    memory_mb: int | None = None,
+) -> SlurmCluster:
     """Start munged, slurmctld and slurmd; return once `sinfo` shows the node idle.
+
+    `gpus` declares that many stand-in GPUs (GRES); `cpus` and `memory_mb` declare the
+    node bigger than this machine (default: its own CPUs and 90 % of its memory).
 
     Raises `ClusterError` (after stopping whatever it started) when a requirement is
     missing or the node is not idle within `timeout` seconds.
@@ -324,9 +379,11 @@ def start_cluster(root: Path | None = None, timeout: float = 30.0) -> SlurmClust
     cluster = SlurmCluster(
         root=root,
         hostname=socket.gethostname().split(".")[0],
-        cpus=node_cpus(),
-        memory_mb=node_memory_mb(),
+        cpus=cpus or node_cpus(),
+        memory_mb=memory_mb or node_memory_mb(),
+        gpus=gpus,
     )
+    cluster.overrides = cluster.cpus > node_cpus() or cluster.memory_mb > node_memory_mb()
     try:
         write_config(cluster)
         munge_dir = root / "munge"
@@ -421,18 +478,27 @@ def stop_cluster(cluster: SlurmCluster) -> None:
 
 
 @contextlib.contextmanager
-def running_cluster(timeout: float = 30.0) -> Iterator[SlurmCluster]:
-    """`with running_cluster() as cluster:` start a cluster and always stop it."""
-    cluster = start_cluster(timeout=timeout)
+def running_cluster(timeout: float = 30.0, **sizes) -> Iterator[SlurmCluster]:
+    """`with running_cluster() as cluster:` start a cluster and always stop it
+    (`sizes`: `gpus`, `cpus`, `memory_mb` of `start_cluster`)."""
+    cluster = start_cluster(timeout=timeout, **sizes)
     try:
         yield cluster
     finally:
         stop_cluster(cluster)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="A private one-node SLURM cluster.")
+    ap.add_argument("--gpus", type=int, default=0, help="stand-in GPUs (GRES) of the node")
+    ap.add_argument("--cpus", type=int, default=None, help="CPUs to declare")
+    ap.add_argument("--memory-mb", type=int, default=None, help="memory (MB) to declare")
+    args = ap.parse_args(argv)
+    sizes = {"gpus": args.gpus, "cpus": args.cpus, "memory_mb": args.memory_mb}
     try:
-        with running_cluster() as cluster:
+        with running_cluster(**sizes) as cluster:
             print(f"SLURM test cluster up in {cluster.start_seconds:.1f} s (Ctrl-C stops it):")
             print(f"  export SLURM_CONF={cluster.conf}")
             with contextlib.suppress(KeyboardInterrupt):

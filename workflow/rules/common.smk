@@ -225,6 +225,19 @@ def grouped():
     )
 
 
+def local_rules(names, workflow):
+    """The rules of config `cluster.local_rules` (run beside Snakemake on a cluster),
+    after checking that each one is a rule of the workflow."""
+    rules = {r.name for r in workflow.rules}
+    unknown = sorted(set(names) - rules)
+    if unknown:
+        raise WorkflowError(
+            f"cluster.local_rules: no rule named {', '.join(unknown)} "
+            f"(rules: {', '.join(sorted(rules))})"
+        )
+    return list(names)
+
+
 def engine_group(wildcards):
     return "engine" if grouped() and wildcards.model in LOCAL_MODELS else None
 
