@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import pwd
 import re
@@ -45,6 +46,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -217,6 +219,94 @@ class SlurmCluster:
             text = log.read_text(errors="replace").splitlines()[-lines:]
             parts.append(f"--- {log.name} ---\n" + "\n".join(text))
         return "\n".join(parts) or "(no daemon logs)"
+
+
+def parse_jobs(text: str) -> list[dict[str, str]]:
+    """`scontrol show job -d --oneliner` as one dict per job. The detail keys name what
+    the job got: `GRES` (e.g. `gpu:2(IDX:0-1)`, while it runs) and `CPU_IDs`; the
+    request is `TresPerJob` (`gres:gpu:2`) and `TRES`."""
+    return [
+        dict(re.findall(r"([\w:/]+)=(\S*)", line)) for line in text.splitlines() if "JobId=" in line
+    ]
+
+
+def gpu_indices(gres: str) -> list[int]:
+    """The GPU indices of a job's `GRES=gpu:2(IDX:0-1)` detail (`IDX:0,2-3` too)."""
+    m = re.search(r"IDX:([\d,\-]+)", gres or "")
+    if not m:
+        return []
+    out: list[int] = []
+    for part in m.group(1).split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+class JobRecorder:
+    """Keeps the scheduler's word on a run: every `interval` s it asks `scontrol show job
+    -d` (all jobs, with what each got) and `sinfo` (the node's state), and appends each
+    change to a JSONL file, one `{"t": <unix time>, "job": {...}}` or `{"t", "node"}`
+    per line. slurmctld forgets what a finished job got (its GRES detail), so the run's
+    records are the ones taken while it ran. A poll that fails (slurmctld restarting)
+    is skipped and counted (`failures`)."""
+
+    def __init__(self, cluster: SlurmCluster, path: Path, interval: float = 1.0) -> None:
+        self.cluster, self.path, self.interval = cluster, Path(path), interval
+        self.failures = 0
+        self._last: dict[str, tuple] = {}
+        self._node = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> JobRecorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.poll()  # the last word
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+    def poll(self) -> None:
+        try:
+            jobs = parse_jobs(
+                self.cluster.run("scontrol", "show", "job", "-d", "--oneliner", timeout=10)
+            )
+            node = self.cluster.run("sinfo", "--noheader", "--Node", "--format=%T|%E", timeout=10)
+        except (ClusterError, subprocess.TimeoutExpired):
+            self.failures += 1
+            return
+        lines = []
+        now = time.time()
+        for job in jobs:
+            key = tuple(job.get(k) for k in ("JobState", "Reason", "GRES", "NodeList", "Restarts"))
+            if self._last.get(job["JobId"]) != key:
+                self._last[job["JobId"]] = key
+                lines.append({"t": now, "job": job})
+        if node.strip() != self._node:
+            self._node = node.strip()
+            lines.append({"t": now, "node": self._node})
+        if lines:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(line) + "\n" for line in lines)
+
+
+def read_records(path: Path) -> dict[str, list[dict]]:
+    """A recorder's file: `jobs` (job id -> its records in time order, each with `t`)
+    and `node` (the node's states in order)."""
+    jobs: dict[str, list[dict]] = {}
+    nodes = []
+    for line in Path(path).read_text().splitlines():
+        rec = json.loads(line)
+        if "job" in rec:
+            jobs.setdefault(rec["job"]["JobId"], []).append({"t": rec["t"], **rec["job"]})
+        else:
+            nodes.append(rec)
+    return {"jobs": jobs, "node": nodes}
 
 
 def write_config(cluster: SlurmCluster) -> None:
@@ -426,6 +516,28 @@ def start_cluster(
         raise
     cluster.start_seconds = time.monotonic() - started
     return cluster
+
+
+def restart_slurmctld(cluster: SlurmCluster, down_s: float = 0.0, timeout: float = 30) -> None:
+    """Stop slurmctld (SIGTERM: it saves its state), leave it down `down_s` seconds,
+    start it again from its saved state (jobs, node) and wait until it answers."""
+    _stop(cluster.processes["slurmctld"])
+    time.sleep(down_s)
+    _spawn(cluster, "slurmctld", [which("slurmctld"), "-D", "-f", str(cluster.conf)])
+
+    def answers() -> bool:
+        _check_alive(cluster)
+        return bool(cluster.node_state())
+
+    if not _wait(answers, timeout=timeout, interval=0.5):
+        raise ClusterError(f"slurmctld did not answer within {timeout:.0f} s\n{cluster.log_tail()}")
+
+
+def set_node_state(cluster: SlurmCluster, state: str, reason: str = "test") -> None:
+    """`scontrol update` the node: `DRAIN` (running jobs go on, no new one starts) or
+    `RESUME`."""
+    args = ["scontrol", "update", f"NodeName={cluster.hostname}", f"State={state}"]
+    cluster.run(*args, *([f"Reason={reason}"] if state.upper() == "DRAIN" else []))
 
 
 def _processes_using(conf: Path) -> list[int]:
