@@ -85,20 +85,43 @@ def generating(workdir: Path, cluster: SlurmCluster, exclude: set[str]) -> str |
     return None
 
 
-def partial_rows(workdir: Path) -> int:
-    return sum(
-        len(p.read_text().splitlines()) for p in (workdir / "results/outputs").rglob("*.partial")
-    )
+def mid_shard(workdir: Path, cluster: SlurmCluster, log: Path) -> tuple[str, int] | None:
+    """A running engine group job with a shard half written (rows in its partial file):
+    the job and those rows."""
+    running = set(running_groups(cluster))
+    engines = cr.engine_jobs(log.read_text(errors="replace"), {"jobs": {}})
+    for job_id, engine in engines.items():
+        if job_id not in running:
+            continue
+        for shard in engine.inner:
+            partial = workdir / f"{shard}.partial"
+            rows = len(partial.read_text().splitlines()) if partial.exists() else 0
+            if rows:
+                return job_id, rows
+    return None
+
+
+def resubmitted(log: Path, cancelled: str) -> str | None:
+    """The job Snakemake submitted again for the group job ``cancelled`` (its retry)."""
+    text = log.read_text(errors="replace")
+    engines = cr.engine_jobs(text, {"jobs": {}})
+    if cancelled not in engines:
+        return None
+    again = [j for j, e in engines.items() if e.engines == engines[cancelled].engines]
+    later = [j for j in again if int(j) > int(cancelled)]
+    return later[0] if later else None
 
 
 def inject_faults(cluster, workdir, log, proc, args, notes: list[str]) -> subprocess.Popen:
     """The four faults, in order, on the run ``proc``; the Snakemake that finishes it."""
     say = lambda text: notes.append(f"{time.strftime('%H:%M:%S')} {text}")  # noqa: E731
-    first = wait_for(lambda: generating(workdir, cluster, set()), timeout=3600)
-    if first:
-        cluster.run("scancel", first)
-        say(f"scancel {first} (an engine mid-generation; partial rows {partial_rows(workdir)})")
-    second = wait_for(lambda: generating(workdir, cluster, {first}), timeout=3600)
+    found = wait_for(lambda: mid_shard(workdir, cluster, log), timeout=3600)
+    if found:
+        cluster.run("scancel", found[0])
+        say(f"scancel {found[0]}: an engine group job mid-shard ({found[1]} rows in a partial)")
+        retry = wait_for(lambda: resubmitted(log, found[0]), timeout=600)
+        say(f"Snakemake submitted it again as job {retry}")
+    second = wait_for(lambda: generating(workdir, cluster, {found[0]} if found else set()), 3600)
     proc.send_signal(signal.SIGKILL)  # kill -9 snakemake (its jobs go on)
     proc.wait()
     say(f"kill -9 snakemake (pid {proc.pid}) while engine job {second} generates")
@@ -139,8 +162,12 @@ def one_run(cluster, root: Path, name: str, args, faults: bool) -> dict:
 
 
 def measure(cluster, workdir: Path, log: str, records_file: Path, args) -> dict:
-    """Jobs, engines, GPU-seconds and waits of a finished run, from its records and logs."""
+    """Jobs, engines, GPU-seconds and waits of a finished run, from its records and logs
+    (the scheduler's records of the jobs submitted from ``workdir``)."""
     records = cr.load_records(records_file)
+    records["jobs"] = {
+        j: recs for j, recs in records["jobs"].items() if recs[-1].get("WorkDir") == str(workdir)
+    }
     engines = cr.engine_jobs(log, records)
     services = cr.service_logs(workdir)
     allocated = busy = 0.0
@@ -261,7 +288,9 @@ def main() -> int:
     cluster = start_cluster(gpus=args.gpus, cpus=args.cpus, memory_mb=args.memory_mb)
     try:
         results = {"runs": [one_run(cluster, root, "uninterrupted", args, faults=False)]}
-        if not args.no_faults:
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=1))
+        if not args.no_faults and results["runs"][0]["exit"] == 0:
             results["runs"].append(one_run(cluster, root, "faulted", args, faults=True))
             results["comparison"] = compare(root / "uninterrupted", root / "faulted")
         results["left"] = left_behind(cluster, *(root / r["name"] for r in results["runs"]))

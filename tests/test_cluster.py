@@ -36,7 +36,7 @@ from .cluster_run import (
     study_targets,
     submissions,
 )
-from .conftest import helper_processes
+from .conftest import BIN, helper_processes, run
 from .slurm_cluster import (
     ClusterError,
     JobRecorder,
@@ -177,3 +177,11 @@ def test_every_table_and_figure_is_made_and_nothing_is_left(cluster_run):
     assert helper_processes(cwd=workdir) == []
     assert not list(Path(workdir, "results/outputs").rglob("*.partial"))
     assert (workdir / CONFIG).is_file()
+
+
+def test_a_local_dry_run_after_the_cluster_run_has_nothing_to_do(cluster_run):
+    """The files the cluster made are the ones a local run makes: nothing to redo."""
+    workdir = cluster_run[0]
+    cmd = [str(BIN / "snakemake"), "--cores", "2", "-n", "--configfile", CONFIG]
+    dry = run(cmd, workdir, env={"PYTHONPATH": str(workdir / "workflow")})
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
