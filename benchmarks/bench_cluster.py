@@ -143,7 +143,8 @@ def inject_faults(cluster, workdir, log, proc, args, notes: list[str]) -> subpro
 def one_run(cluster, root: Path, name: str, args, faults: bool) -> dict:
     """Prepare, run (with the faults), and measure one run in ``root/name``."""
     workdir = root / name
-    cr.prepare(workdir, args.rows, args.max_new_tokens, args.models, args.datasets)
+    sizes = {"rows": args.rows, "max_new_tokens": args.max_new_tokens, "max_draws": args.max_draws}
+    cr.prepare(workdir, sizes, args.models, args.datasets)
     log, records = root / f"{name}.snakemake.log", root / f"{name}.records.jsonl"
     notes: list[str] = []
     t0 = time.time()
@@ -265,13 +266,22 @@ def left_behind(cluster: SlurmCluster, *workdirs: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=2, help="samples per dataset")
-    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--max-new-tokens", type=int, default=16, help="longest answer")
+    ap.add_argument("--max-draws", type=int, default=2, help="sampled draws per question")
     ap.add_argument("--gpus", type=int, default=4, help="stand-in GPUs of the node")
     ap.add_argument("--cpus", type=int, default=32, help="CPUs the node declares")
     ap.add_argument("--memory-mb", type=int, default=1_500_000, help="memory it declares")
     ap.add_argument("--models", nargs="+", default=None, help="default: every paper model")
     ap.add_argument("--datasets", nargs="+", default=None, help="default: every dataset")
-    ap.add_argument("--no-faults", action="store_true")
+    ap.add_argument("--no-faults", action="store_true", help="the uninterrupted run only")
+    ap.add_argument("--only-faults", action="store_true", help="the faulted run only")
+    ap.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("UNINTERRUPTED", "FAULTED"),
+        help="only compare two finished runs' folders (tables, figures, rows)",
+    )
     ap.add_argument("--down-s", type=float, default=10.0, help="slurmctld down this long")
     ap.add_argument("--drain-s", type=float, default=20.0, help="node drained this long")
     ap.add_argument(
@@ -279,6 +289,10 @@ def main() -> int:
     )
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = ap.parse_args()
+    if args.compare:
+        comparison = compare(*args.compare)
+        report({"runs": [], "comparison": comparison, "left": {}}, args)
+        return 1 if comparison["differences"] or comparison["rows_lost"] else 0
     reason = cr.missing_data()
     if reason:
         print(f"skipped: {reason}", file=sys.stderr)
@@ -287,11 +301,14 @@ def main() -> int:
     root.mkdir(parents=True, exist_ok=True)
     cluster = start_cluster(gpus=args.gpus, cpus=args.cpus, memory_mb=args.memory_mb)
     try:
-        results = {"runs": [one_run(cluster, root, "uninterrupted", args, faults=False)]}
+        results = {"runs": []}
+        if not args.only_faults:
+            results["runs"].append(one_run(cluster, root, "uninterrupted", args, faults=False))
         if args.out:
             args.out.write_text(json.dumps(results, indent=1))
-        if not args.no_faults and results["runs"][0]["exit"] == 0:
+        if not args.no_faults and all(r["exit"] == 0 for r in results["runs"]):
             results["runs"].append(one_run(cluster, root, "faulted", args, faults=True))
+        if len(results["runs"]) == 2:
             results["comparison"] = compare(root / "uninterrupted", root / "faulted")
         results["left"] = left_behind(cluster, *(root / r["name"] for r in results["runs"]))
     finally:

@@ -74,16 +74,17 @@ def cut_down(config: dict, models: list[str], datasets: list[str]) -> dict:
 
 def prepare(
     workdir: Path,
-    rows: int,
-    max_new_tokens: int,
+    sizes: dict[str, int],
     models: list[str] | None = None,
     datasets: list[str] | None = None,
 ) -> Path:
-    """A copy of the working tree in ``workdir`` with the stand-in run at CONFIG."""
+    """A copy of the working tree in ``workdir`` with the stand-in run at CONFIG
+    (``sizes``: rows, max_new_tokens, max_draws of ``vlmrobust demo-standins``)."""
     copy_repo(workdir)
     cmd = [str(BIN / "vlmrobust"), "demo-standins", "--out", "standins"]
-    cmd += ["--shared", str(SHARED_DATA), "--rows", str(rows)]
-    cmd += ["--max-new-tokens", str(max_new_tokens)]
+    cmd += ["--shared", str(SHARED_DATA)]
+    for key, value in sizes.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
     env = {**os.environ, "PYTHONPATH": str(workdir / "workflow"), "VLMROBUST_SERVICE_OWNER": "off"}
     subprocess.run(cmd, cwd=workdir, env=env, check=True, capture_output=True, timeout=120)
     if models is not None:

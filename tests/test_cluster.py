@@ -79,7 +79,8 @@ def cluster_run(gpu_cluster, tmp_path_factory):
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("cluster")
     workdir = root / "repo"
-    prepare(workdir, rows=2, max_new_tokens=16, models=MODELS, datasets=DATASETS)
+    sizes = {"rows": 2, "max_new_tokens": 16, "max_draws": 2}
+    prepare(workdir, sizes, models=MODELS, datasets=DATASETS)
     records, log = root / "records.jsonl", root / "snakemake.log"
     with JobRecorder(gpu_cluster, records, interval=0.5):
         proc = start(gpu_cluster, workdir, log)

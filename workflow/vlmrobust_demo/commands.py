@@ -77,13 +77,16 @@ def demo_seeds(out: str) -> None:
     log.info("wrote %d seeds to %s", len(seeds), out)
 
 
-def demo_standins(config: str, out: str, shared: str, rows: int, max_new_tokens: int) -> None:
+def demo_standins(
+    config: str, out: str, shared: str, rows: int, max_new_tokens: int, max_draws: int
+) -> None:
     """Stand-ins of a run (config/paper.yaml) at small size: its datasets, conditions,
     prompts and studies, every model answered by a demo checkpoint of its own with the
     model's registry resources (vlmrobust_demo/standins.py)."""
     from .standins import write_stand_ins
 
-    paths = write_stand_ins(config, Path(out), Path(shared), rows, max_new_tokens)
+    sizes = {"rows": rows, "max_new_tokens": max_new_tokens, "max_draws": max_draws}
+    paths = write_stand_ins(config, Path(out), Path(shared), **sizes)
     log.info("wrote %s", ", ".join(map(str, paths)))
 
 
@@ -138,7 +141,8 @@ DEMO_COMMANDS: dict[str, Command] = {
             arg("--out", required=True, help="folder of the config.yaml and models.yaml made"),
             arg("--shared", default="../shared/data", help="the real MATH-V and LogicVista"),
             arg("--rows", type=int, default=2, help="samples per answered dataset"),
-            arg("--max-new-tokens", type=int, default=32, help="longest answer"),
+            arg("--max-new-tokens", type=int, default=16, help="longest answer"),
+            arg("--max-draws", type=int, default=2, help="sampled draws per question"),
         ),
     ),
     "demo-seeds": Command(

@@ -24,10 +24,12 @@ and replace only what this machine cannot reach:
 - **conditions**: those the datasets name; the released Idis images (``idis-release``,
   a download) become the same kind of distractor built offline (``IDIS_CONDITIONS``).
 - **judges and writers**: the offline ones (no API here), under the same names.
-- **lengths**: ``max_new_tokens`` (decoding, each dataset that sets its own, the
-  masking stages, attention blocking) at most ``max_new_tokens``. A random-weight
-  model seldom ends early, so every answer is about that long: the work per row is
-  known, and the run's size is set by ``rows`` and this.
+- **sizes**: ``max_new_tokens`` (decoding, each dataset that sets its own, the
+  masking stages, attention blocking) at most ``max_new_tokens``, and the sampled draws
+  per question (``n``: 5, or 64 for ImageNet-9's App. D.3 run) at most ``max_draws``. A
+  random-weight model seldom ends early, so every answer is about that long: the work
+  per row is known, and the run's size is set by ``rows``, ``max_draws`` and this (an
+  Idis distractor condition still gives each sample several variants).
 
 Deterministic: the same inputs give the same files, and the run they describe gives
 byte-identical tables and figures (tests/test_cluster.py, benchmarks/bench_cluster.py).
@@ -152,17 +154,19 @@ def _source(name: str, spec: dict[str, Any], shared: Path) -> dict[str, Any]:
 
 
 def stand_in_datasets(
-    datasets: dict[str, dict[str, Any]], shared: Path, rows: int, max_new_tokens: int
+    datasets: dict[str, dict[str, Any]], shared: Path, sizes: dict[str, int]
 ) -> dict[str, dict[str, Any]]:
-    """The run's datasets, read from here, ``rows`` samples each (pools uncapped)."""
+    """The run's datasets, read from here, ``sizes["rows"]`` samples each (pools
+    uncapped), at most ``max_draws`` draws and ``max_new_tokens`` tokens."""
     out = {}
     for name, spec in datasets.items():
         entry = {k: v for k, v in spec.items() if k not in SOURCE_KEYS and k != "image_cache"}
         entry = _source(name, spec, shared) | entry
         if entry.get("models") != []:  # an answered dataset (a pool is read whole)
-            entry["limit"] = min(rows, entry.get("limit") or rows)
-        if "max_new_tokens" in entry:
-            entry["max_new_tokens"] = min(entry["max_new_tokens"], max_new_tokens)
+            entry["limit"] = min(sizes["rows"], entry.get("limit") or sizes["rows"])
+        for key, cap in (("max_new_tokens", "max_new_tokens"), ("n", "max_draws")):
+            if key in entry:
+                entry[key] = min(entry[key], sizes[cap])
         out[name] = entry
     if any(d["adapter"] == "constructed" for d in out.values()):
         for name, family in CONSTRUCTION_SOURCES.items():
@@ -224,11 +228,13 @@ def stand_in_run(
     registry_file: str,
     shared: Path,
     rows: int = 2,
-    max_new_tokens: int = 32,
+    max_new_tokens: int = 16,
+    max_draws: int = 2,
 ) -> dict[str, Any]:
     """The stand-in configuration of ``config`` (see the module's docstring); its
     registry is written to ``registry_file`` by the caller (``stand_in_models``)."""
-    datasets = stand_in_datasets(config["datasets"], shared, rows, max_new_tokens)
+    sizes = {"rows": rows, "max_new_tokens": max_new_tokens, "max_draws": max_draws}
+    datasets = stand_in_datasets(config["datasets"], shared, sizes)
     out = {k: copy.deepcopy(v) for k, v in config.items() if k not in ("datasets", "conditions")}
     out["model_registry"] = registry_file
     out.update(_offline_steps(config, max_new_tokens))
@@ -242,9 +248,7 @@ def stand_in_run(
     return out
 
 
-def write_stand_ins(
-    config_file: str, out: Path, shared: Path, rows: int, max_new_tokens: int
-) -> tuple[Path, Path]:
+def write_stand_ins(config_file: str, out: Path, shared: Path, **sizes: int) -> tuple[Path, Path]:
     """Write ``out/config.yaml`` and ``out/models.yaml``: the stand-ins of the run
     ``config_file`` (paths in them are relative to the folder the run starts in)."""
     import yaml
@@ -261,8 +265,7 @@ def write_stand_ins(
         registry,
         registry_file=str(registry_out),
         shared=shared,
-        rows=rows,
-        max_new_tokens=max_new_tokens,
+        **sizes,
     )
     models = stand_in_models(config["models"], registry)
     header = f"# Stand-ins of {config_file} (vlmrobust demo-standins; vlmrobust_demo/standins.py)\n"
