@@ -172,26 +172,18 @@ def measure(cluster, workdir: Path, log: str, records_file: Path, args) -> dict:
     engines = cr.engine_jobs(log, records)
     services = cr.service_logs(workdir)
     allocated = busy = 0.0
+    idle = {"startup": 0.0, "gaps": 0.0, "tail": 0.0}
     per_engine = []
     for job in engines.values():
         start, end = job.span()
         gpus = len(job.got_gpus)
         loads = [s for starts in services.values() for s in starts if s["job"] == job.job_id]
-        gen = sum(c[2] for s in loads for c in s["calls"])
-        allocated += max(0.0, end - start) * gpus
-        busy += gen * gpus
-        per_engine.append(
-            {
-                "job": job.job_id,
-                "engines": job.engines,
-                "state": job.last("JobState"),
-                "gpus": job.got_gpus,
-                "devices": [s["devices"] for s in loads],
-                "seconds": end - start,
-                "generating_s": round(gen, 1),
-                "load_s": [s["load_s"] for s in loads],
-            }
-        )
+        entry = engine_times(job, loads, start, end)
+        allocated += entry["seconds"] * gpus
+        busy += entry["generating_s"] * gpus
+        for part in idle:
+            idle[part] += entry[f"{part}_s"] * gpus
+        per_engine.append(entry)
     waits = waiting(records)
     return {
         "slurm_jobs": len(records["jobs"]),
@@ -202,8 +194,34 @@ def measure(cluster, workdir: Path, log: str, records_file: Path, args) -> dict:
         "gpu_s_allocated": round(allocated, 1),
         "gpu_s_busy": round(busy, 1),
         "busy_fraction": round(busy / allocated, 3) if allocated else None,
+        # the allocated GPU time that was not generating: before the first answer (the
+        # group's two Snakemake starts, the runner, the service's start and load),
+        # between answers, and after the last one
+        **{f"gpu_s_{part}": round(v, 1) for part, v in idle.items()},
         "per_engine": per_engine,
         **waits,
+    }
+
+
+def engine_times(job, loads: list[dict], start: float, end: float) -> dict:
+    """One engine job's allocation split into generating, before the first answer,
+    between answers and after the last (seconds, from its records and service log)."""
+    calls = sorted(c for s in loads for c in s["calls"])
+    gen = sum(c[2] for c in calls)
+    first = calls[0][0] - calls[0][2] if calls else end
+    last = calls[-1][0] if calls else end
+    return {
+        "job": job.job_id,
+        "engines": job.engines,
+        "state": job.last("JobState"),
+        "gpus": job.got_gpus,
+        "devices": [s["devices"] for s in loads],
+        "seconds": max(0.0, end - start),
+        "generating_s": round(gen, 1),
+        "startup_s": round(max(0.0, first - start), 1),
+        "gaps_s": round(max(0.0, last - first - gen), 1),
+        "tail_s": round(max(0.0, end - last), 1),
+        "load_s": [s["load_s"] for s in loads],
     }
 
 
@@ -332,7 +350,9 @@ def report(results: dict, args) -> None:
         )
         print(
             f"   GPU-seconds allocated {run['gpu_s_allocated']:.0f}, busy {run['gpu_s_busy']:.0f}"
-            f" ({100 * (run['busy_fraction'] or 0):.0f} %)"
+            f" ({100 * (run['busy_fraction'] or 0):.0f} %); idle: before the first answer "
+            f"{run['gpu_s_startup']:.0f}, between answers {run['gpu_s_gaps']:.0f}, after "
+            f"the last {run['gpu_s_tail']:.0f}"
         )
         print(
             f"   jobs that waited >= 1 s: {run['jobs_waited']} (total {run['wait_s_total']:.0f} s, "
