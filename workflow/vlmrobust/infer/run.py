@@ -8,6 +8,11 @@ a different image) and generates only the rest. When every request has its row, 
 rows are written to ``out`` atomically, in manifest order, and the partial file is
 removed. Snakemake deletes a job's declared output before it runs, which is why the
 progress lives beside it rather than in it.
+
+One job writes a shard at a time: it holds ``<out>.lock`` (``core.io.exclusive``) from
+planning to the last row. A second job for the same shard (on a cluster, one a killed
+Snakemake left running while a new one submitted the shard again) waits, then resumes
+from the partial file, or from ``out`` when the first one finished it.
 """
 
 from __future__ import annotations
