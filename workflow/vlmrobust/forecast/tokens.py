@@ -1,0 +1,194 @@
+"""Tokens of a request: its prompt (text, vision, a first stage's answer) and what the
+model generates.
+
+- **Text**: the prompt the inference job would build (:func:`vlmrobust.core.prompts.
+  build_prompt`, the system prompt included) for up to
+  :data:`~vlmrobust.forecast.counts.MAX_PROMPTS` samples or variants, at
+  :data:`CHARS_PER_TOKEN` characters per token, plus the chat template's own tokens
+  (:data:`TEMPLATE_TOKENS`, :data:`IMAGE_MARKER_TOKENS` per image). Before the samples
+  exist the question is ``images.yaml``'s length of filler text.
+- **Vision**: every image's size under the model's processor rule and pixel limits
+  (:mod:`vlmrobust.core.vision_tokens`); a dataset's ``image_size`` shows every image
+  at that square (a ``resize`` variant keeps its own).
+- **Context**: a second-stage prompt (CRM's final answer) carries the model's own
+  first-stage answer: that cell's generated tokens.
+- **Generated**: a pilot run's measured mean (``--pilot``: the outputs' own
+  ``completion_tokens``), else ``generation.yaml``'s rule; capped by the request's
+  ``max_new_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean
+
+from ..core.benchmarks import BENCHMARKS
+from ..core.io import iter_jsonl
+from ..core.prompts import DEFAULT_PROMPT, PROMPTS, build_prompt, default_prompt
+from ..core.records import Sample, Variant
+from ..core.vision_tokens import image_tokens, processor_of
+from ..plan import RunPlan
+from .counts import ConditionFacts, DatasetFacts
+from .tables import MissingEntry, generated_rule
+
+#: the common estimate of English text: about four characters per token (what OpenAI's
+#: tokenizer guide states); measured against the demo run in docs/forecast.md
+CHARS_PER_TOKEN = 4.0
+#: a Qwen-VL chat template's tokens around one user turn (system turn, role markers,
+#: the assistant's opening), and the vision start/end markers of each image
+TEMPLATE_TOKENS = 20
+IMAGE_MARKER_TOKENS = 2
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _prompt_text(sample: Sample, variant: Variant, prompt: str, adapter: str) -> int:
+    name = default_prompt(adapter, sample) if prompt == DEFAULT_PROMPT else prompt
+    needs = PROMPTS[name].needs if name in PROMPTS else None
+    built = build_prompt(sample, variant, name, "" if needs else None)
+    return len(built.text) + len(built.system or "")
+
+
+def _variant_of(sample: Sample, condition: str) -> Variant:
+    return Variant(
+        sample.sample_id, sample.sample_id, sample.dataset, condition, "none",
+        list(sample.images), [], sample.question,
+    )  # fmt: skip
+
+
+def _stand_in(plan: RunPlan, dataset: str, chars: float) -> Sample:
+    """A sample of ``chars`` characters of question, for a prompt before the samples."""
+    adapter = plan.datasets[dataset]["adapter"]
+    record = BENCHMARKS.get(adapter)
+    answer_type = record.answer_types[0] if record else "text"
+    choices = ["a", "b", "c", "d"] if answer_type == "letter" else []
+    return Sample(f"{dataset}_0", dataset, [], "x" * int(chars), "a", answer_type, choices)
+
+
+def prompt_chars(
+    plan: RunPlan, facts: DatasetFacts, cond: ConditionFacts, prompt: str
+) -> tuple[float, str]:
+    """Mean characters of the prompt (text and system) of a condition's requests and how
+    it is known: built for its variants (measured manifest), else its samples, else
+    a stand-in of the assumed question length."""
+    adapter = plan.datasets[facts.name]["adapter"]
+    if cond.variants_from is not None and facts.prompts_from is not None:
+        by_id = {s.sample_id: s for s in facts.prompts_from}
+        pairs = [(by_id[v.sample_id], v) for v in cond.variants_from if v.sample_id in by_id]
+        if pairs:
+            chars = [_prompt_text(s, v, prompt, adapter) for s, v in pairs]
+            return fmean(chars), "measured: built for the variants"
+    if facts.prompts_from:
+        chars = [
+            _prompt_text(s, _variant_of(s, cond.condition), prompt, adapter)
+            for s in facts.prompts_from
+        ]
+        return fmean(chars), "measured: built for the samples"
+    sample = _stand_in(plan, facts.name, facts.question_chars)
+    try:
+        chars = _prompt_text(sample, _variant_of(sample, cond.condition), prompt, adapter)
+    except (ValueError, KeyError, TypeError):
+        chars = len(sample.question)
+    return float(chars), "assumed: images.yaml question length + the prompt's instruction"
+
+
+# --------------------------------------------------------------------------- vision
+
+
+def vision_tokens(plan: RunPlan, model: str, cond: ConditionFacts) -> float:
+    """Mean vision tokens of one request of ``cond`` for ``model`` (all its images)."""
+    processor = processor_of(plan.registry[model])
+    if processor is None:
+        family = plan.registry[model].get("family")
+        raise MissingEntry(
+            f"core/vision_tokens.py: PROCESSORS has no rule for family {family!r} (model {model})"
+        )
+    side = plan.datasets[cond.dataset]["image_size"]
+    resized = plan.conditions[cond.condition]["perturbation"] != "resize"
+    sizes = [(side, side)] if side and resized else cond.sizes
+    if not sizes:
+        return 0.0
+    per_image = fmean(image_tokens(s, processor) for s in sizes)
+    return per_image * cond.images_per_variant
+
+
+# --------------------------------------------------------------------------- generated
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """Mean generated tokens measured in a pilot run's outputs, by (model, dataset,
+    condition, prompt), with the coarser means a cell falls back on."""
+
+    means: dict[tuple[str, ...], tuple[float, int]]
+    folder: str
+
+    def lookup(self, model: str, dataset: str, condition: str, prompt: str):
+        """(mean, rows, level) of the most specific key measured, else None."""
+        for key, level in (
+            ((model, dataset, condition, prompt), "model, dataset, condition, prompt"),
+            ((model, dataset, prompt), "model, dataset, prompt"),
+            ((model, dataset), "model, dataset"),
+        ):
+            if key in self.means:
+                return (*self.means[key], level)
+        return None
+
+
+def read_pilot(folder: str | Path) -> Pilot:
+    """Every answered output row under ``folder`` (``results/outputs``: gathered files
+    and shards, each row counted once by model and key); error rows and rows without a
+    ``completion_tokens`` are left out."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"--pilot: {root} is not a folder of outputs files")
+    seen: set[tuple[str, str, str, str, str]] = set()
+    sums: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0])
+    for path in sorted(root.rglob("*.jsonl")):
+        for _, row in iter_jsonl(path):
+            tokens = row.get("completion_tokens")
+            if row.get("error") or not isinstance(tokens, int):
+                continue
+            m, d, c, p = (str(row.get(k)) for k in ("model", "dataset", "condition", "prompt"))
+            if (m, d, c, p, str(row.get("key"))) in seen:
+                continue
+            seen.add((m, d, c, p, str(row.get("key"))))
+            for key in ((m, d, c, p), (m, d, p), (m, d)):
+                sums[key][0] += tokens
+                sums[key][1] += 1
+    if not seen:
+        raise ValueError(f"--pilot: no answered output rows (with completion_tokens) under {root}")
+    return Pilot({k: (s / n, int(n)) for k, (s, n) in sums.items()}, str(root))
+
+
+def generated_tokens(
+    plan: RunPlan, model: str, dataset: str, condition: str, prompt: str, pilot: Pilot | None
+) -> tuple[float, str, str]:
+    """(mean generated tokens, how, source) of one request of a cell."""
+    cap = plan.stage_decoding(prompt, dataset)[1]
+    found = pilot.lookup(model, dataset, condition, prompt) if pilot else None
+    if found is not None:
+        mean, rows, level = found
+        return mean, "measured", f"pilot {pilot.folder}: {rows} rows ({level})"
+    entry = plan.registry[model]
+    rule = generated_rule(
+        {
+            "benchmark": plan.datasets[dataset]["adapter"],
+            "role": "reasoning" if entry.get("role") == "reasoning" else "direct",
+            "family": entry.get("family"),
+            "model": model,
+            "prompt": prompt,
+        }
+    )
+    if rule.tokens > cap:
+        return float(cap), "assumed", f"{rule.source}; capped at max_new_tokens {cap}"
+    return rule.tokens, "assumed", rule.source
+
+
+def mean_or_zero(values: Iterable[float]) -> float:
+    values = list(values)
+    return fmean(values) if values else 0.0
