@@ -53,6 +53,7 @@ class Cell:
     text_how: str
     sizes_how: str
     kind: str = "local"
+    backend: str = ""
     gpus: int = 0
     engine_s: float | None = None
     throughput: str | None = None
@@ -168,7 +169,7 @@ def time_cell(plan: RunPlan, cell: Cell, gpu_type: str | None) -> Throughput | N
     """Fill in a cell's engine time from its model's throughput class (an API model
     has none; a model in no class is ``unknown``, never zero)."""
     entry = plan.registry[cell.model]
-    cell.kind = model_kind(entry)
+    cell.kind, cell.backend = model_kind(entry), entry["backend"]
     if cell.kind == "api":
         return None
     cell.gpus = int(model_resources(entry)["gpu"] or 0)  # a demo model: none (CPU)

@@ -203,6 +203,11 @@ def render_text(forecast: Forecast, sources: bool = True) -> str:
         "",
         *disk_lines(forecast),
     ]
+    hf = sorted({c.model for c in forecast.cells if c.backend == "hf" and c.gpus > 0})
+    if hf:
+        parts += ["", f"Backend hf (transformers' padded batches) for {', '.join(hf)}: the "
+                  "GPU rates are vLLM's (forecast/throughput.yaml); set `backend: vllm` for "
+                  "them, or expect slower engines."]  # fmt: skip
     if unknown:
         parts += ["", "Unknown (no silent zero; add the entry named):", ""]
         parts += [f"- {u}" for u in unknown]
