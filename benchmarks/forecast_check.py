@@ -11,6 +11,12 @@ study, the VisArgs-like masking study (CRM's two stages) and two Idis slices (5 
 responses per question; clean, resized, objects, diagram and textual conditions), no
 construction and no attention blocking (docs/forecast.md).
 
+``--measure-disk`` measures the bytes per pixel of ``workflow/vlmrobust/forecast/
+disk.yaml``: the package's own ``corrupt_image`` and PIL's PNG encoder (the variants
+stage's) on scikit-image's six bundled RGB photos (every method at severities 2 and 4)
+and on ``--mathv-images`` MATH-V testmini images (one seeded random method and severity
+each, as ``assignment: random``; ``../shared/data/mathvision``).
+
 The comparison prints three forecasts of the same configuration — **before** the run
 (built in an empty folder holding only the configuration and the registry: every count
 from the configuration, every size and length assumed), **after** it (the run's samples
@@ -150,13 +156,76 @@ def per_model_table(runs: dict[str, object], seen: dict[tuple, dict[str, float]]
     return lines
 
 
+METHODS = ["blank", "gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise",
+           "gaussian_blur", "glass_blur", "defocus_blur", "motion_blur", "zoom_blur", "fog",
+           "frost", "snow", "spatter", "contrast", "brightness", "saturate",
+           "jpeg_compression", "pixelate", "elastic_transform"]  # fmt: skip
+PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle_left.png",
+          "hubble_deep_field.jpg"]  # fmt: skip
+
+
+def _png(image) -> int:
+    import io
+
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return len(buf.getvalue())
+
+
+def measure_disk(mathv: Path, n_mathv: int) -> dict[str, float]:
+    """Bytes per pixel, corrupted and clean, of photos and of MATH-V diagrams."""
+    import random
+
+    import skimage
+    from PIL import Image
+
+    from vlmrobust.perturb.corruption import corrupt_image
+
+    per_method: dict[str, list[float]] = {m: [] for m in METHODS}
+    clean = pixels = 0
+    for name in PHOTOS:
+        im = Image.open(Path(skimage.data.__file__).parent / name).convert("RGB")
+        if im.width * im.height > 600_000:
+            im = im.resize((im.width // 2, im.height // 2))
+        clean, pixels = clean + _png(im), pixels + im.width * im.height
+        for m in METHODS:
+            for sev in [None] if m == "blank" else [2, 4]:
+                per_method[m].append(_png(corrupt_image(im, m, sev, 7)) / (im.width * im.height))
+    out = {
+        "photos_corrupted": sum(sum(v) / len(v) for v in per_method.values()) / len(METHODS),
+        "photos_clean": clean / pixels,
+    }
+    rows = [
+        json.loads(line) for line in (mathv / "data" / "testmini.jsonl").read_text().splitlines()
+    ]
+    rng = random.Random(0)
+    corrupted = clean = pixels = 0
+    for row in rng.sample(rows, n_mathv):
+        im = Image.open(mathv / row["image"]).convert("RGB")
+        if im.width * im.height > 4_194_304:  # the samples stage would downscale it first
+            continue
+        m = METHODS[rng.randrange(len(METHODS))]
+        sev = None if m == "blank" else rng.randrange(1, 6)
+        corrupted += _png(corrupt_image(im, m, sev, rng.randrange(2**32)))
+        clean, pixels = clean + _png(im), pixels + im.width * im.height
+    out |= {"mathv_corrupted": corrupted / pixels, "mathv_clean": clean / pixels}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write-config", type=Path, metavar="RUN_DIR")
     ap.add_argument("--run-dir", type=Path)
     ap.add_argument("--config", default=CONFIG)
     ap.add_argument("--json", type=Path, help="also write the numbers as JSON here")
+    ap.add_argument("--measure-disk", action="store_true")
+    ap.add_argument("--mathv-images", type=int, default=60)
+    ap.add_argument("--mathv", type=Path, default=REPO.parent / "shared" / "data" / "mathvision")
     args = ap.parse_args()
+    if args.measure_disk:
+        for key, value in measure_disk(args.mathv, args.mathv_images).items():
+            print(f"{key}: {value:.3f} bytes per pixel")
+        return 0
     if args.write_config:
         print(write_config(args.write_config))
         return 0

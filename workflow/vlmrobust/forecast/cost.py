@@ -135,9 +135,9 @@ def disk_of(plan: RunPlan, cond: ConditionFacts) -> Disk | None:
         return Disk(cond.dataset, cond.condition, perturbation, images, mp, cond.disk_bytes,
                     "measured: the images folder")  # fmt: skip
     try:
-        rate, source = bytes_per_pixel(perturbation)
+        rate, source = bytes_per_pixel(perturbation, plan.datasets[cond.dataset]["adapter"])
     except MissingEntry as exc:
         return Disk(cond.dataset, cond.condition, perturbation, images, mp, None, str(exc))
-    how = f"{cond.variants.how}: {images:g} images x {mp:.3g} MP x {rate:g} B/px ({source})"
+    how = f"{images:g} images ({cond.variants.how}) x {mp:.3g} MP x {rate:g} B/px ({source})"
     return Disk(cond.dataset, cond.condition, perturbation, images, mp,
                 images * mp * 1e6 * rate, how)  # fmt: skip

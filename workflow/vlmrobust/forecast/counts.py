@@ -34,8 +34,8 @@ CANVAS_PERTURBATIONS = ("objects", "typographic", "size")
 #: composites that grow their square canvas around a large diagram (perturb/idis.py)
 MATH_CANVAS = ("diagram", "handwritten")
 MAX_TARGET_FRACTION = 0.6
-#: perturbations whose variants keep the samples' image sizes
-SIZE_KEEPING = ("none", "distraction", "mask", "corruption", "textual")
+#: the canvas of a composite whose condition names none (the `diagram` default)
+IDIS_MATH_CANVAS = 1024
 #: the released Idis-perception images (docs/large-images.md)
 IDIS_PERCEPTION_SIZE = (1024, 1024)
 
@@ -255,8 +255,10 @@ def shown_sizes(
         return [(spec["canvas"], spec["canvas"])]
     if p == "resize":
         return [(r, r) for r in spec["resolutions"]]
-    if p in MATH_CANVAS:
-        grown = [max(spec["canvas"], math.ceil(max(s) / MAX_TARGET_FRACTION)) for s in sizes]
+    released_math = p == "idis-release" and spec["task"] == "math" and spec["kind"] != "textual"
+    if p in MATH_CANVAS or released_math:  # the release: assumed made as `diagram` makes them
+        canvas = spec.get("canvas") or IDIS_MATH_CANVAS
+        grown = [max(canvas, math.ceil(max(s) / MAX_TARGET_FRACTION)) for s in sizes]
         return [(min(side, bound), min(side, bound)) for side in grown]
     if p == "idis-release" and spec["task"] == "perception":
         return [IDIS_PERCEPTION_SIZE]
@@ -291,7 +293,7 @@ def condition_facts(plan: RunPlan, facts: DatasetFacts, condition: str) -> Condi
         f"{per:g} ({why})"
     )
     sizes = shown_sizes(plan, dataset, condition, facts.sizes)
-    changed = plan.conditions[condition]["perturbation"] not in SIZE_KEEPING
+    changed = sizes != facts.sizes
     sizes_how = f"{facts.sizes_how}; the perturbation's canvas" if changed else facts.sizes_how
     return ConditionFacts(
         dataset,

@@ -169,14 +169,14 @@ def source_lines(forecast: Forecast) -> list[str]:
         if (c.dataset, c.condition) not in seen:
             seen.add((c.dataset, c.condition))
             lines.append(f"- {c.dataset} / {c.condition}: {c.requests_how}; sizes {c.sizes_how}")
-    lines += ["", "Generated tokens (rule or pilot, per model and prompt):", ""]
+    lines += ["", "Generated tokens per request (per model, dataset and prompt):", ""]
     seen = set()
     for c in forecast.cells:
-        item = (c.model, c.prompt, c.generated_source)
+        item = (c.model, c.dataset, c.prompt, c.generated_source)
         if item not in seen and c.generated is not None:
             seen.add(item)
-            lines.append(f"- {c.model} / {c.prompt}: {c.generated:,.0f} ({c.generated_how}: "
-                         f"{c.generated_source})")  # fmt: skip
+            lines.append(f"- {c.model} / {c.dataset} / {c.prompt}: {c.generated:,.0f} "
+                         f"({c.generated_source})")  # fmt: skip
     lines += ["", "Throughput classes:", ""]
     for rates in {r.name: r for r in forecast.rates.values()}.values():
         lines.append(f"- {rates.name} on {rates.gpu}: prompt {rates.prompt_tok_s} tok/s, "

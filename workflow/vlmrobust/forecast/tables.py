@@ -137,12 +137,14 @@ def image_assumption(benchmark: str) -> dict[str, Any]:
     return entry
 
 
-def bytes_per_pixel(perturbation: str) -> tuple[float, str]:
-    """Stored bytes per pixel of a variant image a perturbation writes, and the source."""
+def bytes_per_pixel(perturbation: str, benchmark: str | None = None) -> tuple[float, str]:
+    """Stored bytes per pixel of a variant image a perturbation writes (on a benchmark's
+    images, where ``disk.yaml`` has a number of its own), and the source."""
     table = load_table("disk")
     entry = table["perturbations"].get(perturbation)
     if entry is None:
         raise MissingEntry(
             f"forecast/disk.yaml: perturbations has no {perturbation!r}; add its bytes per pixel"
         )
+    entry = (entry.get("benchmarks") or {}).get(benchmark or "", entry)
     return float(entry["bytes_per_pixel"]), str(entry["source"])
