@@ -17,8 +17,15 @@ from vlmrobust.core.prompts import SHORT_INSTRUCTION
 from vlmrobust.forecast import build_forecast, read_pilot, tables
 from vlmrobust.forecast.cost import Engine, schedule
 from vlmrobust.forecast.render import render_text, to_json
-from vlmrobust.forecast.tokens import CHARS_PER_TOKEN, IMAGE_MARKER_TOKENS, TEMPLATE_TOKENS
+from vlmrobust.forecast.tokens import (
+    CHARS_PER_TOKEN,
+    FILLER,
+    IMAGE_MARKER_TOKENS,
+    TEMPLATE_TOKENS,
+)
 from vlmrobust.plan import RunPlan
+
+from .conftest import REPO
 
 REGISTRY = {
     "models": {
@@ -325,7 +332,7 @@ def test_measured_samples_give_counts_sizes_and_prompts(run_dir):
     # 1120 x 840 is 40 x 30 patches of 28 px, within the limits: 1,200 tokens
     assert clean.vision_tokens == 1200
     assert clean.text_tokens == pytest.approx(_text_tokens(8))
-    assert clean.text_how == "measured: built for the samples"
+    assert clean.text_how == "measured: built for the samples; 4 chars per token"
 
 
 def test_a_model_the_tables_do_not_know_is_unknown_never_zero(run_dir):
@@ -372,3 +379,49 @@ def test_the_command_prints_tables_and_json(run_dir, capsys):
     assert data["totals"]["requests"] == 10 * 2 * 3 + 20
     assert json.loads((run_dir / "f.json").read_text())["gpus"] == 4
     assert main(["forecast", "run.yaml", "--gpus", "0"]) == 2
+
+
+MATHV = REPO.parent / "shared" / "data" / "mathvision"
+
+
+@pytest.mark.skipif(
+    not (MATHV / "data" / "testmini.jsonl").is_file(),
+    reason=f"the released MATH-V files are not at {MATHV} (../shared/data)",
+)
+def test_a_local_copy_of_the_rows_is_counted_before_the_samples_exist(run_dir):
+    """MATH-V testmini read in place (never copied): its 304 rows through the adapter,
+    the image sizes from the folder's headers, before any samples file."""
+    config = _config()
+    config["datasets"] = {
+        "mathvision": {"adapter": "mathvision", "source": "local", "path": str(MATHV),
+                       "split": "testmini", "conditions": ["clean"], "models": ["vlm"]}
+    }  # fmt: skip
+    result = build_forecast(_plan(config))
+    (cell,) = result.cells
+    assert cell.requests == 304
+    assert "the adapter's rows in" in cell.requests_how and "(measured:" in cell.requests_how
+    assert cell.sizes_how.startswith(f"measured: headers of the images under {MATHV}")
+    # the registry limits keep every image within 256-1,280 tokens (docs/large-images.md)
+    assert 256 <= cell.vision_tokens <= 1280
+
+
+def test_a_local_checkpoint_s_tokenizer_counts_the_text(run_dir):
+    """A model whose local checkpoint folder has a tokenizer.json gets its text counted
+    by that tokenizer (one token per whitespace-separated word here), not chars / 4."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    folder = run_dir / "ckpt"
+    folder.mkdir()
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(folder / "tokenizer.json"))
+    registry = copy.deepcopy(REGISTRY)
+    registry["models"]["vlm"] = dict(registry["models"]["vlm"], local_path="ckpt")
+    del registry["models"]["vlm"]["hf_repo"]
+    (run_dir / "registry.yaml").write_text(yaml.safe_dump(registry))
+    result = build_forecast(_plan())
+    clean = _cell(result, "vlm", "chartqa", "clean")
+    # the stand-in question (40 characters of filler words) and the instruction
+    words = len(FILLER[:40].split()) + len(SHORT_INSTRUCTION.split())
+    assert clean.text_tokens == words + TEMPLATE_TOKENS + IMAGE_MARKER_TOKENS
+    assert clean.text_how.endswith("vlm's tokenizer")

@@ -67,10 +67,8 @@ def build_forecast(
         plan.config["service"]["engines"] = {}
     keys = inference_keys(plan)
     studies = cell_studies(plan, keys)
-    datasets = {d for _, d, _, _ in keys} | {
-        d for d, spec in plan.datasets.items() if spec["conditions"]
-    }
-    facts = {d: dataset_facts(plan, d) for d in sorted(datasets)}
+    # every dataset: one no model answers (a pool of figures) still has its variants
+    facts = {d: dataset_facts(plan, d) for d in plan.datasets}
     conds = {
         (d, c): condition_facts(plan, facts[d], c)
         for d in facts

@@ -21,12 +21,12 @@ from ..studies import STUDIES
 from .counts import ConditionFacts, DatasetFacts
 from .tables import MissingEntry, Throughput, throughput_class
 from .tokens import (
-    CHARS_PER_TOKEN,
     IMAGE_MARKER_TOKENS,
     TEMPLATE_TOKENS,
     Pilot,
     generated_tokens,
-    prompt_chars,
+    prompt_texts,
+    text_tokens,
     vision_tokens,
 )
 
@@ -137,9 +137,10 @@ def build_cell(
     """A cell's requests and tokens (its engine time: :func:`time_cell`)."""
     model, dataset, condition, prompt = key
     draws = plan.draws(dataset)[0]
-    chars, text_how = prompt_chars(plan, facts, cond, prompt)
+    texts, text_how = prompt_texts(plan, facts, cond, prompt)
+    counted, counter = text_tokens(plan, model, texts)
     images = cond.images_per_variant
-    text = chars / CHARS_PER_TOKEN + TEMPLATE_TOKENS + IMAGE_MARKER_TOKENS * images
+    text = counted + TEMPLATE_TOKENS + IMAGE_MARKER_TOKENS * images
     needs = PROMPTS[prompt].needs if prompt in PROMPTS else None
     context = 0.0
     if needs is not None:  # the first stage's answer, at its own generated length
@@ -148,7 +149,7 @@ def build_cell(
         model, dataset, condition, prompt, studies,
         cond.variants.value * draws,
         f"{cond.variants.note}; x {draws} draws" if draws > 1 else cond.variants.note,
-        text, None, context, None, "", "", text_how, cond.sizes_how,
+        text, None, context, None, "", "", f"{text_how}; {counter}", cond.sizes_how,
     )  # fmt: skip
     if cond.variants.how == "assumed" or facts.samples.how == "assumed":
         cell.requests_how = f"assumed: {cell.requests_how}"

@@ -123,7 +123,7 @@ def dataset_facts(plan: RunPlan, dataset: str) -> DatasetFacts:
             sizes_of(paths),
             len(paths) / max(1, len(samples)),
             f"measured: headers of {samples_file.parent}/images",
-            spread(samples, MAX_PROMPTS),
+            samples,
         )
     local = _local_samples(plan, dataset)
     count = local if local is not None else _stated_count(plan, dataset)

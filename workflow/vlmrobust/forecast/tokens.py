@@ -3,8 +3,10 @@ model generates.
 
 - **Text**: the prompt the inference job would build (:func:`vlmrobust.core.prompts.
   build_prompt`, the system prompt included) for up to
-  :data:`~vlmrobust.forecast.counts.MAX_PROMPTS` samples or variants, at
-  :data:`CHARS_PER_TOKEN` characters per token, plus the chat template's own tokens
+  :data:`~vlmrobust.forecast.counts.MAX_PROMPTS` samples or variants, counted by the
+  model's own tokenizer where a local checkpoint has a ``tokenizer.json`` (the
+  tokenizers library; no model is loaded), else at :data:`CHARS_PER_TOKEN` characters
+  per token; plus the chat template's own tokens
   (:data:`TEMPLATE_TOKENS`, :data:`IMAGE_MARKER_TOKENS` per image). Before the samples
   exist the question is ``images.yaml``'s length of filler text.
 - **Vision**: every image's size under the model's processor rule and pixel limits
@@ -20,8 +22,8 @@ model generates.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from statistics import fmean
 
@@ -31,7 +33,7 @@ from ..core.prompts import DEFAULT_PROMPT, PROMPTS, build_prompt, default_prompt
 from ..core.records import Sample, Variant
 from ..core.vision_tokens import image_tokens, processor_of
 from ..plan import RunPlan
-from .counts import ConditionFacts, DatasetFacts
+from .counts import MAX_PROMPTS, ConditionFacts, DatasetFacts, spread
 from .tables import MissingEntry, generated_rule
 
 #: the common estimate of English text: about four characters per token (what OpenAI's
@@ -46,11 +48,11 @@ IMAGE_MARKER_TOKENS = 2
 # --------------------------------------------------------------------------- text
 
 
-def _prompt_text(sample: Sample, variant: Variant, prompt: str, adapter: str) -> int:
+def _prompt_text(sample: Sample, variant: Variant, prompt: str, adapter: str) -> str:
     name = default_prompt(adapter, sample) if prompt == DEFAULT_PROMPT else prompt
     needs = PROMPTS[name].needs if name in PROMPTS else None
     built = build_prompt(sample, variant, name, "" if needs else None)
-    return len(built.text) + len(built.system or "")
+    return (built.system or "") + built.text
 
 
 def _variant_of(sample: Sample, condition: str) -> Variant:
@@ -60,40 +62,68 @@ def _variant_of(sample: Sample, condition: str) -> Variant:
     )  # fmt: skip
 
 
+#: English-like filler for a question not yet read (a tokenizer counts it as text)
+FILLER = "Which value does the figure show for the second part of the question? "
+
+
 def _stand_in(plan: RunPlan, dataset: str, chars: float) -> Sample:
     """A sample of ``chars`` characters of question, for a prompt before the samples."""
     adapter = plan.datasets[dataset]["adapter"]
     record = BENCHMARKS.get(adapter)
     answer_type = record.answer_types[0] if record else "text"
     choices = ["a", "b", "c", "d"] if answer_type == "letter" else []
-    return Sample(f"{dataset}_0", dataset, [], "x" * int(chars), "a", answer_type, choices)
+    question = (FILLER * (int(chars) // len(FILLER) + 1))[: int(chars)]
+    return Sample(f"{dataset}_0", dataset, [], question, "a", answer_type, choices)
 
 
-def prompt_chars(
+def prompt_texts(
     plan: RunPlan, facts: DatasetFacts, cond: ConditionFacts, prompt: str
-) -> tuple[float, str]:
-    """Mean characters of the prompt (text and system) of a condition's requests and how
-    it is known: built for its variants (measured manifest), else its samples, else
-    a stand-in of the assumed question length."""
+) -> tuple[list[str], str]:
+    """The prompt texts (system and user text) of a condition's requests and how they
+    are known: built for its variants (measured manifest), else for its samples, else
+    for a stand-in of the assumed question length."""
     adapter = plan.datasets[facts.name]["adapter"]
     if cond.variants_from is not None and facts.prompts_from is not None:
         by_id = {s.sample_id: s for s in facts.prompts_from}
         pairs = [(by_id[v.sample_id], v) for v in cond.variants_from if v.sample_id in by_id]
         if pairs:
-            chars = [_prompt_text(s, v, prompt, adapter) for s, v in pairs]
-            return fmean(chars), "measured: built for the variants"
+            texts = [_prompt_text(s, v, prompt, adapter) for s, v in pairs]
+            return texts, "measured: built for the variants"
     if facts.prompts_from:
-        chars = [
+        texts = [
             _prompt_text(s, _variant_of(s, cond.condition), prompt, adapter)
-            for s in facts.prompts_from
+            for s in spread(facts.prompts_from, MAX_PROMPTS)
         ]
-        return fmean(chars), "measured: built for the samples"
+        return texts, "measured: built for the samples"
     sample = _stand_in(plan, facts.name, facts.question_chars)
     try:
-        chars = _prompt_text(sample, _variant_of(sample, cond.condition), prompt, adapter)
+        text = _prompt_text(sample, _variant_of(sample, cond.condition), prompt, adapter)
     except (ValueError, KeyError, TypeError):
-        chars = len(sample.question)
-    return float(chars), "assumed: images.yaml question length + the prompt's instruction"
+        text = sample.question
+    return [text], "assumed: images.yaml question length + the prompt's instruction"
+
+
+@cache
+def _tokenizer(folder: str):
+    """The ``tokenizer.json`` of a local checkpoint folder (the tokenizers library: no
+    model is loaded), or None."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path))
+
+
+def text_tokens(plan: RunPlan, model: str, texts: list[str]) -> tuple[float, str]:
+    """Mean tokens of ``texts`` for ``model``: its own tokenizer where a local checkpoint
+    has one, else :data:`CHARS_PER_TOKEN` characters per token."""
+    folder = plan.registry[model].get("local_path")
+    tokenizer = _tokenizer(str(folder)) if folder else None
+    if tokenizer is not None:
+        counts = [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+        return fmean(counts), f"{model}'s tokenizer"
+    return fmean(len(t) for t in texts) / CHARS_PER_TOKEN, f"{CHARS_PER_TOKEN:g} chars per token"
 
 
 # --------------------------------------------------------------------------- vision
@@ -187,8 +217,3 @@ def generated_tokens(
     if rule.tokens > cap:
         return float(cap), "assumed", f"{rule.source}; capped at max_new_tokens {cap}"
     return rule.tokens, "assumed", rule.source
-
-
-def mean_or_zero(values: Iterable[float]) -> float:
-    values = list(values)
-    return fmean(values) if values else 0.0
