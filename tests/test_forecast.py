@@ -425,3 +425,31 @@ def test_a_local_checkpoint_s_tokenizer_counts_the_text(run_dir):
     words = len(FILLER[:40].split()) + len(SHORT_INSTRUCTION.split())
     assert clean.text_tokens == words + TEMPLATE_TOKENS + IMAGE_MARKER_TOKENS
     assert clean.text_how.endswith("vlm's tokenizer")
+
+
+def test_crm_second_stage_carries_the_first_stage_answer_and_runs_in_phase_1(run_dir):
+    config = _config()
+    config["models"] = ["vlm"]
+    config["conditions"]["mask-specific"] = {"perturbation": "mask", "region": "specific"}
+    config["datasets"] = {
+        "visargs": {"adapter": "visargs", "expected_size": 3, "prompts": ["crm-cot", "crm-answer"],
+                    "conditions": ["clean", "mask-specific"]}
+    }  # fmt: skip
+    result = build_forecast(_plan(config), gpus=2)
+    assert len(result.cells) == 4 and {c.requests for c in result.cells} == {3}
+    # every cell, the clean ones too, feeds the masking study (through the comparison)
+    assert {tuple(c.studies) for c in result.cells} == {("masking",)}
+    cot = _cell_p(result, "clean", "crm-cot")
+    answer = _cell_p(result, "clean", "crm-answer")
+    assert cot.context_tokens == 0 and answer.context_tokens == cot.generated == 200
+    assert answer.prompt_tokens == answer.text_tokens + answer.vision_tokens + 200
+    # phase 1 (the answers) starts when phase 0 (the chains) has ended
+    (p0,) = [e for e in result.engines if e.phase == 0]
+    (p1,) = [e for e in result.engines if e.phase == 1]
+    assert p1.start == pytest.approx(p0.end)
+    assert result.makespan_s == pytest.approx(p0.seconds + p1.seconds)
+
+
+def _cell_p(result, condition, prompt):
+    (cell,) = [c for c in result.cells if (c.condition, c.prompt) == (condition, prompt)]
+    return cell
