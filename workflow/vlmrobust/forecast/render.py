@@ -15,6 +15,7 @@ from typing import Any
 
 from . import Forecast
 from .cells import Cell
+from .tables import load_table
 
 
 def study_label(cell: Cell) -> str:
@@ -190,7 +191,7 @@ def render_text(forecast: Forecast, sources: bool = True) -> str:
     unknown = sorted({u for c in forecast.cells for u in c.unknown})
     parts = [
         f"Forecast of {forecast.config or 'the run'}: {len(forecast.cells)} outputs files, "
-        f"rates for {forecast.gpu_type or 'the table GPU'}"
+        f"rates for {forecast.gpu_type or load_table('throughput')['gpu']} (vLLM)"
         + (f", generated tokens measured in {forecast.pilot}" if forecast.pilot else ""),
         "",
         *model_table(forecast),
