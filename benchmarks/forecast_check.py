@@ -92,7 +92,8 @@ def measured(run_dir: Path) -> dict[tuple, dict[str, float]]:
         rows = [r for _, r in iter_jsonl(path) if not r.get("error")]
         if not rows:
             continue
-        key = (rows[0]["model"], rows[0]["dataset"], rows[0]["condition"], rows[0]["prompt"])
+        # the prompt setting from the path (a row names the builder: `short` for `default`)
+        key = (*path.parts[-4:-1], path.stem)
         out[key] = {
             "requests": len(rows),
             "prompt": sum(r["prompt_tokens"] or 0 for r in rows) / len(rows),
@@ -212,6 +213,20 @@ def measure_disk(mathv: Path, n_mathv: int) -> dict[str, float]:
     return out
 
 
+def disk_table(runs: dict[str, object]) -> list[str]:
+    """The variants' disk forecast before the run against the images folders after it."""
+    after = {(d.dataset, d.condition): d for d in runs["after"].disk}
+    lines = ["| dataset | condition | images before / run | MB before / run |",
+             "|---|---|---|---|"]  # fmt: skip
+    for d in runs["before"].disk:
+        a = after.get((d.dataset, d.condition))
+        if a is None or d.bytes is None or a.bytes is None:
+            continue
+        lines.append(f"| {d.dataset} | {d.condition} | {d.images:g} / {a.images:g} | "
+                     f"{d.bytes / 1e6:.2f} / {a.bytes / 1e6:.2f} |")  # fmt: skip
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write-config", type=Path, metavar="RUN_DIR")
@@ -234,7 +249,8 @@ def main() -> int:
     runs = forecasts(args.run_dir.resolve(), args.config)
     seen = measured(args.run_dir.resolve())
     print("\n".join(per_model_table(runs, seen)) + "\n")
-    print("\n".join(per_cell_table(runs, seen)))
+    print("\n".join(per_cell_table(runs, seen)) + "\n")
+    print("\n".join(disk_table(runs)))
     if args.json:
         data = {k: {"/".join(key): v for key, v in seen.items()} for k in ["measured"]}
         args.json.write_text(json.dumps(data, indent=2))

@@ -21,6 +21,7 @@ from vlmrobust.forecast.tokens import (
     CHARS_PER_TOKEN,
     FILLER,
     IMAGE_MARKER_TOKENS,
+    TEMPLATE_TEXT,
     TEMPLATE_TOKENS,
 )
 from vlmrobust.plan import RunPlan
@@ -242,10 +243,11 @@ def _output_row(model, dataset, condition, prompt, key, tokens, error=None):
 def test_a_pilot_run_replaces_the_assumed_generated_tokens(run_dir):
     folder = run_dir / "pilot" / "vlm" / "chartqa" / "clean"
     folder.mkdir(parents=True)
+    # a row names the builder it used (`short`); the file, the prompt setting (`default`)
     rows = [
-        _output_row("vlm", "chartqa", "clean", "default", "a#0", 30),
-        _output_row("vlm", "chartqa", "clean", "default", "b#0", 50),
-        _output_row("vlm", "chartqa", "clean", "default", "c#0", 0, error="timeout"),
+        _output_row("vlm", "chartqa", "clean", "short", "a#0", 30),
+        _output_row("vlm", "chartqa", "clean", "short", "b#0", 50),
+        _output_row("vlm", "chartqa", "clean", "short", "c#0", 0, error="timeout"),
     ]
     (folder / "default.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     # the same rows again in a shard: counted once
@@ -423,8 +425,9 @@ def test_a_local_checkpoint_s_tokenizer_counts_the_text(run_dir):
     clean = _cell(result, "vlm", "chartqa", "clean")
     # the stand-in question (40 characters of filler words) and the instruction
     words = len(FILLER[:40].split()) + len(SHORT_INSTRUCTION.split())
-    assert clean.text_tokens == words + TEMPLATE_TOKENS + IMAGE_MARKER_TOKENS
-    assert clean.text_how.endswith("vlm's tokenizer")
+    template = len(TEMPLATE_TEXT.split())  # the chat template, counted by it too
+    assert clean.text_tokens == words + template + IMAGE_MARKER_TOKENS
+    assert clean.text_how.endswith(f"vlm's tokenizer (template {template})")
 
 
 def test_crm_second_stage_carries_the_first_stage_answer_and_runs_in_phase_1(run_dir):

@@ -22,7 +22,6 @@ from .counts import ConditionFacts, DatasetFacts
 from .tables import MissingEntry, Throughput, throughput_class
 from .tokens import (
     IMAGE_MARKER_TOKENS,
-    TEMPLATE_TOKENS,
     Pilot,
     generated_tokens,
     prompt_texts,
@@ -140,7 +139,7 @@ def build_cell(
     texts, text_how = prompt_texts(plan, facts, cond, prompt)
     counted, counter = text_tokens(plan, model, texts)
     images = cond.images_per_variant
-    text = counted + TEMPLATE_TOKENS + IMAGE_MARKER_TOKENS * images
+    text = counted + IMAGE_MARKER_TOKENS * images
     needs = PROMPTS[prompt].needs if prompt in PROMPTS else None
     context = 0.0
     if needs is not None:  # the first stage's answer, at its own generated length

@@ -39,8 +39,14 @@ from .tables import MissingEntry, generated_rule
 #: the common estimate of English text: about four characters per token (what OpenAI's
 #: tokenizer guide states); measured against the demo run in docs/forecast.md
 CHARS_PER_TOKEN = 4.0
-#: a Qwen-VL chat template's tokens around one user turn (system turn, role markers,
-#: the assistant's opening), and the vision start/end markers of each image
+#: a Qwen-VL chat template around one user turn (its default system turn, the role
+#: markers, the assistant's opening): counted by a local tokenizer where there is one,
+#: else :data:`TEMPLATE_TOKENS` (what the text is in Qwen2's tokenizer: each special
+#: token and each word one token); and the vision start/end markers of each image
+TEMPLATE_TEXT = (
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+    "<|im_end|>\n<|im_start|>assistant\n"
+)
 TEMPLATE_TOKENS = 20
 IMAGE_MARKER_TOKENS = 2
 
@@ -116,14 +122,17 @@ def _tokenizer(folder: str):
 
 
 def text_tokens(plan: RunPlan, model: str, texts: list[str]) -> tuple[float, str]:
-    """Mean tokens of ``texts`` for ``model``: its own tokenizer where a local checkpoint
-    has one, else :data:`CHARS_PER_TOKEN` characters per token."""
+    """Mean tokens of ``texts`` and the chat template for ``model``: its own tokenizer
+    where a local checkpoint has one, else :data:`CHARS_PER_TOKEN` characters per token
+    and :data:`TEMPLATE_TOKENS`."""
     folder = plan.registry[model].get("local_path")
-    tokenizer = _tokenizer(str(folder)) if folder else None
+    tokenizer = _tokenizer(str(Path(folder).resolve())) if folder else None
     if tokenizer is not None:
-        counts = [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
-        return fmean(counts), f"{model}'s tokenizer"
-    return fmean(len(t) for t in texts) / CHARS_PER_TOKEN, f"{CHARS_PER_TOKEN:g} chars per token"
+        encoded = tokenizer.encode_batch([TEMPLATE_TEXT, *texts], add_special_tokens=False)
+        template, counts = len(encoded[0].ids), [len(e.ids) for e in encoded[1:]]
+        return fmean(counts) + template, f"{model}'s tokenizer (template {template})"
+    chars = fmean(len(t) for t in texts)
+    return chars / CHARS_PER_TOKEN + TEMPLATE_TOKENS, f"{CHARS_PER_TOKEN:g} chars per token"
 
 
 # --------------------------------------------------------------------------- vision
@@ -169,6 +178,19 @@ class Pilot:
         return None
 
 
+def _prompt_setting(path: Path, root: Path) -> str | None:
+    """The prompt setting an outputs file is for, from its place under ``root``
+    (``<model>/<dataset>/<condition>/<prompt>.jsonl`` or its shards'
+    ``<prompt>/shard<i>of<n>.jsonl``): a row names the builder it used, which for the
+    ``default`` setting is the sample's own (``short``, ``mcq``, ...)."""
+    parts = path.relative_to(root).parts
+    if len(parts) == 4:
+        return path.stem
+    if len(parts) == 5 and parts[-1].startswith("shard"):
+        return parts[3]
+    return None
+
+
 def read_pilot(folder: str | Path) -> Pilot:
     """Every answered output row under ``folder`` (``results/outputs``: gathered files
     and shards, each row counted once by model and key); error rows and rows without a
@@ -179,11 +201,13 @@ def read_pilot(folder: str | Path) -> Pilot:
     seen: set[tuple[str, str, str, str, str]] = set()
     sums: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0])
     for path in sorted(root.rglob("*.jsonl")):
+        setting = _prompt_setting(path, root)
         for _, row in iter_jsonl(path):
             tokens = row.get("completion_tokens")
             if row.get("error") or not isinstance(tokens, int):
                 continue
-            m, d, c, p = (str(row.get(k)) for k in ("model", "dataset", "condition", "prompt"))
+            m, d, c = (str(row.get(k)) for k in ("model", "dataset", "condition"))
+            p = setting or str(row.get("prompt"))
             if (m, d, c, p, str(row.get("key"))) in seen:
                 continue
             seen.add((m, d, c, p, str(row.get("key"))))
