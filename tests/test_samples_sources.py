@@ -63,3 +63,41 @@ def test_the_image_listing_changes_when_an_image_is_edited_added_or_removed(tmp_
     added.write_bytes(b"z")
     assert update_listing(listing, [str(image), str(added)])
     assert update_listing(listing, [str(image)]) and listing.read_text() == text
+
+
+def test_datasets_from_two_local_folders_build_one_dag(tmp_path):
+    """Every listing is written before the DAG is built. Written by the input function
+    instead, the second dataset's listing was missed (Snakemake had already cached what
+    ``results/listings/`` holds): ``MissingInputException ... results/listings/b.tsv``."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    datasets = {}
+    for name in ("a", "b", "c"):
+        root = tmp_path / "data" / name
+        (root / "images").mkdir(parents=True)
+        (root / "test.jsonl").write_text("{}\n")
+        (root / "images" / "1.png").write_bytes(b"x")
+        datasets[name] = {"adapter": "mathvision", "source": "local", "path": str(root),
+                          "models": [], "conditions": ["clean"]}  # fmt: skip
+    config = {
+        "model_registry": str(REPO / "config/models.yaml"),
+        "models": [],
+        "conditions": {"clean": {"perturbation": "none"}},
+        "datasets": datasets,
+    }
+    work = tmp_path / "run"
+    work.mkdir()
+    (work / "config.yaml").write_text(yaml.safe_dump(config))
+    targets = [f"results/samples/{name}/samples.jsonl" for name in datasets]
+    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work)]
+    proc = subprocess.run(
+        [*snakemake, *targets, "-n", "--cores", "1", "--configfile", str(work / "config.yaml")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in datasets:
+        listing = work / "results" / "listings" / f"{name}.tsv"
+        assert listing.read_text().splitlines()[1].startswith(str(tmp_path / "data" / name))

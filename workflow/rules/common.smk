@@ -56,15 +56,28 @@ def dataset_spec(wildcards):
     return json.dumps(PLAN.samples_spec(wildcards.dataset), sort_keys=True)
 
 
-def samples_input(wildcards, questions=True):
-    """What the samples of a dataset are read from (RunPlan.samples_sources); the
-    `questions` rule reads the same files but not its own output (questions=False).
-    A local folder's images are one listing file (RunPlan.image_listing), brought up to
-    date here, so the dry run names it instead of every image."""
-    try:
-        listing = PLAN.image_listing(wildcards.dataset)
+def update_listings():
+    """Bring the image listing of every dataset read from a local folder up to date
+    (RunPlan.image_listing), so the dry run names one listing file instead of every image.
+    Done once, when the Snakefile is read and before the DAG is built: Snakemake caches
+    what a folder holds the first time it looks into it, so a listing written while the
+    DAG is being built (in an input function) is missed by the next dataset's job."""
+    for dataset in DATASETS:
+        try:
+            listing = PLAN.image_listing(dataset)
+        except ConfigError as exc:
+            raise WorkflowError(str(exc)) from None
         if listing is not None:
             update_listing(*listing)
+
+
+update_listings()
+
+
+def samples_input(wildcards, questions=True):
+    """What the samples of a dataset are read from (RunPlan.samples_sources); the
+    `questions` rule reads the same files but not its own output (questions=False)."""
+    try:
         return PLAN.samples_sources(wildcards.dataset, questions=questions)
     except ConfigError as exc:
         raise WorkflowError(str(exc)) from None
