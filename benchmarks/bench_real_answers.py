@@ -8,7 +8,8 @@ Writes a run configuration (``DIR/config.yaml``) and runs the repository's Snake
 there (``snakemake --cores N``, its default target: every study output of the run):
 
 - models: the default run's two demo checkpoints (``demo-base``, ``demo-reasoning``,
-  trained as the default run trains them), with their registry pixel limits
+  trained as the default run trains them, or for ``--train-steps`` steps), with their
+  registry pixel limits
   (``min_pixels`` 3,136, ``max_pixels`` 50,176: at most 64 vision tokens an image);
 - ``mathvision``: the first ``--rows`` rows of the MATH-V test split, read in place from
   ``--data`` (never copied), ``samples.max_pixels`` at its default (2048 x 2048);
@@ -56,6 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--dir", type=Path, default=None, help="where to run (default: a temp dir)")
     p.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    p.add_argument("--train-steps", type=int, default=None,
+                   help="a short demo training (the models' accuracy is not under test: "
+                   "they are random on MATH-V either way); default: the default run's")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -70,7 +74,20 @@ def make_config(args: argparse.Namespace) -> dict:
         "models": ["demo-base", "demo-reasoning"],
         "decoding": base["decoding"],
         "threads": base["threads"],
-        "demo": base["demo"],
+        "demo": base["demo"]
+        | (
+            {
+                "train": {
+                    "n_per_family": 8,
+                    "steps": args.train_steps,
+                    "pretrain_steps": 2,
+                    "reasoning_steps": 2,
+                    "batch_size": 4,
+                }
+            }
+            if args.train_steps
+            else {}
+        ),  # fmt: skip
         "conditions": {
             "clean": {"perturbation": "none"},
             "corrupt": {"perturbation": "corruption", "assignment": "random"},
@@ -136,7 +153,7 @@ def answers(work: Path) -> list[dict]:
     prompt tokens (median, max) of its outputs file."""
     rows = []
     root = work / "results" / "scored"
-    for scored in sorted(root.rglob("*.csv")):
+    for scored in sorted(root.glob("*/*/*/*.csv")):  # not summary.csv
         model, dataset, condition, prompt = scored.relative_to(root).with_suffix("").parts
         if dataset != "mathvision":
             continue
@@ -181,12 +198,12 @@ def main(argv: list[str] | None = None) -> int:
         acc = r["correct"] / r["rows"] if r["rows"] else 0.0
         print(f"{r['file']:<44} {r['rows']:>5} {r['errors']:>4} {r['unparsed']:>4} {acc:>6.3f} "
               f"{r['prompt_tokens_p50']!s:>6} {r['prompt_tokens_max']!s:>6}")  # fmt: skip
-    made = sorted(
-        str(p.relative_to(work)) for p in (work / "results").glob("tables/**/*") if p.is_file()
-    )
-    made += sorted(
-        str(p.relative_to(work)) for p in (work / "results").glob("figures/**/*") if p.is_file()
-    )
+    made = [
+        str(p.relative_to(work))
+        for folder in ("results/tables", "figures")
+        for p in sorted((work / folder).rglob("*"))
+        if p.is_file()
+    ]
     print(f"tables and figures ({len(made)}):")
     for name in made:
         print(f"  {name}")
