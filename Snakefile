@@ -51,6 +51,16 @@ include: "workflow/rules/idis.smk"
 include: "workflow/rules/studies.smk"
 
 
+# On a cluster: the short steps run beside Snakemake (config cluster.local_rules).
+workflow.localrules(*local_rules(config["cluster"]["local_rules"], workflow))
+
+
+# On a cluster: jobs a killed Snakemake left making this run's outputs are cancelled
+# before anything is submitted (docs/architecture.md, "On a cluster").
+onstart:
+    cancel_orphaned_jobs()
+
+
 rule all:
     default_target: True
     input:

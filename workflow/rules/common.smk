@@ -1,6 +1,7 @@
 # Helpers shared by the workflow steps (validation of the configuration, input functions).
 import json
 import os
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -228,11 +229,10 @@ def engine_info(wildcards, input):
 
 
 def engine_runtime(wildcards, input):
-    """An engine's group job on a cluster runs its jobs one after another at worst:
-    the model's runtime per job, times its jobs."""
-    from vlmrobust.core.registry import model_resources
-
-    return model_resources(REGISTRY[wildcards.model])["runtime"] * max(1, len(input))
+    """The engine job only writes its file: a minute. Its group job asks for the
+    runtimes of its inference jobs, which Snakemake adds up itself (one layer of the
+    group after another), so the engine adds nothing of its own."""
+    return 1
 
 
 def grouped():
@@ -241,6 +241,39 @@ def grouped():
     return config["service"]["enabled"] and (
         workflow.non_local_exec or workflow.remote_exec
     )
+
+
+def local_rules(names, workflow):
+    """The rules of config `cluster.local_rules` (run beside Snakemake on a cluster),
+    after checking that each one is a rule of the workflow."""
+    rules = {r.name for r in workflow.rules}
+    unknown = sorted(set(names) - rules)
+    if unknown:
+        raise WorkflowError(
+            f"cluster.local_rules: no rule named {', '.join(unknown)} "
+            f"(rules: {', '.join(sorted(rules))})"
+        )
+    return list(names)
+
+
+def cancel_orphaned_jobs():
+    """Before a cluster run schedules anything: the SLURM jobs an earlier, killed
+    Snakemake of this folder left making outputs this run makes again (the job ids its
+    incomplete-output markers record) are cancelled (core.workflow.cancel_orphans)."""
+    if not workflow.non_local_exec:
+        return
+    from vlmrobust.core.workflow import cancel_orphans
+
+    recorded = set()
+    for job in workflow.dag.needrun_jobs():
+        recorded.update(workflow.persistence.external_jobids(job))
+    cancelled = cancel_orphans(recorded)
+    if cancelled:
+        print(
+            f"cancelled {len(cancelled)} SLURM job(s) an earlier Snakemake left making "
+            f"this run's outputs: {', '.join(cancelled)} (their partial rows are kept)",
+            file=sys.stderr,
+        )
 
 
 def engine_group(wildcards):

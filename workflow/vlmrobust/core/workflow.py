@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -95,3 +97,40 @@ def update_listing(listing: str | Path, files: Iterable[str]) -> bool:
         pass
     atomic_write_text(path, text)
     return True
+
+
+#: SLURM job states of a job that still holds (or waits for) an allocation.
+LIVE_STATES = "PENDING,CONFIGURING,RUNNING,COMPLETING,SUSPENDED,REQUEUED,RESIZING"
+
+
+def live_slurm_jobs(job_ids: Iterable[str]) -> list[str]:
+    """Those of ``job_ids`` that SLURM still has queued or running (this user's)."""
+    wanted = {str(j) for j in job_ids}
+    if not wanted or shutil.which("squeue") is None:
+        return []
+    out = subprocess.run(
+        ["squeue", "--me", "--noheader", "--format=%i", f"--states={LIVE_STATES}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return sorted(wanted & set(out.stdout.split()), key=int)
+
+
+def cancel_orphans(job_ids: Iterable[str], timeout: float = 300.0) -> list[str]:
+    """Cancel those of ``job_ids`` SLURM still runs, and wait until they are gone.
+
+    The ids are those an earlier Snakemake of this folder recorded for outputs it left
+    incomplete (it was killed: ``kill -9``, a lost login session). This run is about to
+    make the same outputs again; the jobs that still make them are a dead run's (a live
+    one would hold the folder's lock on them), and left running they would write the
+    same shards and, when they fail, remove outputs this run has made. Their partial
+    rows stay, and this run's jobs resume from them. Returns the jobs cancelled."""
+    alive = live_slurm_jobs(job_ids)
+    if not alive:
+        return []
+    subprocess.run(["scancel", *alive], capture_output=True, text=True, timeout=60)
+    end = time.monotonic() + timeout
+    while live_slurm_jobs(alive) and time.monotonic() < end:
+        time.sleep(2)
+    return alive
