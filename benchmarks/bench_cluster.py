@@ -320,7 +320,7 @@ def main() -> int:
         comparison = compare(*args.compare)
         report({"runs": [], "comparison": comparison, "left": {}}, args)
         return 1 if comparison["differences"] or comparison["rows_lost"] else 0
-    reason = cr.missing_data()
+    reason = cr.missing_data(args.datasets)
     if reason:
         print(f"skipped: {reason}", file=sys.stderr)
         return 2

@@ -44,9 +44,16 @@ GENERATED = re.compile(r"^(\S+ \S+) INFO \S+: generated (\d+) requests in ([\d.]
 LOADED = re.compile(r"^(\S+ \S+) INFO \S+: model service (\S+) \(.*loaded in ([\d.]+) s", re.M)
 
 
-def missing_data() -> str | None:
-    """Why the real MATH-V and LogicVista are not here (None when they are)."""
-    for folder in ("mathvision/data", "logicvista/data"):
+#: the stand-ins' datasets read from ../shared/data, and the folder each needs
+SHARED_NEEDS = {"mathvision": "mathvision/data", "logicvista": "logicvista/data"}
+
+
+def missing_data(datasets: list[str] | None = None) -> str | None:
+    """Why the real MATH-V and LogicVista that ``datasets`` (None: every dataset of the
+    stand-ins) read are not here; None when they are, or when none is read."""
+    for name, folder in SHARED_NEEDS.items():
+        if datasets is not None and name not in datasets:
+            continue
         if not (SHARED_DATA / folder).is_dir():
             return f"the real data is not at {SHARED_DATA / folder} (../shared/data/README.md)"
     return None

@@ -74,7 +74,7 @@ def gpu_cluster():
 @pytest.fixture(scope="module")
 def cluster_run(gpu_cluster, tmp_path_factory):
     """The reduced stand-in run, start to end, with the scheduler's records."""
-    reason = missing_data()
+    reason = missing_data(DATASETS)
     if reason:
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("cluster")
