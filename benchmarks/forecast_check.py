@@ -12,10 +12,13 @@ responses per question; clean, resized, objects, diagram and textual conditions)
 construction and no attention blocking (docs/forecast.md).
 
 ``--measure-disk`` measures the bytes per pixel of ``workflow/vlmrobust/forecast/
-disk.yaml``: the package's own ``corrupt_image`` and PIL's PNG encoder (the variants
-stage's) on scikit-image's six bundled RGB photos (every method at severities 2 and 4)
-and on ``--mathv-images`` MATH-V testmini images (one seeded random method and severity
-each, as ``assignment: random``; ``../shared/data/mathvision``).
+disk.yaml`` for every ``variants.format``: the package's own ``corrupt_image``, every
+image encoded by the variants stage's own ``encode_image`` (``perturb/storage.py``) as
+``png`` and as ``webp`` (printed: each, WebP's share of PNG, and how many images
+``webp`` stored as PNG), on scikit-image's six bundled RGB photos (every method at
+severities 2 and 4; clean; the PNG of a one-box ``fill_box`` mask) and on
+``--mathv-images`` MATH-V testmini images (one seeded random method and severity each,
+as ``assignment: random``; ``../shared/data/mathvision``).
 
 The comparison prints three forecasts of the same configuration — **before** the run
 (built in an empty folder holding only the configuration and the registry: every count
@@ -165,51 +168,86 @@ PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycl
           "hubble_deep_field.jpg"]  # fmt: skip
 
 
-def _png(image) -> int:
-    import io
+def _stored(image) -> dict[str, tuple[int, str]]:
+    """The bytes of ``image`` and the format it is stored in, as the variants stage
+    writes it under each ``variants.format`` (its own encoder, ``perturb.storage``)."""
+    from vlmrobust.perturb.storage import FORMATS, encode_image
 
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return len(buf.getvalue())
+    out = {}
+    for fmt in FORMATS:
+        data, suffix = encode_image(image, fmt)
+        out[fmt] = (len(data), suffix.lstrip("."))
+    return out
 
 
 def measure_disk(mathv: Path, n_mathv: int) -> dict[str, float]:
-    """Bytes per pixel, corrupted and clean, of photos and of MATH-V diagrams."""
+    """Bytes per pixel, corrupted and clean, of photos and of MATH-V diagrams, per
+    ``variants.format`` (every image encoded by the stage's own ``encode_image``; the
+    ``webp_stored_as_png`` entry counts the images ``webp`` stores as PNG, where WebP
+    cannot hold them), the one-box mask PNG of the photos, and per corruption method
+    on the photos."""
     import random
 
     import skimage
-    from PIL import Image
 
     from vlmrobust.perturb.corruption import corrupt_image
+    from vlmrobust.perturb.masking import fill_box
+    from vlmrobust.perturb.storage import FORMATS
+    from vlmrobust.perturb.variants import open_shown
 
-    per_method: dict[str, list[float]] = {m: [] for m in METHODS}
-    clean = pixels = 0
+    fallback = {"webp": 0, "images": 0}
+
+    def stored(image) -> dict[str, int]:
+        found = _stored(image)
+        fallback["images"] += 1
+        fallback["webp"] += found["webp"][1] == "png"
+        return {fmt: n for fmt, (n, _) in found.items()}
+
+    per_method = {(m, f): [] for m in METHODS for f in FORMATS}
+    clean = dict.fromkeys(FORMATS, 0)
+    mask = pixels = 0
     for name in PHOTOS:
-        im = Image.open(Path(skimage.data.__file__).parent / name).convert("RGB")
+        im = open_shown(str(Path(skimage.data.__file__).parent / name), name)
         if im.width * im.height > 600_000:
             im = im.resize((im.width // 2, im.height // 2))
-        clean, pixels = clean + _png(im), pixels + im.width * im.height
+        px = im.width * im.height
+        clean = {f: clean[f] + n for f, n in stored(im).items()}
+        box = (im.width // 4, im.height // 4, 3 * im.width // 4, 3 * im.height // 4)
+        mask, pixels = mask + _stored(fill_box(im, box, "black", 0.0)[1])["png"][0], pixels + px
         for m in METHODS:
             for sev in [None] if m == "blank" else [2, 4]:
-                per_method[m].append(_png(corrupt_image(im, m, sev, 7)) / (im.width * im.height))
+                for f, n in stored(corrupt_image(im, m, sev, 7)).items():
+                    per_method[(m, f)].append(n / px)
     out = {
-        "photos_corrupted": sum(sum(v) / len(v) for v in per_method.values()) / len(METHODS),
-        "photos_clean": clean / pixels,
+        f"photos_corrupted_{f}": sum(
+            sum(per_method[(m, f)]) / len(per_method[(m, f)]) for m in METHODS
+        )
+        / len(METHODS)
+        for f in FORMATS
     }
+    out |= {f"photos_clean_{f}": clean[f] / pixels for f in FORMATS}
+    out["photos_box_mask_png"] = mask / pixels
+    out |= {f"photos_{m}_{f}": sum(v) / len(v) for (m, f), v in per_method.items()}
     rows = [
         json.loads(line) for line in (mathv / "data" / "testmini.jsonl").read_text().splitlines()
     ]
     rng = random.Random(0)
-    corrupted = clean = pixels = 0
+    corrupted, clean = dict.fromkeys(FORMATS, 0), dict.fromkeys(FORMATS, 0)
+    pixels = 0
     for row in rng.sample(rows, n_mathv):
-        im = Image.open(mathv / row["image"]).convert("RGB")
+        im = open_shown(str(mathv / row["image"]), row["image"])
         if im.width * im.height > 4_194_304:  # the samples stage would downscale it first
             continue
         m = METHODS[rng.randrange(len(METHODS))]
         sev = None if m == "blank" else rng.randrange(1, 6)
-        corrupted += _png(corrupt_image(im, m, sev, rng.randrange(2**32)))
-        clean, pixels = clean + _png(im), pixels + im.width * im.height
-    out |= {"mathv_corrupted": corrupted / pixels, "mathv_clean": clean / pixels}
+        done = stored(corrupt_image(im, m, sev, rng.randrange(2**32)))
+        corrupted = {f: corrupted[f] + n for f, n in done.items()}
+        clean = {f: clean[f] + n for f, n in stored(im).items()}
+        pixels += im.width * im.height
+    out |= {f"mathv_corrupted_{f}": corrupted[f] / pixels for f in FORMATS}
+    out |= {f"mathv_clean_{f}": clean[f] / pixels for f in FORMATS}
+    out["webp_stored_as_png"] = fallback["webp"]
+    out["images_encoded"] = fallback["images"]
     return out
 
 
@@ -238,8 +276,15 @@ def main() -> int:
     ap.add_argument("--mathv", type=Path, default=REPO.parent / "shared" / "data" / "mathvision")
     args = ap.parse_args()
     if args.measure_disk:
-        for key, value in measure_disk(args.mathv, args.mathv_images).items():
-            print(f"{key}: {value:.3f} bytes per pixel")
+        found = measure_disk(args.mathv, args.mathv_images)
+        for key, value in found.items():
+            if key.endswith("_webp"):
+                png = found[key.removesuffix("_webp") + "_png"]
+                print(f"{key}: {value:.3f} bytes per pixel ({value / png:.0%} of PNG)")
+            elif key in ("webp_stored_as_png", "images_encoded"):
+                print(f"{key}: {value}")
+            else:
+                print(f"{key}: {value:.3f} bytes per pixel")
         return 0
     if args.write_config:
         print(write_config(args.write_config))

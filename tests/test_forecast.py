@@ -97,7 +97,11 @@ TABLES = {
             "mmstar": {"size": [640, 480], "images": 1, "question_chars": 40, "source": "t"},
         },
     },
-    "disk": {"perturbations": {"corruption": {"bytes_per_pixel": 2.0, "source": "test"}}},
+    "disk": {
+        "perturbations": {
+            "corruption": {"bytes_per_pixel": {"png": 2.0, "webp": 1.5}, "source": "test"}
+        }
+    },
 }
 
 
@@ -304,6 +308,58 @@ def test_the_variants_disk(run_dir):
     # 64 x 32 is under min_pixels: scaled by sqrt(200704 / 2048) = 9.9, the sides
     # rounded up to multiples of 28: 644 x 336 -> 23 x 12 = 276 tokens
     assert corrupt.vision_tokens == 276
+
+
+def test_the_variants_disk_follows_variants_format(run_dir, capsys):
+    """The same configuration under ``variants.format`` png and webp: the disk of each at
+    its own bytes per pixel of the table (2.0 and 1.5: 10 images x 800 x 600 px), so in
+    their ratio, and the format named in the printed forecast and the JSON."""
+    by_format = {}
+    for fmt in ("png", "webp"):
+        config = _config() | {"variants": {"format": fmt}}
+        (run_dir / f"{fmt}.yaml").write_text(yaml.safe_dump(config))
+        assert main(["forecast", f"{fmt}.yaml"]) == 0
+        by_format[fmt] = capsys.readouterr().out
+        (disk,) = build_forecast(_plan(config)).disk
+        assert disk.format == fmt and f"B/px as {fmt} (test)" in disk.how
+        assert main(["forecast", f"{fmt}.yaml", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["disk_format"] == fmt and data["disk_bytes"] == disk.bytes
+    png = build_forecast(_plan(_config() | {"variants": {"format": "png"}})).disk[0].bytes
+    webp = build_forecast(_plan(_config() | {"variants": {"format": "webp"}})).disk[0].bytes
+    assert png == pytest.approx(9_600_000) and webp == pytest.approx(7_200_000)
+    assert webp / png == pytest.approx(1.5 / 2.0)
+    assert "stored as PNG (variants.format: png)" in by_format["png"]
+    assert "stored as lossless WebP" in by_format["webp"]
+    assert "(variants.format: webp)" in by_format["webp"]
+    # the default is PNG (the schema's default of variants.format)
+    assert build_forecast(_plan()).disk[0].bytes == pytest.approx(png)
+
+
+def test_a_format_the_disk_table_lacks_is_unknown_naming_the_key(run_dir, monkeypatch):
+    png_only = copy.deepcopy(TABLES)
+    del png_only["disk"]["perturbations"]["corruption"]["bytes_per_pixel"]["webp"]
+    monkeypatch.setattr(tables, "load_table", lambda name: png_only[name])
+    (disk,) = build_forecast(_plan(_config() | {"variants": {"format": "webp"}})).disk
+    assert disk.bytes is None
+    assert "perturbations.corruption.bytes_per_pixel has no 'webp'" in disk.how
+
+
+def test_the_disk_table_has_every_format_for_every_entry():
+    """forecast/disk.yaml as shipped: a number per ``variants.format`` in every entry
+    (lossless WebP never above PNG on the measured images), and a source."""
+    from vlmrobust.perturb.storage import FORMATS
+
+    entries = []
+    for name, entry in tables.load_table("disk")["perturbations"].items():
+        entries.append((name, entry))
+        entries += [(f"{name}/{b}", e) for b, e in (entry.get("benchmarks") or {}).items()]
+    for name, entry in entries:
+        rates = entry["bytes_per_pixel"]
+        assert set(rates) == set(FORMATS), name
+        assert 0 < rates["webp"] <= rates["png"], name
+        assert entry["source"], name
+    assert tables.bytes_per_pixel("corruption", "mathvision", "webp")[0] == 0.44
 
 
 def test_measured_samples_give_counts_sizes_and_prompts(run_dir):

@@ -3,7 +3,8 @@
 For any configuration, per model and study: the requests, the prompt tokens (text,
 vision from the images' sizes under the model's pixel limits, a first stage's answer)
 and generated tokens per request, the GPU-hours at the throughput table's rates, the
-wall time on N GPUs (the plan's engines, list-scheduled) and the variants' disk. Pure:
+wall time on N GPUs (the plan's engines, list-scheduled) and the variants' disk
+(in the configuration's ``variants.format``). Pure:
 it reads the configuration, the registry, the forecast tables (``*.yaml`` here) and
 whatever of the run's files and local data already exist (image headers, not pixels);
 it loads no model and opens no connection.
@@ -46,6 +47,8 @@ class Forecast:
     rates: dict[str, Throughput]
     pilot: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: ``variants.format``: the encoding the variants' disk is forecast for
+    disk_format: str = "png"
 
 
 def build_forecast(
@@ -88,5 +91,5 @@ def build_forecast(
     disk = [found for cond in conds.values() if (found := disk_of(plan, cond)) is not None]
     return Forecast(
         config, gpus, gpu_type, engines, list(cells.values()), disk, placed, makespan, left_out,
-        rates, pilot.folder if pilot else None,
+        rates, pilot.folder if pilot else None, disk_format=plan.config["variants"]["format"],
     )  # fmt: skip

@@ -15,8 +15,9 @@ engine's full rate.
 
 **Disk.** A perturbation that writes images (its registered ``apply``; ``none``,
 ``distraction``, ``idis-release`` and ``textual`` only name existing files) takes, per
-written image, its pixels at the made size x ``disk.yaml``'s bytes per pixel; a
-condition whose images folder is there is measured instead.
+written image, its pixels at the made size x ``disk.yaml``'s bytes per pixel for the
+configuration's ``variants.format`` (``png`` or lossless ``webp``); a condition whose
+images folder is there is measured instead.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class Disk:
     megapixels: float
     bytes: float | None
     how: str
+    format: str = "png"  # variants.format, the encoding the bytes per pixel are for
 
 
 def writes_images(perturbation: str) -> bool:
@@ -129,15 +131,17 @@ def disk_of(plan: RunPlan, cond: ConditionFacts) -> Disk | None:
     perturbation = plan.conditions[cond.condition]["perturbation"]
     if not writes_images(perturbation):
         return None
+    fmt = plan.config["variants"]["format"]
     mp = fmean(w * h for w, h in cond.sizes) / 1e6 if cond.sizes else 0.0
     images = cond.written_images or cond.variants.value * cond.images_per_variant
     if cond.disk_bytes is not None:
         return Disk(cond.dataset, cond.condition, perturbation, images, mp, cond.disk_bytes,
-                    "measured: the images folder")  # fmt: skip
+                    "measured: the images folder", fmt)  # fmt: skip
     try:
-        rate, source = bytes_per_pixel(perturbation, plan.datasets[cond.dataset]["adapter"])
+        rate, source = bytes_per_pixel(perturbation, plan.datasets[cond.dataset]["adapter"], fmt)
     except MissingEntry as exc:
-        return Disk(cond.dataset, cond.condition, perturbation, images, mp, None, str(exc))
-    how = f"{images:g} images ({cond.variants.how}) x {mp:.3g} MP x {rate:g} B/px ({source})"
+        return Disk(cond.dataset, cond.condition, perturbation, images, mp, None, str(exc), fmt)
+    how = (f"{images:g} images ({cond.variants.how}) x {mp:.3g} MP x {rate:g} B/px as {fmt} "
+           f"({source})")  # fmt: skip
     return Disk(cond.dataset, cond.condition, perturbation, images, mp,
-                images * mp * 1e6 * rate, how)  # fmt: skip
+                images * mp * 1e6 * rate, how, fmt)  # fmt: skip

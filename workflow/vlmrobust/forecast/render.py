@@ -95,6 +95,12 @@ def _row(label: list[str], s: dict[str, Any]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+#: what each ``variants.format`` stores (vlmrobust/perturb/storage.py)
+DISK_FORMATS = {
+    "png": "PNG",
+    "webp": "lossless WebP (PNG where WebP cannot hold the image; masks PNG)",
+}
+
 HEAD = ("requests | prompt tok/req | of it vision | generated tok/req | prompt Mtok | "
         "generated Mtok | GPU-h")  # fmt: skip
 
@@ -200,7 +206,9 @@ def render_text(forecast: Forecast, sources: bool = True) -> str:
         "",
         *schedule_lines(forecast),
         "",
-        "Variants' disk (perturbations that write images):",
+        f"Variants' disk (perturbations that write images), stored as "
+        f"{DISK_FORMATS.get(forecast.disk_format, forecast.disk_format)} (variants.format: "
+        f"{forecast.disk_format}):",
         "",
         *disk_lines(forecast),
     ]
@@ -240,6 +248,7 @@ def to_json(forecast: Forecast) -> dict[str, Any]:
         "makespan_hours": None if forecast.makespan_s is None else forecast.makespan_s / 3600,
         "engines": [asdict(e) | {"end": e.end} for e in forecast.engines],
         "not_scheduled": forecast.left_out,
+        "disk_format": forecast.disk_format,
         "disk": [asdict(d) for d in forecast.disk],
         "disk_bytes": _sum([d.bytes for d in forecast.disk]),
         "throughput": {m: asdict(r) for m, r in forecast.rates.items()},

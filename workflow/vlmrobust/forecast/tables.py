@@ -11,7 +11,8 @@ its source (docs/forecast.md prints them).
   (or family) is in (:func:`throughput_class`);
 - ``images.yaml``: per benchmark, the image size, images per sample and question length
   assumed while neither the samples nor a local copy of the data are there;
-- ``disk.yaml``: stored bytes per pixel of a variant image, per perturbation.
+- ``disk.yaml``: stored bytes per pixel of a variant image, per perturbation and
+  ``variants.format``.
 
 A lookup that finds nothing is an error naming the file and the key to add
 (:class:`MissingEntry`), never a silent zero.
@@ -137,14 +138,25 @@ def image_assumption(benchmark: str) -> dict[str, Any]:
     return entry
 
 
-def bytes_per_pixel(perturbation: str, benchmark: str | None = None) -> tuple[float, str]:
-    """Stored bytes per pixel of a variant image a perturbation writes (on a benchmark's
-    images, where ``disk.yaml`` has a number of its own), and the source."""
+def bytes_per_pixel(
+    perturbation: str, benchmark: str | None = None, fmt: str = "png"
+) -> tuple[float, str]:
+    """Stored bytes per pixel of a variant image a perturbation writes under
+    ``variants.format`` = ``fmt`` (on a benchmark's images, where ``disk.yaml`` has
+    numbers of their own), and the source."""
     table = load_table("disk")
     entry = table["perturbations"].get(perturbation)
     if entry is None:
         raise MissingEntry(
             f"forecast/disk.yaml: perturbations has no {perturbation!r}; add its bytes per pixel"
         )
-    entry = (entry.get("benchmarks") or {}).get(benchmark or "", entry)
-    return float(entry["bytes_per_pixel"]), str(entry["source"])
+    key = f"perturbations.{perturbation}"
+    if benchmark in (entry.get("benchmarks") or {}):
+        entry, key = entry["benchmarks"][benchmark], f"{key}.benchmarks.{benchmark}"
+    rates = entry["bytes_per_pixel"]
+    if fmt not in rates:
+        raise MissingEntry(
+            f"forecast/disk.yaml: {key}.bytes_per_pixel has no {fmt!r} (variants.format); "
+            "add its bytes per pixel"
+        )
+    return float(rates[fmt]), str(entry["source"])
