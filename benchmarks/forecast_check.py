@@ -71,18 +71,21 @@ def write_config(run_dir: Path) -> Path:
     return path
 
 
-def forecasts(run_dir: Path, config: str) -> dict[str, object]:
+def forecasts(run_dir: Path, config: str, gpus: int = 2) -> dict[str, object]:
     """The before / after / pilot forecasts (module docstring)."""
+    registry = yaml.safe_load((run_dir / config).read_text()).get(
+        "model_registry", "config/models.yaml"
+    )
     with tempfile.TemporaryDirectory() as empty:
-        (Path(empty) / "config").mkdir()
-        shutil.copy(run_dir / "config" / "models.yaml", Path(empty) / "config" / "models.yaml")
-        shutil.copy(run_dir / config, Path(empty) / "config" / "run.yaml")
+        for name in (registry, config):  # the configuration and the registry it names
+            (Path(empty) / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(run_dir / name, Path(empty) / name)
         with contextlib.chdir(empty):
-            before = build_forecast(RunPlan.load("config/run.yaml"), "before", gpus=2)
+            before = build_forecast(RunPlan.load(config), "before", gpus=gpus)
     with contextlib.chdir(run_dir):
-        after = build_forecast(RunPlan.load(config), "after", gpus=2)
+        after = build_forecast(RunPlan.load(config), "after", gpus=gpus)
         pilot = build_forecast(
-            RunPlan.load(config), "pilot", gpus=2, pilot=read_pilot("results/outputs")
+            RunPlan.load(config), "pilot", gpus=gpus, pilot=read_pilot("results/outputs")
         )
     return {"before": before, "after": after, "pilot": pilot}
 
@@ -270,6 +273,7 @@ def main() -> int:
     ap.add_argument("--write-config", type=Path, metavar="RUN_DIR")
     ap.add_argument("--run-dir", type=Path)
     ap.add_argument("--config", default=CONFIG)
+    ap.add_argument("--gpus", type=int, default=2, help="the GPUs of the run (its wall time)")
     ap.add_argument("--json", type=Path, help="also write the numbers as JSON here")
     ap.add_argument("--measure-disk", action="store_true")
     ap.add_argument("--mathv-images", type=int, default=60)
@@ -291,7 +295,7 @@ def main() -> int:
         return 0
     if args.run_dir is None:
         ap.error("--run-dir (a finished run) or --write-config")
-    runs = forecasts(args.run_dir.resolve(), args.config)
+    runs = forecasts(args.run_dir.resolve(), args.config, args.gpus)
     seen = measured(args.run_dir.resolve())
     print("\n".join(per_model_table(runs, seen)) + "\n")
     print("\n".join(per_cell_table(runs, seen)) + "\n")

@@ -512,3 +512,17 @@ def test_crm_second_stage_carries_the_first_stage_answer_and_runs_in_phase_1(run
 def _cell_p(result, condition, prompt):
     (cell,) = [c for c in result.cells if (c.condition, c.prompt) == (condition, prompt)]
     return cell
+
+
+def test_a_checkpoint_the_workflow_builds_takes_the_demo_rates():
+    """A stand-in keeps a paper model's id and family but is a demo checkpoint
+    (demo_seed): it is forecast at the demo-cpu class's rates, not the 7B GPU class's."""
+    paper = tables.throughput_class("qwen2.5-vl-7b", {"family": "qwen2.5-vl"})
+    standin = tables.throughput_class("qwen2.5-vl-7b", {"family": "qwen2.5-vl", "demo_seed": 101})
+    assert (paper.name, paper.gen_tok_s, paper.startup_s) == ("vlm-7-9b", 6500.0, 120.0)
+    assert (standin.name, standin.gen_tok_s, standin.startup_s, standin.gpu) == (
+        "demo-cpu",
+        1073.0,
+        5.0,
+        "cpu",
+    )

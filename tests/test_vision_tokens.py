@@ -80,3 +80,16 @@ def test_a_registry_entry_brings_its_own_pixel_limits():
     assert image_tokens((2520, 8526), p) == 65 * 19
     assert processor_of({"family": "no-such-family"}) is None
     assert processor_of({"family": "gemini"}).tokens == 258
+
+
+def test_a_checkpoint_the_workflow_builds_counts_as_the_demo_processor():
+    """A stand-in named like Llama-3.2-Vision (tiles of 560 px) but built as a demo
+    Qwen2-VL (demo_seed) is counted by the demo rule with its own pixel limits."""
+    from vlmrobust.core.vision_tokens import image_tokens, processor_of
+
+    options = {"min_pixels": 3136, "max_pixels": 50176}
+    llama = processor_of({"family": "llama-3.2-vision", "options": options})
+    standin = processor_of({"family": "llama-3.2-vision", "options": options, "demo_seed": 7})
+    assert standin.kind == "smart-resize" and llama.kind != "smart-resize"
+    # 1000 x 1000 px within 50,176 px: 224 x 224, 16 x 16 patches of 14 px, 2 x 2 merged
+    assert image_tokens((1000, 1000), standin) == 64

@@ -252,8 +252,12 @@ def image_tokens(size: tuple[int, int], processor: Processor) -> int:
 
 def processor_of(entry: dict[str, Any]) -> Processor | None:
     """A registry entry's rule: its family's, with the entry's ``options.min_pixels`` /
-    ``max_pixels`` (a ``smart-resize`` family); None for a family without a rule."""
-    processor = PROCESSORS.get(entry.get("family") or "")
+    ``max_pixels`` (a ``smart-resize`` family); None for a family without a rule. A
+    checkpoint the workflow builds (``demo_seed``) is a demo Qwen2-VL whatever family
+    it names (the stand-ins of the papers' run keep the paper models' families): the
+    ``demo`` rule."""
+    family = "demo" if entry.get("demo_seed") is not None else entry.get("family") or ""
+    processor = PROCESSORS.get(family)
     if processor is None or processor.kind != "smart-resize":
         return processor
     options = entry.get("options") or {}

@@ -87,9 +87,13 @@ class Throughput:
 def throughput_class(model: str, entry: dict[str, Any], gpu: str | None = None) -> Throughput:
     """The class of ``model`` (by id, else by its registry ``family``) on ``gpu`` (a key
     of ``gpu_types``; None: the table's own GPU); a model in no class, or an unknown
-    GPU type, is an error naming the key to add."""
+    GPU type, is an error naming the key to add. A checkpoint the workflow builds
+    (registry ``demo_seed``) is demo-sized whatever its id or family: it takes the
+    ``demo`` family's class (the stand-ins of the papers' run keep the paper models'
+    ids and families, not their size)."""
     table = load_table("throughput")
-    name = table["models"].get(model) or table["families"].get(entry.get("family") or "")
+    demo = table["families"].get("demo") if entry.get("demo_seed") is not None else None
+    name = demo or table["models"].get(model) or table["families"].get(entry.get("family") or "")
     if name is None:
         raise MissingEntry(
             f"forecast/throughput.yaml: model {model!r} (family {entry.get('family')!r}) is in "
