@@ -65,19 +65,25 @@ def test_a_runtime_limit_splits_a_model_into_engines_that_fit(paper):
 
 
 def test_jobs_a_killed_snakemake_left_are_cancelled_and_waited_for(tmp_path, monkeypatch):
-    """core.workflow.cancel_orphans, with stand-in squeue and scancel: of the recorded
-    jobs, only those SLURM still runs are cancelled, and it returns once they are gone."""
+    """core.workflow.cancel_orphans, with stand-in squeue and scancel: every live job
+    started in the run's folder (8: a group job whose inner Snakemake rewrote its
+    markers without the id, as seen on the test cluster) and every recorded one SLURM
+    still runs (5, 7) is cancelled; another folder's job (9) is not; it returns once
+    they are gone."""
     from vlmrobust.core.workflow import cancel_orphans
 
+    run, other = tmp_path / "run", tmp_path / "other"
+    run.mkdir()
+    other.mkdir()
     queue = tmp_path / "queue"
-    queue.write_text("5\n7\n9\n")  # 9 is another run's job, never recorded here
+    queue.write_text(f"5|{run}\n7|{run}\n8|{run}\n9|{other}\n")
     (tmp_path / "squeue").write_text(f"#!/bin/sh\ncat {queue}\n")
     (tmp_path / "scancel").write_text(
-        f'#!/bin/sh\necho "$@" > {tmp_path}/cancelled\necho 9 > {queue}\n'
+        f'#!/bin/sh\necho "$@" > {tmp_path}/cancelled\necho "9|{other}" > {queue}\n'
     )
     for tool in ("squeue", "scancel"):
         (tmp_path / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert cancel_orphans(["7", "5", "3"], timeout=10) == ["5", "7"]  # 3: already gone
-    assert (tmp_path / "cancelled").read_text().split() == ["5", "7"]
-    assert cancel_orphans(["5", "7"]) == []  # nothing left to cancel
+    assert cancel_orphans(run, ["7", "5", "3"], timeout=10) == ["5", "7", "8"]  # 3: gone
+    assert (tmp_path / "cancelled").read_text().split() == ["5", "7", "8"]
+    assert cancel_orphans(run, ["5", "7"]) == []  # nothing left to cancel

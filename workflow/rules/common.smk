@@ -258,8 +258,8 @@ def local_rules(names, workflow):
 
 def cancel_orphaned_jobs():
     """Before a cluster run schedules anything: the SLURM jobs an earlier, killed
-    Snakemake of this folder left making outputs this run makes again (the job ids its
-    incomplete-output markers record) are cancelled (core.workflow.cancel_orphans)."""
+    Snakemake of this folder left (started here, or recorded by its incomplete-output
+    markers) are cancelled (core.workflow.cancel_orphans)."""
     if not workflow.non_local_exec:
         return
     from vlmrobust.core.workflow import cancel_orphans
@@ -267,11 +267,11 @@ def cancel_orphaned_jobs():
     recorded = set()
     for job in workflow.dag.needrun_jobs():
         recorded.update(workflow.persistence.external_jobids(job))
-    cancelled = cancel_orphans(recorded)
+    cancelled = cancel_orphans(os.getcwd(), recorded)
     if cancelled:
         print(
-            f"cancelled {len(cancelled)} SLURM job(s) an earlier Snakemake left making "
-            f"this run's outputs: {', '.join(cancelled)} (their partial rows are kept)",
+            f"cancelled {len(cancelled)} SLURM job(s) an earlier Snakemake left in this "
+            f"folder: {', '.join(cancelled)} (their partial rows are kept)",
             file=sys.stderr,
         )
 

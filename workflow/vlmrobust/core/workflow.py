@@ -103,34 +103,49 @@ def update_listing(listing: str | Path, files: Iterable[str]) -> bool:
 LIVE_STATES = "PENDING,CONFIGURING,RUNNING,COMPLETING,SUSPENDED,REQUEUED,RESIZING"
 
 
-def live_slurm_jobs(job_ids: Iterable[str]) -> list[str]:
-    """Those of ``job_ids`` that SLURM still has queued or running (this user's)."""
-    wanted = {str(j) for j in job_ids}
-    if not wanted or shutil.which("squeue") is None:
-        return []
+def live_slurm_jobs(folder: str | os.PathLike | None = None) -> dict[str, str]:
+    """This user's SLURM jobs still queued or running: job id -> working folder (all of
+    them, or those started in ``folder``)."""
+    if shutil.which("squeue") is None:
+        return {}
     out = subprocess.run(
-        ["squeue", "--me", "--noheader", "--format=%i", f"--states={LIVE_STATES}"],
+        ["squeue", "--me", "--noheader", "--format=%i|%Z", f"--states={LIVE_STATES}"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    return sorted(wanted & set(out.stdout.split()), key=int)
+    jobs = dict(line.split("|", 1) for line in out.stdout.split("\n") if "|" in line)
+    if folder is not None:
+        here = os.path.realpath(folder)
+        jobs = {j: d for j, d in jobs.items() if os.path.realpath(d.strip()) == here}
+    return jobs
 
 
-def cancel_orphans(job_ids: Iterable[str], timeout: float = 300.0) -> list[str]:
-    """Cancel those of ``job_ids`` SLURM still runs, and wait until they are gone.
+def cancel_orphans(
+    folder: str | os.PathLike, recorded: Iterable[str] = (), timeout: float = 300.0
+) -> list[str]:
+    """Cancel the SLURM jobs an earlier, killed Snakemake of ``folder`` left, and wait
+    until they are gone; the jobs cancelled, in id order.
 
-    The ids are those an earlier Snakemake of this folder recorded for outputs it left
-    incomplete (it was killed: ``kill -9``, a lost login session). This run is about to
-    make the same outputs again; the jobs that still make them are a dead run's (a live
-    one would hold the folder's lock on them), and left running they would write the
-    same shards and, when they fail, remove outputs this run has made. Their partial
-    rows stay, and this run's jobs resume from them. Returns the jobs cancelled."""
-    alive = live_slurm_jobs(job_ids)
+    Called when a Snakemake run starts in ``folder`` and before it submits anything, so
+    every live job of this user started in ``folder`` is an earlier run's (Snakemake's
+    lock on the folder keeps two runs out of it: the earlier one is dead, or
+    ``--unlock`` would not have been needed), and so is every job id its
+    incomplete-output markers ``recorded`` that SLURM still runs. The markers alone miss
+    the group jobs whose inner Snakemake had started: it rewrites the markers of the
+    jobs it runs, without the SLURM id. This run is about to make the same outputs
+    again; left running, those jobs would hold GPUs beside this run's new allocations,
+    write the same shards (one writer at a time: the second waits) and, when they fail,
+    remove outputs this run has made. Their partial rows stay, and this run's jobs
+    resume from them."""
+    recorded = {str(j) for j in recorded}
+    live = live_slurm_jobs()
+    here = live_slurm_jobs(folder) if live else {}
+    alive = sorted(set(here) | (recorded & set(live)), key=int)
     if not alive:
         return []
     subprocess.run(["scancel", *alive], capture_output=True, text=True, timeout=60)
     end = time.monotonic() + timeout
-    while live_slurm_jobs(alive) and time.monotonic() < end:
+    while set(alive) & set(live_slurm_jobs()) and time.monotonic() < end:
         time.sleep(2)
     return alive
