@@ -55,8 +55,9 @@ include: "workflow/rules/studies.smk"
 workflow.localrules(*local_rules(config["cluster"]["local_rules"], workflow))
 
 
-# On a cluster: jobs a killed Snakemake left making this run's outputs are cancelled
-# before anything is submitted (docs/architecture.md, "On a cluster").
+# On a cluster: jobs a killed Snakemake left are cancelled before anything is submitted
+# (rule all does it before the DAG is built; other targets get it here, after the DAG:
+# docs/architecture.md, "On a cluster").
 onstart:
     cancel_orphaned_jobs()
 
@@ -64,4 +65,6 @@ onstart:
 rule all:
     default_target: True
     input:
+        # first, before any file is looked at: a killed run's jobs (on a cluster)
+        cancel_orphaned_jobs,
         all_targets(),

@@ -103,13 +103,15 @@ def update_listing(listing: str | Path, files: Iterable[str]) -> bool:
 LIVE_STATES = "PENDING,CONFIGURING,RUNNING,COMPLETING,SUSPENDED,REQUEUED,RESIZING"
 
 
-def live_slurm_jobs(folder: str | os.PathLike | None = None) -> dict[str, str]:
-    """This user's SLURM jobs still queued or running: job id -> working folder (all of
-    them, or those started in ``folder``)."""
+def live_slurm_jobs(
+    folder: str | os.PathLike | None = None, states: str = LIVE_STATES
+) -> dict[str, str]:
+    """This user's SLURM jobs in ``states`` (default: still queued or running): job id
+    -> working folder (all of them, or those started in ``folder``)."""
     if shutil.which("squeue") is None:
         return {}
     out = subprocess.run(
-        ["squeue", "--me", "--noheader", "--format=%i|%Z", f"--states={LIVE_STATES}"],
+        ["squeue", "--me", "--noheader", "--format=%i|%Z", f"--states={states}"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -122,10 +124,13 @@ def live_slurm_jobs(folder: str | os.PathLike | None = None) -> dict[str, str]:
 
 
 def cancel_orphans(
-    folder: str | os.PathLike, recorded: Iterable[str] = (), timeout: float = 300.0
+    folder: str | os.PathLike,
+    recorded: Iterable[str] = (),
+    timeout: float = 300.0,
+    states: str = LIVE_STATES,
 ) -> list[str]:
-    """Cancel the SLURM jobs an earlier, killed Snakemake of ``folder`` left, and wait
-    until they are gone; the jobs cancelled, in id order.
+    """Cancel the SLURM jobs (in ``states``) an earlier, killed Snakemake of ``folder``
+    left, and wait until they are gone; the jobs cancelled, in id order.
 
     Called when a Snakemake run starts in ``folder`` and before it submits anything, so
     every live job of this user started in ``folder`` is an earlier run's (Snakemake's
@@ -134,13 +139,14 @@ def cancel_orphans(
     incomplete-output markers ``recorded`` that SLURM still runs. The markers alone miss
     the group jobs whose inner Snakemake had started: it rewrites the markers of the
     jobs it runs, without the SLURM id. This run is about to make the same outputs
-    again; left running, those jobs would hold GPUs beside this run's new allocations,
-    write the same shards (one writer at a time: the second waits) and, when they fail,
-    remove outputs this run has made. Their partial rows stay, and this run's jobs
-    resume from them."""
+    again; left running, those jobs would hold GPUs beside this run's new allocations
+    and write the same shards (one writer at a time: the second waits). A cancelled job
+    removes the outputs it was making, so the run must look at its files only after
+    this returns (the workflow calls it before the DAG is built, where it can). Their
+    partial rows stay, and this run's jobs resume from them."""
     recorded = {str(j) for j in recorded}
-    live = live_slurm_jobs()
-    here = live_slurm_jobs(folder) if live else {}
+    live = live_slurm_jobs(states=states)
+    here = live_slurm_jobs(folder, states) if live else {}
     alive = sorted(set(here) | (recorded & set(live)), key=int)
     if not alive:
         return []
