@@ -51,7 +51,20 @@ include: "workflow/rules/idis.smk"
 include: "workflow/rules/studies.smk"
 
 
+# On a cluster: the short steps run beside Snakemake (config cluster.local_rules).
+workflow.localrules(*local_rules(config["cluster"]["local_rules"], workflow))
+
+
+# On a cluster: jobs a killed Snakemake left are cancelled before anything is submitted
+# (rule all does it before the DAG is built; other targets get it here, after the DAG:
+# docs/architecture.md, "On a cluster").
+onstart:
+    cancel_orphaned_jobs()
+
+
 rule all:
     default_target: True
     input:
+        # first, before any file is looked at: a killed run's jobs (on a cluster)
+        cancel_orphaned_jobs,
         all_targets(),

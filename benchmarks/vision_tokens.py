@@ -7,10 +7,10 @@
 
 Each argument is a folder of images (read recursively) or a ``samples.jsonl`` (the
 images its samples list). Only the image headers are read. For every image the
-processor's own resize rule is applied (``smart_resize`` of transformers' Qwen2-VL image
-processor, which Qwen2.5-VL and Qwen3-VL use: each side rounded to a multiple of
-``patch x merge`` pixels, the area brought within ``[min_pixels, max_pixels]``), and the
-vision tokens are ``(height / (patch x merge)) x (width / (patch x merge))``. Printed per
+processor's own resize rule is applied (``vlmrobust.core.vision_tokens``: for the
+Qwen-VL families transformers' ``smart_resize``, each side rounded to a multiple of
+``patch x merge`` pixels, the area brought within ``[min_pixels, max_pixels]``; the
+vision tokens are ``(height / (patch x merge)) x (width / (patch x merge))``). Printed per
 (dataset, setting): images, median, p99 (numpy's linear percentile), max, the images
 over each ``--over`` threshold and the total. The settings are the registry entries of
 ``--models`` (their ``options.min_pixels`` / ``max_pixels``; an unset one takes the
@@ -35,15 +35,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "workflow"))
 
 from vlmrobust.core.pixels import fit_within  # noqa: E402
+from vlmrobust.core.vision_tokens import (  # noqa: E402
+    PROCESSORS,
+    Processor,
+    image_tokens,
+    processor_of,
+)
 
-#: family -> (patch size, merge size, default min_pixels, default max_pixels) of its
-#: processor (preprocessor_config.json of Qwen/Qwen2.5-VL-7B-Instruct and
-#: Qwen/Qwen3-VL-8B-Instruct; the demo models are Qwen2-VL, as Qwen2.5-VL)
-FAMILIES = {
-    "qwen2.5-vl": (14, 2, 3136, 12845056),
-    "qwen3-vl": (16, 2, 65536, 16777216),
-    "demo": (14, 2, 3136, 12845056),
-}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif"}
 
 
@@ -66,22 +64,7 @@ def shown_size(path: Path) -> tuple[int, int]:
     return (h, w) if orientation in (5, 6, 7, 8) else (w, h)
 
 
-def tokens(size: tuple[int, int], setting: dict) -> int:
-    """Vision tokens of one image under ``setting`` (patch, merge, min_pixels, max_pixels)."""
-    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
-
-    factor = setting["patch"] * setting["merge"]
-    h, w = smart_resize(
-        size[1],
-        size[0],
-        factor=factor,
-        min_pixels=setting["min_pixels"],
-        max_pixels=setting["max_pixels"],
-    )
-    return (h // factor) * (w // factor)
-
-
-def settings(models: list[str], registry: Path, defaults: bool) -> list[dict]:
+def settings(models: list[str], registry: Path, defaults: bool) -> list[tuple[str, Processor]]:
     """One setting per registry model (its limits, else its family's defaults) and, with
     ``defaults``, one per family of those models with the processor's own limits."""
     entries = yaml.safe_load(registry.read_text())["models"]
@@ -89,34 +72,15 @@ def settings(models: list[str], registry: Path, defaults: bool) -> list[dict]:
     for model in models:
         if model not in entries:
             raise SystemExit(f"--models: {model!r} is not in {registry}")
-        entry = entries[model]
-        family = entry.get("family")
-        if family not in FAMILIES:
-            raise SystemExit(f"{model}: family {family!r} has no known processor ({FAMILIES})")
-        patch, merge, lo, hi = FAMILIES[family]
-        opts = entry.get("options") or {}
-        out.append(
-            {
-                "name": model,
-                "patch": patch,
-                "merge": merge,
-                "min_pixels": int(opts.get("min_pixels") or lo),
-                "max_pixels": int(opts.get("max_pixels") or hi),
-            }
-        )
+        family = entries[model].get("family")
+        processor = processor_of(entries[model])
+        if processor is None:
+            raise SystemExit(f"{model}: family {family!r} has no known processor ({PROCESSORS})")
+        out.append((model, processor))
         if family not in families:
             families.append(family)
     for family in families if defaults else []:
-        patch, merge, lo, hi = FAMILIES[family]
-        out.append(
-            {
-                "name": f"{family} processor defaults",
-                "patch": patch,
-                "merge": merge,
-                "min_pixels": lo,
-                "max_pixels": hi,
-            }
-        )
+        out.append((f"{family} processor defaults", PROCESSORS[family]))
     return out
 
 
@@ -148,9 +112,9 @@ def main() -> int:
         sizes = [shown_size(p) for p in image_files(source)]
         if args.max_pixels:
             sizes = [fit_within(s, args.max_pixels) for s in sizes]
-        for setting in chosen:
-            row = {"source": str(source), "setting": setting["name"],
-                   **summary([tokens(s, setting) for s in sizes], args.over)}  # fmt: skip
+        for name, processor in chosen:
+            row = {"source": str(source), "setting": name,
+                   **summary([image_tokens(s, processor) for s in sizes], args.over)}  # fmt: skip
             if header is None:
                 header = list(row)
                 print("| " + " | ".join(header) + " |")

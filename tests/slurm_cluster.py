@@ -7,7 +7,17 @@
 * a `slurm.conf` for one node (this host, all its CPUs, memory a bit below the total),
   one partition `debug` (the default), no accounting, no cgroups, free TCP ports, and
   every state, spool, pid and log path inside the temporary directory;
-* `slurmctld` and `slurmd` in the foreground (`-D`), started with `-f <slurm.conf>`.
+* `slurmctld` and `slurmd` in the foreground (`-D`), started with `-f <slurm.conf>`;
+* optionally (`gpus=N`) GPUs as generic resources: `GresTypes=gpu`, the node's
+  `Gres=gpu:N` and a `gres.conf` naming N stand-in device files (`<root>/dev/gpu<i>`,
+  character devices with /dev/null's numbers, as slurmd accepts no other kind: no
+  driver, no cgroup device limits here), so `sbatch --gpus=K`
+  is accepted, scheduled against N and answered with `CUDA_VISIBLE_DEVICES` (the
+  indices of the K devices given, set by slurmd's gres/gpu plugin);
+* optionally a node declared bigger than the machine (`cpus=`, `memory_mb=`: what a
+  GPU node of the papers' size declares), with `SlurmdParameters=config_overrides` so
+  slurmd keeps the declared sizes instead of draining the node. Nothing enforces them
+  (no cgroups): they only shape what slurmctld schedules.
 
 Clients (`sinfo`, `sbatch`, `squeue`, Snakemake's SLURM executor) find the cluster
 through `SLURM_CONF`: run them with `cluster.env`. `stop_cluster()` cancels what is
@@ -16,23 +26,27 @@ still queued, stops the daemons it started (by process id) and removes the direc
 Requirements: Linux, root, and Debian's `slurm-wlm` and `munge` packages
 (`.ci/install-slurm.sh` installs them). `missing_requirements()` says what is missing.
 
-Run `python tests/slurm_cluster.py` to get a cluster for manual experiments; it prints
-the `SLURM_CONF` to export and stops the cluster on Ctrl-C.
+Run `python tests/slurm_cluster.py [--gpus N --cpus C --memory-mb M]` to get a cluster
+for manual experiments; it prints the `SLURM_CONF` to export and stops the cluster on
+Ctrl-C.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import pwd
 import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -116,12 +130,22 @@ class SlurmCluster:
     cpus: int
     memory_mb: int
     partition: str = "debug"
+    gpus: int = 0
+    overrides: bool = False
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     start_seconds: float = 0.0
 
     @property
     def conf(self) -> Path:
         return self.root / "etc" / "slurm.conf"
+
+    @property
+    def gres_conf(self) -> Path:
+        return self.root / "etc" / "gres.conf"
+
+    def gpu_devices(self) -> list[Path]:
+        """The stand-in device files of the node's GPUs, in index order."""
+        return [self.root / "dev" / f"gpu{i}" for i in range(self.gpus)]
 
     @property
     def munge_socket(self) -> Path:
@@ -197,6 +221,94 @@ class SlurmCluster:
         return "\n".join(parts) or "(no daemon logs)"
 
 
+def parse_jobs(text: str) -> list[dict[str, str]]:
+    """`scontrol show job -d --oneliner` as one dict per job. The detail keys name what
+    the job got: `GRES` (e.g. `gpu:2(IDX:0-1)`, while it runs) and `CPU_IDs`; the
+    request is `TresPerJob` (`gres:gpu:2`) and `TRES`."""
+    return [
+        dict(re.findall(r"([\w:/]+)=(\S*)", line)) for line in text.splitlines() if "JobId=" in line
+    ]
+
+
+def gpu_indices(gres: str) -> list[int]:
+    """The GPU indices of a job's `GRES=gpu:2(IDX:0-1)` detail (`IDX:0,2-3` too)."""
+    m = re.search(r"IDX:([\d,\-]+)", gres or "")
+    if not m:
+        return []
+    out: list[int] = []
+    for part in m.group(1).split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+class JobRecorder:
+    """Keeps the scheduler's word on a run: every `interval` s it asks `scontrol show job
+    -d` (all jobs, with what each got) and `sinfo` (the node's state), and appends each
+    change to a JSONL file, one `{"t": <unix time>, "job": {...}}` or `{"t", "node"}`
+    per line. slurmctld forgets what a finished job got (its GRES detail), so the run's
+    records are the ones taken while it ran. A poll that fails (slurmctld restarting)
+    is skipped and counted (`failures`)."""
+
+    def __init__(self, cluster: SlurmCluster, path: Path, interval: float = 1.0) -> None:
+        self.cluster, self.path, self.interval = cluster, Path(path), interval
+        self.failures = 0
+        self._last: dict[str, tuple] = {}
+        self._node = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> JobRecorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.poll()  # the last word
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+    def poll(self) -> None:
+        try:
+            jobs = parse_jobs(
+                self.cluster.run("scontrol", "show", "job", "-d", "--oneliner", timeout=10)
+            )
+            node = self.cluster.run("sinfo", "--noheader", "--Node", "--format=%T|%E", timeout=10)
+        except (ClusterError, subprocess.TimeoutExpired):
+            self.failures += 1
+            return
+        lines = []
+        now = time.time()
+        for job in jobs:
+            key = tuple(job.get(k) for k in ("JobState", "Reason", "GRES", "NodeList", "Restarts"))
+            if self._last.get(job["JobId"]) != key:
+                self._last[job["JobId"]] = key
+                lines.append({"t": now, "job": job})
+        if node.strip() != self._node:
+            self._node = node.strip()
+            lines.append({"t": now, "node": self._node})
+        if lines:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(line) + "\n" for line in lines)
+
+
+def read_records(path: Path) -> dict[str, list[dict]]:
+    """A recorder's file: `jobs` (job id -> its records in time order, each with `t`)
+    and `node` (the node's states in order)."""
+    jobs: dict[str, list[dict]] = {}
+    nodes = []
+    for line in Path(path).read_text().splitlines():
+        rec = json.loads(line)
+        if "job" in rec:
+            jobs.setdefault(rec["job"]["JobId"], []).append({"t": rec["t"], **rec["job"]})
+        else:
+            nodes.append(rec)
+    return {"jobs": jobs, "node": nodes}
+
+
 def write_config(cluster: SlurmCluster) -> None:
     """Create the directory layout, the munge key and slurm.conf."""
     root = cluster.root
@@ -218,6 +330,7 @@ def write_config(cluster: SlurmCluster) -> None:
     while slurmd_port == ctld_port:
         slurmd_port = free_port()
     host = cluster.hostname
+    gres = write_gres(cluster)
     conf = f"""\
 # Written by tests/slurm_cluster.py: a private one-node cluster, no accounting.
 ClusterName=snaketest
@@ -248,7 +361,7 @@ SlurmctldLogFile={root / "log" / "slurmctld.log"}
 SlurmdLogFile={root / "log" / "slurmd.log"}
 SlurmctldDebug=info
 SlurmdDebug=info
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cluster.cpus} RealMemory={cluster.memory_mb} State=UNKNOWN
+{gres["types"]}{gres["overrides"]}NodeName={host} NodeAddr=127.0.0.1 CPUs={cluster.cpus} RealMemory={cluster.memory_mb}{gres["node"]} State=UNKNOWN
 PartitionName={cluster.partition} Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
     cluster.conf.write_text(conf)
@@ -260,6 +373,29 @@ PartitionName={cluster.partition} Nodes={host} Default=YES MaxTime=INFINITE Stat
             f'#!/bin/sh\nexport SLURM_CONF="{cluster.conf}"\nexec "{which(program)}" "$@"\n'
         )
         wrapper.chmod(0o755)
+
+
+def write_gres(cluster: SlurmCluster) -> dict[str, str]:
+    """The GPU lines of slurm.conf (and gres.conf with its stand-in device files) when
+    the cluster declares GPUs; empty strings when not."""
+    lines = {"types": "", "node": "", "overrides": ""}
+    if cluster.overrides:
+        lines["overrides"] = "SlurmdParameters=config_overrides\n"
+    if cluster.gpus <= 0:
+        return lines
+    (cluster.root / "dev").mkdir(mode=0o755, exist_ok=True)
+    null = os.stat("/dev/null").st_rdev  # slurmd wants character devices; nothing opens them
+    for device in cluster.gpu_devices():
+        if not device.exists():
+            os.mknod(device, 0o666 | stat.S_IFCHR, null)
+    files = f"{cluster.root / 'dev'}/gpu[0-{cluster.gpus - 1}]"
+    cluster.gres_conf.write_text(
+        "# Written by tests/slurm_cluster.py: stand-in GPUs (empty files, no driver).\n"
+        f"AutoDetect=off\nNodeName={cluster.hostname} Name=gpu File={files}\n"
+    )
+    lines["types"] = "GresTypes=gpu\n"
+    lines["node"] = f" Gres=gpu:{cluster.gpus}"
+    return lines
 
 
 try:
@@ -310,8 +446,17 @@ def _check_alive(cluster: SlurmCluster) -> None:
             )
 
 
-def start_cluster(root: Path | None = None, timeout: float = 30.0) -> SlurmCluster:
+def start_cluster(
+    root: Path | None = None,
+    timeout: float = 30.0,
+    gpus: int = 0,
+    cpus: int | None = None,
+    memory_mb: int | None = None,
+) -> SlurmCluster:
     """Start munged, slurmctld and slurmd; return once `sinfo` shows the node idle.
+
+    `gpus` declares that many stand-in GPUs (GRES); `cpus` and `memory_mb` declare the
+    node bigger than this machine (default: its own CPUs and 90 % of its memory).
 
     Raises `ClusterError` (after stopping whatever it started) when a requirement is
     missing or the node is not idle within `timeout` seconds.
@@ -324,9 +469,11 @@ def start_cluster(root: Path | None = None, timeout: float = 30.0) -> SlurmClust
     cluster = SlurmCluster(
         root=root,
         hostname=socket.gethostname().split(".")[0],
-        cpus=node_cpus(),
-        memory_mb=node_memory_mb(),
+        cpus=cpus or node_cpus(),
+        memory_mb=memory_mb or node_memory_mb(),
+        gpus=gpus,
     )
+    cluster.overrides = cluster.cpus > node_cpus() or cluster.memory_mb > node_memory_mb()
     try:
         write_config(cluster)
         munge_dir = root / "munge"
@@ -369,6 +516,28 @@ def start_cluster(root: Path | None = None, timeout: float = 30.0) -> SlurmClust
         raise
     cluster.start_seconds = time.monotonic() - started
     return cluster
+
+
+def restart_slurmctld(cluster: SlurmCluster, down_s: float = 0.0, timeout: float = 30) -> None:
+    """Stop slurmctld (SIGTERM: it saves its state), leave it down `down_s` seconds,
+    start it again from its saved state (jobs, node) and wait until it answers."""
+    _stop(cluster.processes["slurmctld"])
+    time.sleep(down_s)
+    _spawn(cluster, "slurmctld", [which("slurmctld"), "-D", "-f", str(cluster.conf)])
+
+    def answers() -> bool:
+        _check_alive(cluster)
+        return bool(cluster.node_state())
+
+    if not _wait(answers, timeout=timeout, interval=0.5):
+        raise ClusterError(f"slurmctld did not answer within {timeout:.0f} s\n{cluster.log_tail()}")
+
+
+def set_node_state(cluster: SlurmCluster, state: str, reason: str = "test") -> None:
+    """`scontrol update` the node: `DRAIN` (running jobs go on, no new one starts) or
+    `RESUME`."""
+    args = ["scontrol", "update", f"NodeName={cluster.hostname}", f"State={state}"]
+    cluster.run(*args, *([f"Reason={reason}"] if state.upper() == "DRAIN" else []))
 
 
 def _processes_using(conf: Path) -> list[int]:
@@ -421,18 +590,27 @@ def stop_cluster(cluster: SlurmCluster) -> None:
 
 
 @contextlib.contextmanager
-def running_cluster(timeout: float = 30.0) -> Iterator[SlurmCluster]:
-    """`with running_cluster() as cluster:` start a cluster and always stop it."""
-    cluster = start_cluster(timeout=timeout)
+def running_cluster(timeout: float = 30.0, **sizes) -> Iterator[SlurmCluster]:
+    """`with running_cluster() as cluster:` start a cluster and always stop it
+    (`sizes`: `gpus`, `cpus`, `memory_mb` of `start_cluster`)."""
+    cluster = start_cluster(timeout=timeout, **sizes)
     try:
         yield cluster
     finally:
         stop_cluster(cluster)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="A private one-node SLURM cluster.")
+    ap.add_argument("--gpus", type=int, default=0, help="stand-in GPUs (GRES) of the node")
+    ap.add_argument("--cpus", type=int, default=None, help="CPUs to declare")
+    ap.add_argument("--memory-mb", type=int, default=None, help="memory (MB) to declare")
+    args = ap.parse_args(argv)
+    sizes = {"gpus": args.gpus, "cpus": args.cpus, "memory_mb": args.memory_mb}
     try:
-        with running_cluster() as cluster:
+        with running_cluster(**sizes) as cluster:
             print(f"SLURM test cluster up in {cluster.start_seconds:.1f} s (Ctrl-C stops it):")
             print(f"  export SLURM_CONF={cluster.conf}")
             with contextlib.suppress(KeyboardInterrupt):

@@ -180,3 +180,23 @@ def test_a_benchmark_is_a_data_file(tmp_path):
     path.write_text("description: x\nanswer_types: [essay]\nscorer: generic\n")
     with pytest.raises(ValueError, match=r"answer_types \['essay'\] must be"):
         load_record(path)
+
+
+def test_a_record_states_its_rows_per_split(tmp_path):
+    """``rows``: one number for the record's own split, or a mapping by split; what the
+    run forecast counts before the samples exist. Anything else names the file."""
+    from vlmrobust.core.benchmarks import load_record
+
+    path = tmp_path / "my-bench.yaml"
+    head = "description: x\nanswer_types: [letter]\nscorer: generic\nsplit: test\n"
+    path.write_text(head + "rows: 120\n")
+    record = load_record(path)
+    assert record.rows == (("test", 120),)
+    assert (record.rows_of(None), record.rows_of("test"), record.rows_of("dev")) == (120, 120, None)
+    path.write_text(head + "rows: {test: 120, testmini: 12}\n")
+    assert load_record(path).rows_of("testmini") == 12
+    path.write_text(head + "rows: {test: many}\n")
+    with pytest.raises(ValueError, match=r"my-bench\.yaml: rows is a count or a mapping"):
+        load_record(path)
+    assert BENCHMARKS["mathvision"].rows_of("test") == 3040
+    assert BENCHMARKS["imagenet9"].rows_of(None) == 4050

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -318,3 +320,54 @@ def test_reasoning_length_from_the_api_else_the_models_tokenizer(dataset):
     # reported reasoning tokens (an API) win over counting
     _, rows = run(dataset, SizeRecorder(reasoning=123), n=2, temperature=0.4)
     assert {r["thinking_tokens"] for r in rows} == {123}
+
+
+class SlowBackend(EchoBackend):
+    """The echo backend, a pause before each answer (a job still generating)."""
+
+    def __init__(self, started, pause: float = 0.2):
+        super().__init__()
+        self.started, self.pause = started, pause
+
+    def generate(self, requests):
+        self.started.set()
+        for result in super().generate(requests):
+            time.sleep(self.pause)
+            yield result
+
+
+def test_a_duplicate_job_waits_for_the_first_writer_then_reuses_its_rows(dataset, caplog):
+    """Two jobs for one shard (a duplicate a killed Snakemake's cluster job still runs):
+    the second waits on the shard's lock while the first writes, then finds the
+    finished file and generates nothing; no row is lost or written twice."""
+    started = threading.Event()
+    first = SlowBackend(started)
+    out = dataset / "out.jsonl"
+    args = (job(), dataset / "manifest.jsonl", dataset / "samples.jsonl", out)
+    worker = threading.Thread(target=run_inference, args=(*args, first))
+    worker.start()
+    assert started.wait(10)
+    second = EchoBackend()
+    stats = run_inference(*args, second)
+    worker.join(30)
+    assert "another job writes this shard" in caplog.text
+    assert second.asked == [] and stats["generated"] == 0 and stats["reused"] == 5
+    assert len(first.asked) == 5
+    rows = read_jsonl(out)
+    assert [r["key"] for r in rows] == [f"demo-chart-{i:04d}#0" for i in range(5)]
+    assert not (dataset / "out.jsonl.lock").exists()
+
+
+def test_a_job_resumes_from_a_partial_file_a_cancelled_duplicate_left(dataset):
+    """A job killed mid-shard (its allocation cancelled) leaves its rows in the partial
+    file and the shard's lock file; the next job takes the lock and asks only the rest."""
+    out = dataset / "out.jsonl"
+    run(dataset, EchoBackend())
+    rows = read_jsonl(out)
+    out.unlink()
+    write_jsonl(dataset / "out.jsonl.partial", rows[:3])
+    (dataset / "out.jsonl.lock").write_text("999999")  # left by the killed job, unlocked
+    backend = EchoBackend()
+    stats, again = run(dataset, backend)
+    assert backend.asked == [r["key"] for r in rows[3:]]
+    assert stats["reused"] == 3 and [r["key"] for r in again] == [r["key"] for r in rows]

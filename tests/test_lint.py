@@ -75,6 +75,9 @@ WRONG_ARROWS = [
     ("vlmrobust/jobs/data.py", "vlmrobust_demo.data", "demo"),
     ("vlmrobust_demo/idis.py", "vlmrobust.plan", "demo-below"),
     ("vlmrobust_demo/commands.py", "vlmrobust.jobs", "demo-below"),
+    ("vlmrobust/studies/base.py", "vlmrobust.forecast", "layers"),
+    ("vlmrobust/forecast/cells.py", "vlmrobust.jobs.forecast", "layers"),
+    ("vlmrobust/forecast/counts.py", "vlmrobust_demo.data", "demo"),
 ]
 
 

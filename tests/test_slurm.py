@@ -1,9 +1,11 @@
-"""Workflow jobs through a real single-node SLURM cluster (started by tests/slurm_cluster.py).
+"""The SLURM profile on a real single-node cluster (started by tests/slurm_cluster.py).
 
 Snakemake runs as users type it on a cluster, `--profile slurm` (the link to
 profiles/slurm) plus `--profile tests/slurm-local` (what a cluster without accounting
-and GPUs needs); every job must go through sbatch, run inside its SLURM job, leave a
-SLURM log, and produce the same files as a local run. Skipped, with the reason, where
+and GPUs needs): the profile's default resources, a rule's threads and the no-GPU
+overlay must reach sbatch, and each job run inside its own SLURM job. The workflow
+itself on a cluster (config/paper.yaml's stand-ins, its data steps, engines and
+studies, with GPUs declared) is tests/test_cluster.py. Skipped, with the reason, where
 the machine has no SLURM or munge (`.ci/install-slurm.sh` installs them) or is not root.
 """
 
@@ -13,15 +15,11 @@ import os
 import re
 import subprocess
 import textwrap
-from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 
-from vlmrobust.core.io import read_jsonl
-
-from .conftest import BIN, REPO, copy_repo, run
+from .conftest import BIN, REPO
 from .slurm_cluster import ClusterError, missing_requirements, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.slurm
@@ -120,53 +118,3 @@ def test_profile_resources_reach_sbatch(slurm_cluster, tmp_path):
     assert infer["TimeLimit"] == "00:05:00"
     assert infer["MinMemoryNode"] == "500M"
     assert "gpu" not in " ".join(infer.values())  # gpu=1 overridden by slurm-local
-
-
-@pytest.fixture(scope="module")
-def workflow_run(slurm_cluster, tmp_path_factory):
-    """The demo workflow, up to the variants, on the cluster: two families, 3 samples each."""
-    workdir = copy_repo(tmp_path_factory.mktemp("slurm-wf") / "repo")
-    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
-    keep = ["demo-chart", "demo-objects"]
-    config["datasets"] = {name: config["datasets"][name] for name in keep}
-    config["demo"].update(n_per_family=3, families=["chart", "objects"])
-    config["models"] = []  # data and corruption jobs only
-    config["idis"]["blocking"].update(models=[], datasets=None)  # nothing to block
-    config["construct"] = {}
-    (workdir / "slurm-test.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    args = ["--configfile", "slurm-test.yaml", "--until", "variants"]
-    proc = snakemake_on_slurm(slurm_cluster, workdir, *args)
-    return workdir, config, args, proc
-
-
-def test_every_job_went_through_slurm(slurm_cluster, workflow_run):
-    workdir, config, _, proc = workflow_run
-    jobs = submissions(proc.stderr)
-    n_variants = sum(len(spec["conditions"]) for spec in config["datasets"].values())
-    assert Counter(rule for rule, _, _ in jobs) == {
-        "demo_data": 1,
-        "samples": len(config["datasets"]),
-        "variants": n_variants,
-    }
-    assert "localrule" not in proc.stderr  # nothing ran on the submit host
-    states = slurm_cluster.job_states([job_id for _, job_id, _ in jobs])
-    assert states == {job_id: "COMPLETED" for _, job_id, _ in jobs}
-    for rule, job_id, logfile in jobs:
-        assert logfile.is_relative_to(workdir / ".snakemake" / "slurm_logs" / f"rule_{rule}")
-        assert logfile.name == f"{job_id}.log"
-        assert f"rule {rule}:" in logfile.read_text()  # the job step's Snakemake ran it
-
-
-def test_outputs_of_the_slurm_run(workflow_run):
-    workdir, config, args, _ = workflow_run
-    for dataset, spec in config["datasets"].items():
-        samples = read_jsonl(workdir / f"results/samples/{dataset}/samples.jsonl")
-        assert len(samples) == 3
-        for condition in spec["conditions"]:
-            rows = read_jsonl(workdir / f"results/variants/{dataset}/{condition}/manifest.jsonl")
-            assert [r["sample_id"] for r in rows] == [s["sample_id"] for s in samples]
-            for row in rows:
-                assert row["condition"] == condition
-                assert all((workdir / image).is_file() for image in row["images"])
-    dry = run([str(BIN / "snakemake"), "--cores", "2", "-n", *args], workdir)
-    assert "Nothing to be done" in dry.stdout + dry.stderr

@@ -1,6 +1,7 @@
 # Helpers shared by the workflow steps (validation of the configuration, input functions).
 import json
 import os
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -228,11 +229,10 @@ def engine_info(wildcards, input):
 
 
 def engine_runtime(wildcards, input):
-    """An engine's group job on a cluster runs its jobs one after another at worst:
-    the model's runtime per job, times its jobs."""
-    from vlmrobust.core.registry import model_resources
-
-    return model_resources(REGISTRY[wildcards.model])["runtime"] * max(1, len(input))
+    """The engine job only writes its file: a minute. Its group job asks for the
+    runtimes of its inference jobs, which Snakemake adds up itself (one layer of the
+    group after another), so the engine adds nothing of its own."""
+    return 1
 
 
 def grouped():
@@ -241,6 +241,64 @@ def grouped():
     return config["service"]["enabled"] and (
         workflow.non_local_exec or workflow.remote_exec
     )
+
+
+def local_rules(names, workflow):
+    """The rules of config `cluster.local_rules` (run beside Snakemake on a cluster),
+    after checking that each one is a rule of the workflow."""
+    rules = {r.name for r in workflow.rules}
+    unknown = sorted(set(names) - rules)
+    if unknown:
+        raise WorkflowError(
+            f"cluster.local_rules: no rule named {', '.join(unknown)} "
+            f"(rules: {', '.join(sorted(rules))})"
+        )
+    return list(names)
+
+
+ORPHANS = {"checked": False}
+
+
+def cancel_orphaned_jobs(wildcards=None):
+    """On a cluster, the SLURM jobs an earlier, killed Snakemake of this folder left
+    (started here, or recorded by its incomplete-output markers) are cancelled before
+    this run submits anything (core.workflow.cancel_orphans).
+
+    Called first as an input function of rule `all`, while the DAG is being built and
+    before any file is looked at: a cancelled job removes the outputs it was making, so
+    the DAG must see the folder after them. A run of other targets gets here only from
+    `onstart`, after its DAG: there only the jobs that never started are cancelled (they
+    remove nothing); those still running are named and left to finish (this run's job
+    for the same shard waits for them, then resumes from their rows). Returns no files.
+    """
+    if ORPHANS["checked"] or not workflow.non_local_exec or workflow.dryrun:
+        return []
+    if workflow.remote_exec:  # a job's own Snakemake inside SLURM
+        return []
+    from vlmrobust.core.workflow import LIVE_STATES, cancel_orphans, live_slurm_jobs
+
+    before_dag = wildcards is not None
+    ORPHANS["checked"] = True
+    recorded = set()
+    if not before_dag:
+        for job in workflow.dag.needrun_jobs():
+            recorded.update(workflow.persistence.external_jobids(job))
+    states = LIVE_STATES if before_dag else "PENDING"
+    cancelled = cancel_orphans(os.getcwd(), recorded, states=states)
+    if cancelled:
+        print(
+            f"cancelled {len(cancelled)} SLURM job(s) an earlier Snakemake left in this "
+            f"folder: {', '.join(cancelled)} (their partial rows are kept)",
+            file=sys.stderr,
+        )
+    running = [] if before_dag else sorted(live_slurm_jobs(os.getcwd()), key=int)
+    if running:
+        print(
+            f"SLURM job(s) {', '.join(running)} of an earlier Snakemake of this folder "
+            "still run: they finish on their own (scancel them to stop them)",
+            file=sys.stderr,
+        )
+    return []
 
 
 def engine_group(wildcards):

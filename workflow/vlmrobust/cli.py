@@ -122,6 +122,33 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     **DEMO_COMMANDS,
+    "forecast": Command(
+        ".forecast:forecast",
+        "forecast a run before it runs: requests, tokens, GPU-hours, wall time, disk",
+        (
+            arg("config", help="run configuration YAML, e.g. config/paper.yaml"),
+            arg("--gpus", type=int, default=8, help="GPUs for the wall time (default 8)"),
+            arg(
+                "--gpu-type",
+                help="scale the rates to this GPU (a gpu_types key of forecast/throughput.yaml: "
+                "H100, A100, H200; default the table's own)",
+            ),
+            arg(
+                "--engines",
+                type=int,
+                help="what if every local model had this many engines (service.engines; "
+                "default the configuration's)",
+            ),
+            arg(
+                "--pilot",
+                help="an outputs folder of a pilot run (results/outputs): its measured mean "
+                "generated tokens replace the assumed ones where it has them",
+            ),
+            arg("--json", dest="as_json", action="store_true", help="print JSON instead"),
+            arg("--json-out", help="also write the JSON to this file"),
+            arg("--no-sources", action="store_true", help="leave out the list of sources"),
+        ),
+    ),
     "samples": Command(
         ".data:samples",
         "datasets -> samples: load one dataset into the sample schema",

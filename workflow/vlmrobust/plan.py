@@ -26,7 +26,7 @@ from .core.config import (
 from .core.idis import AREA_PERTURBATIONS, IDIS_TASKS
 from .core.paths import path
 from .core.prompts import DEFAULT_PROMPT, PROMPTS, prompt_versions
-from .core.registry import inference_fields
+from .core.registry import inference_fields, model_resources
 from .judges.crm import SPEC_KEYS as COMPARE_SPEC_KEYS
 
 #: keys of a dataset's configuration that do not change its samples
@@ -500,9 +500,18 @@ class RunPlan:
 
     def engines_of(self, model: str) -> int:
         """How many engines (model services, each on the model's own GPUs) answer
-        ``model``'s inference jobs at once on a cluster (config ``service.engines``)."""
+        ``model``'s inference jobs at once on a cluster (config ``service.engines``), and
+        at least as many as keep each engine's allocation within config
+        ``cluster.max_runtime``: an engine's jobs run one after another, so it asks for
+        their registry runtimes added up (a partition refuses more than its MaxTime)."""
         service = self.config["service"]
-        return int(service["engines"].get(model, service["default_engines"]))
+        engines = int(service["engines"].get(model, service["default_engines"]))
+        cap = self.config["cluster"]["max_runtime"]
+        if cap:
+            per_engine = max(1, cap // model_resources(self.registry[model])["runtime"])
+            most = max(len(self.engine_jobs(model, phase)) for phase in (0, 1))
+            engines = max(engines, -(-most // per_engine))
+        return engines
 
     def engine_jobs(self, model: str, phase: int) -> list[tuple[str, str, str, int, int]]:
         """The inference jobs (dataset, condition, prompt, shard, shards) of ``model`` in

@@ -1,5 +1,5 @@
 """The demo's commands (``vlmrobust demo-data``, ``demo-idis``, ``demo-model``,
-``demo-seeds``): the CLI adds this table to its own; each command imports the
+``demo-seeds``, ``demo-standins``): the CLI adds this table to its own; each command imports the
 generator it runs only when it runs."""
 
 from __future__ import annotations
@@ -77,6 +77,19 @@ def demo_seeds(out: str) -> None:
     log.info("wrote %d seeds to %s", len(seeds), out)
 
 
+def demo_standins(
+    config: str, out: str, shared: str, rows: int, max_new_tokens: int, max_draws: int
+) -> None:
+    """Stand-ins of a run (config/paper.yaml) at small size: its datasets, conditions,
+    prompts and studies, every model answered by a demo checkpoint of its own with the
+    model's registry resources (vlmrobust_demo/standins.py)."""
+    from .standins import write_stand_ins
+
+    sizes = {"rows": rows, "max_new_tokens": max_new_tokens, "max_draws": max_draws}
+    paths = write_stand_ins(config, Path(out), Path(shared), **sizes)
+    log.info("wrote %s", ", ".join(map(str, paths)))
+
+
 #: the demo's subcommands (see :data:`vlmrobust.cli.COMMANDS`)
 DEMO_COMMANDS: dict[str, Command] = {
     "demo-data": Command(
@@ -118,6 +131,18 @@ DEMO_COMMANDS: dict[str, Command] = {
                 "the rule passes it",
             ),
             arg("--seed", type=int, help="alone: a random-weight model from this seed"),
+        ),
+    ),
+    "demo-standins": Command(
+        demo_standins,
+        "stand-ins of a run at small size: demo checkpoints for its models, data from here",
+        (
+            arg("--config", default="config/paper.yaml", help="the run to stand in for"),
+            arg("--out", required=True, help="folder of the config.yaml and models.yaml made"),
+            arg("--shared", default="../shared/data", help="the real MATH-V and LogicVista"),
+            arg("--rows", type=int, default=2, help="samples per answered dataset"),
+            arg("--max-new-tokens", type=int, default=16, help="longest answer"),
+            arg("--max-draws", type=int, default=2, help="sampled draws per question"),
         ),
     ),
     "demo-seeds": Command(

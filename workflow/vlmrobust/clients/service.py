@@ -52,6 +52,7 @@ from ..core.processes import (  # noqa: F401 - re-exported: the services' owner
     OWNER_ENV,
     SERVICE_DIR_ENV,
     UntrustedPeerError,
+    allocation,
     check_peer,
     find_owner,
     hold_name,
@@ -398,10 +399,13 @@ class ModelServer:
             for r in requests:
                 batch.append(r)
                 owners.setdefault(r.key, []).append(client)
+        t0 = time.perf_counter()
         try:
             for result in self.backend.generate(batch):
                 owners[result.key].pop(0).send({"result": asdict(result)})
                 self.answered += 1
+            # the engine's busy time, read back by benchmarks/bench_cluster.py
+            log.info("generated %d requests in %.3f s", len(batch), time.perf_counter() - t0)
         except Exception as exc:  # noqa: BLE001 - an engine failure fails the requests
             reason = f"model service: {type(exc).__name__}: {exc}"[:1000]
             log.exception("model service %s: generate failed", self.backend.model_id)
@@ -771,13 +775,14 @@ def serve_main(argv: list[str] | None = None) -> int:
     else:
         backend = make_backend(args.model, spec)
     log.info(
-        "model service %s (%s, revision %s) loaded in %.1f s; serving on %s for pid %d",
+        "model service %s (%s, revision %s) loaded in %.1f s; serving on %s for pid %d%s",
         args.model,
         backend.name,
         backend.revision,
         time.perf_counter() - t0,
         args.socket,
         args.owner,
+        f" in {where}" if (where := allocation()) else "",
     )
     server = ModelServer(
         backend,

@@ -2,7 +2,7 @@
 
 The records are data: one YAML file per benchmark in ``workflow/vlmrobust/benchmarks/``
 (``mathvista.yaml``: description, answer_types, scorer, default_prompt, meta,
-meta_note, hub_id, hub_config, split), read into :class:`Benchmark` when this module is
+meta_note, hub_id, hub_config, split, rows), read into :class:`Benchmark` when this module is
 imported; adding a benchmark is a file there plus, where it needs them, an adapter and
 a scorer function.
 
@@ -69,7 +69,11 @@ class Benchmark:
     is a prompt builder's name, or ``None`` for the prompt of the sample's answer type
     (letter -> mcq, yes/no -> yesno, label -> label, number/text/list -> short).
     ``meta`` are the keys every sample's ``meta`` carries besides ``source_id`` (which
-    every adapter adds); ``meta_note`` says what else it may carry.
+    every adapter adds); ``meta_note`` says what else it may carry. ``rows`` are the
+    samples the adapter makes of a split as released, ``(split, count)`` pairs (in the
+    YAML a mapping, or one number for the record's own ``split``): what the run
+    forecast (:mod:`vlmrobust.forecast`) assumes before a dataset's samples exist;
+    the YAML file says where each count comes from.
     """
 
     name: str
@@ -82,6 +86,11 @@ class Benchmark:
     hub_id: str | None = None
     hub_config: str | None = None
     split: str | None = None
+    rows: tuple[tuple[str, int], ...] = ()
+
+    def rows_of(self, split: str | None) -> int | None:
+        """The samples of ``split`` (None: the record's own) as released, or None."""
+        return dict(self.rows).get(split or self.split or "")
 
     @property
     def regions(self) -> bool:
@@ -124,10 +133,24 @@ def load_record(path: Path) -> Benchmark:
     for key in ("answer_types", "meta"):
         if key in data:
             data[key] = tuple(data[key] or ())
+    if "rows" in data:
+        data["rows"] = _rows(path, data["rows"], data.get("split"))
     try:
         return Benchmark(name=path.stem, **data)
     except TypeError as exc:  # a required field is missing
         raise ValueError(f"{path}: {exc}") from exc
+
+
+def _rows(path: Path, rows: object, split: str | None) -> tuple[tuple[str, int], ...]:
+    """``rows`` of a record file as ``(split, count)`` pairs; a bare number is the
+    count of the record's own ``split``."""
+    if isinstance(rows, int) and not isinstance(rows, bool):
+        rows = {split or "": rows}
+    if not isinstance(rows, dict) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rows.values()
+    ):
+        raise ValueError(f"{path}: rows is a count or a mapping split -> count, got {rows!r}")
+    return tuple((str(k), int(n)) for k, n in rows.items())
 
 
 def load_records(folder: Path = RECORDS_DIR) -> tuple[Benchmark, ...]:

@@ -139,3 +139,41 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike, waiting: Any = None) -> Iterator[None]:
+    """Hold the lock file ``path`` (an exclusive ``flock``; its pid written in it) for
+    the ``with`` block: one holder at a time, on one machine or across the nodes of a
+    shared file system whose locks are shared (NFS, Lustre with ``-o flock``, GPFS).
+    A second holder waits; ``waiting(pid)`` is called once when it has to. The file is
+    removed on release; a waiter that then finds its file gone opens the new one."""
+    import fcntl
+
+    path = Path(path)
+    told = False
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not told and waiting is not None:
+                holder = os.read(fd, 32).decode(errors="replace").strip()
+                waiting(int(holder) if holder.isdigit() else None)
+                told = True
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # released and removed by the holder before we got it: again
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)

@@ -293,6 +293,19 @@ def find_owner() -> int | None:
     return None
 
 
+def allocation() -> str | None:
+    """Where this process runs on a SLURM cluster, for its log: the SLURM job (and
+    step), the host and the devices it was given (``CUDA_VISIBLE_DEVICES``, set by
+    slurmd for the job's GPUs); None outside SLURM."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    step = os.environ.get("SLURM_STEP_ID")
+    devices = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    where = f"SLURM job {job}" + (f" step {step}" if step else "")
+    return f"{where} on {socket.gethostname()}, CUDA_VISIBLE_DEVICES={devices!r}"
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -95,3 +97,61 @@ def update_listing(listing: str | Path, files: Iterable[str]) -> bool:
         pass
     atomic_write_text(path, text)
     return True
+
+
+#: SLURM job states of a job that still holds (or waits for) an allocation.
+LIVE_STATES = "PENDING,CONFIGURING,RUNNING,COMPLETING,SUSPENDED,REQUEUED,RESIZING"
+
+
+def live_slurm_jobs(
+    folder: str | os.PathLike | None = None, states: str = LIVE_STATES
+) -> dict[str, str]:
+    """This user's SLURM jobs in ``states`` (default: still queued or running): job id
+    -> working folder (all of them, or those started in ``folder``)."""
+    if shutil.which("squeue") is None:
+        return {}
+    out = subprocess.run(
+        ["squeue", "--me", "--noheader", "--format=%i|%Z", f"--states={states}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    jobs = dict(line.split("|", 1) for line in out.stdout.split("\n") if "|" in line)
+    if folder is not None:
+        here = os.path.realpath(folder)
+        jobs = {j: d for j, d in jobs.items() if os.path.realpath(d.strip()) == here}
+    return jobs
+
+
+def cancel_orphans(
+    folder: str | os.PathLike,
+    recorded: Iterable[str] = (),
+    timeout: float = 300.0,
+    states: str = LIVE_STATES,
+) -> list[str]:
+    """Cancel the SLURM jobs (in ``states``) an earlier, killed Snakemake of ``folder``
+    left, and wait until they are gone; the jobs cancelled, in id order.
+
+    Called when a Snakemake run starts in ``folder`` and before it submits anything, so
+    every live job of this user started in ``folder`` is an earlier run's (Snakemake's
+    lock on the folder keeps two runs out of it: the earlier one is dead, or
+    ``--unlock`` would not have been needed), and so is every job id its
+    incomplete-output markers ``recorded`` that SLURM still runs. The markers alone miss
+    the group jobs whose inner Snakemake had started: it rewrites the markers of the
+    jobs it runs, without the SLURM id. This run is about to make the same outputs
+    again; left running, those jobs would hold GPUs beside this run's new allocations
+    and write the same shards (one writer at a time: the second waits). A cancelled job
+    removes the outputs it was making, so the run must look at its files only after
+    this returns (the workflow calls it before the DAG is built, where it can). Their
+    partial rows stay, and this run's jobs resume from them."""
+    recorded = {str(j) for j in recorded}
+    live = live_slurm_jobs(states=states)
+    here = live_slurm_jobs(folder, states) if live else {}
+    alive = sorted(set(here) | (recorded & set(live)), key=int)
+    if not alive:
+        return []
+    subprocess.run(["scancel", *alive], capture_output=True, text=True, timeout=60)
+    end = time.monotonic() + timeout
+    while set(alive) & set(live_slurm_jobs()) and time.monotonic() < end:
+        time.sleep(2)
+    return alive

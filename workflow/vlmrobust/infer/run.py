@@ -8,6 +8,11 @@ a different image) and generates only the rest. When every request has its row, 
 rows are written to ``out`` atomically, in manifest order, and the partial file is
 removed. Snakemake deletes a job's declared output before it runs, which is why the
 progress lives beside it rather than in it.
+
+One job writes a shard at a time: it holds ``<out>.lock`` (``core.io.exclusive``) from
+planning to the last row. A second job for the same shard (on a cluster, one a killed
+Snakemake left running while a new one submitted the shard again) waits, then resumes
+from the partial file, or from ``out`` when the first one finished it.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from tqdm import tqdm
 
 from ..clients.vlm.base import Backend, Request, Result, chunks
 from ..clients.vlm.thinking import split_thinking
-from ..core.io import write_jsonl
+from ..core.io import exclusive, write_jsonl
 from ..core.processes import IDLE_S
 from ..core.records import (
     OutputRow,
@@ -358,15 +363,18 @@ def open_backend(job: Job, service: Service | None) -> Backend:
 
 
 def kept_rows(
-    partial: Path, plans: list[Planned], job: Job
+    partial: Path, plans: list[Planned], job: Job, out: Path | None = None
 ) -> tuple[dict[str, dict[str, Any]], int]:
-    """The rows of the partial file that still answer one of ``plans`` (by key), and how
-    many were dropped; the file is rewritten with the kept rows, so appends continue a
+    """The rows of the partial file (and of ``out``, when another writer of this shard
+    finished it first) that still answer one of ``plans`` (by key), and how many were
+    dropped; the partial file is rewritten with the kept rows, so appends continue a
     clean file."""
     by_key = {p.request.key: p for p in plans}
     done: dict[str, dict[str, Any]] = {}
     dropped = 0
-    for row in read_partial(partial):
+    # a finished shard leaves no partial file (one with failed rows keeps both)
+    finished = out is not None and out.exists() and not partial.exists()
+    for row in read_partial(out if finished else partial):
         plan = by_key.get(row.get("key"))
         if plan is not None and _reusable(row, plan, job):
             done[row["key"]] = row
@@ -457,11 +465,37 @@ def run_inference(
     samples = {s.sample_id: s for s in read_samples(samples_path)}
     contexts = read_contexts(context) if context is not None else None
     out.parent.mkdir(parents=True, exist_ok=True)
-    resized = out.with_name(out.name + ".resized") if job.image_size is not None else None
-    plans = plan_requests(job, variants, samples, contexts, resized)
-    check_image_limit(job, plans, backend)
+    # one writer per shard: a duplicate of this job (one an earlier Snakemake left on a
+    # cluster) waits here, then resumes from what the first one wrote
+    with exclusive(out.with_name(out.name + ".lock"), waiting=lambda pid: _waiting(out, pid)):
+        resized = out.with_name(out.name + ".resized") if job.image_size is not None else None
+        plans = plan_requests(job, variants, samples, contexts, resized)
+        check_image_limit(job, plans, backend)
+        return _answer_shard(job, plans, out, resized, backend, batch_size, service)
+
+
+def _waiting(out: Path, pid: int | None) -> None:
+    log.warning(
+        "%s: another job writes this shard (pid %s: a duplicate of this job, e.g. one an "
+        "earlier Snakemake left running); waiting for it, then resuming from its rows",
+        out,
+        pid if pid is not None else "?",
+    )
+
+
+def _answer_shard(
+    job: Job,
+    plans: list[Planned],
+    out: Path,
+    resized: Path | None,
+    backend: Backend | None,
+    batch_size: int | None,
+    service: Service | None,
+) -> dict[str, int]:
+    """Answer what the partial file (or a finished ``out``) does not hold yet, then
+    write ``out``: the part of :func:`run_inference` done by one writer at a time."""
     partial = out.with_name(out.name + ".partial")
-    done, dropped = kept_rows(partial, plans, job)
+    done, dropped = kept_rows(partial, plans, job, out)
     todo = [p for p in plans if p.request.key not in done]
     generated = errors = 0
     own_backend = backend is None and bool(todo)

@@ -39,9 +39,13 @@ def infer(
     service_log: str | None,
 ) -> None:
     """One model (the job ``spec``) on one variant manifest, resumable."""
+    from ..core.processes import allocation
     from ..infer.run import Job, run_inference
 
     job = Job(**json_object(spec))
+    where = allocation()
+    if where:
+        log.info("%s: runs in %s", out, where)
     server = _service(job, service, threads, service_idle_s, service_log)
     if server is None:
         set_threads(threads)

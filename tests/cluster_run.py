@@ -1,0 +1,253 @@
+"""The papers' run on the test cluster, and what the scheduler and the run's logs say.
+
+Shared by tests/test_cluster.py (a reduced run in CI) and benchmarks/bench_cluster.py
+(the whole of config/paper.yaml at small size, with faults):
+
+- :func:`prepare` copies the working tree to a folder and writes there the stand-ins of
+  config/paper.yaml (``vlmrobust demo-standins``: a demo checkpoint per model with the
+  model's registry resources, data from the demo and ../shared/data, ``rows`` samples
+  per dataset), optionally cut down to some models and datasets;
+- :func:`start` runs Snakemake there as a cluster user types it, ``--profile slurm``
+  plus the test cluster's overlay ``tests/slurm-gpu`` (GPU requests kept), against a
+  cluster of tests/slurm_cluster.py that declares stand-in GPUs;
+- :func:`evidence` reads back what happened: the SLURM jobs Snakemake submitted (its
+  log), the jobs inside each group job (the group's SLURM log), the scheduler's
+  records (tests/slurm_cluster.py ``JobRecorder``), and from the model services' and
+  inference jobs' own logs the SLURM job each ran in, its ``CUDA_VISIBLE_DEVICES`` and
+  the engine's generate times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from .conftest import BIN, REPO, copy_repo
+from .slurm_cluster import SlurmCluster, gpu_indices, read_records
+
+SHARED_DATA = REPO.parent / "shared" / "data"
+GPU_PROFILE = REPO / "tests" / "slurm-gpu"
+CONFIG = "standins/config.yaml"
+# "Job 3 has been submitted with SLURM jobid 7 (log: /.../slurm_logs/<rule or group>/7.log)."
+SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: (.+?)\)\.?$")
+ENGINE_FILE = re.compile(r"results/engines/([^/\s,]+)/phase(\d+)/engine(\d+)\.json")
+WHERE = re.compile(r"SLURM job (\d+)(?: step \S+)? on \S+, CUDA_VISIBLE_DEVICES='([^']*)'")
+GENERATED = re.compile(r"^(\S+ \S+) INFO \S+: generated (\d+) requests in ([\d.]+) s", re.M)
+LOADED = re.compile(r"^(\S+ \S+) INFO \S+: model service (\S+) \(.*loaded in ([\d.]+) s", re.M)
+
+
+#: the stand-ins' datasets read from ../shared/data, and the folder each needs
+SHARED_NEEDS = {"mathvision": "mathvision/data", "logicvista": "logicvista/data"}
+
+
+def missing_data(datasets: list[str] | None = None) -> str | None:
+    """Why the real MATH-V and LogicVista that ``datasets`` (None: every dataset of the
+    stand-ins) read are not here; None when they are, or when none is read."""
+    for name, folder in SHARED_NEEDS.items():
+        if datasets is not None and name not in datasets:
+            continue
+        if not (SHARED_DATA / folder).is_dir():
+            return f"the real data is not at {SHARED_DATA / folder} (../shared/data/README.md)"
+    return None
+
+
+def cut_down(config: dict, models: list[str], datasets: list[str]) -> dict:
+    """The stand-in run with only these models and datasets (the reduced CI run)."""
+    config["models"] = list(models)
+    config["datasets"] = {d: config["datasets"][d] for d in datasets}
+    for spec in config["datasets"].values():
+        if spec.get("models"):
+            spec["models"] = [m for m in spec["models"] if m in models]
+    used = {c for spec in config["datasets"].values() for c in spec["conditions"]}
+    config["conditions"] = {c: v for c, v in config["conditions"].items() if c in used}
+    if not any(spec.get("adapter") == "constructed" for spec in config["datasets"].values()):
+        config.pop("construct", None)
+    blocking = config.get("idis", {}).get("blocking")
+    if blocking:
+        blocking["models"] = [m for m in blocking["models"] if m in models]
+        blocking["conditions"] = [c for c in blocking["conditions"] if c in used]
+        if blocking.get("datasets"):
+            blocking["datasets"] = [d for d in blocking["datasets"] if d in datasets]
+    return config
+
+
+def prepare(
+    workdir: Path,
+    sizes: dict[str, int],
+    models: list[str] | None = None,
+    datasets: list[str] | None = None,
+) -> Path:
+    """A copy of the working tree in ``workdir`` with the stand-in run at CONFIG
+    (``sizes``: rows, max_new_tokens, max_draws of ``vlmrobust demo-standins``)."""
+    copy_repo(workdir)
+    cmd = [str(BIN / "vlmrobust"), "demo-standins", "--out", "standins"]
+    cmd += ["--shared", str(SHARED_DATA)]
+    for key, value in sizes.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    env = {**os.environ, "PYTHONPATH": str(workdir / "workflow"), "VLMROBUST_SERVICE_OWNER": "off"}
+    subprocess.run(cmd, cwd=workdir, env=env, check=True, capture_output=True, timeout=120)
+    if models is not None:
+        path = workdir / CONFIG
+        config = yaml.safe_load(path.read_text())
+        config = cut_down(config, models, datasets or list(config["datasets"]))
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return workdir / CONFIG
+
+
+def run_env(cluster: SlurmCluster, workdir: Path) -> dict[str, str]:
+    """The environment of a Snakemake run in ``workdir`` on ``cluster``: the SLURM tools,
+    this interpreter's scripts, the copy's own package."""
+    env = cluster.env
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = str(workdir / "workflow")
+    return env
+
+
+def snakemake_cmd(*args: str, cores: int = 2) -> list[str]:
+    """Snakemake as a cluster user types it, on the test cluster with stand-in GPUs."""
+    cmd = [str(BIN / "snakemake"), "--cores", str(cores), "--profile", "slurm"]
+    return [*cmd, "--profile", str(GPU_PROFILE), "--configfile", CONFIG, *args]
+
+
+def start(cluster: SlurmCluster, workdir: Path, log: Path, *args: str) -> subprocess.Popen:
+    """Start Snakemake (its stdout and stderr to ``log``, appended) in its own session."""
+    out = open(log, "ab")  # noqa: SIM115 - kept by the child
+    try:
+        return subprocess.Popen(
+            snakemake_cmd(*args),
+            cwd=workdir,
+            env=run_env(cluster, workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        out.close()
+
+
+def unlock(cluster: SlurmCluster, workdir: Path) -> None:
+    """`snakemake --unlock`: what a Snakemake killed with -9 leaves for the next one."""
+    subprocess.run(
+        snakemake_cmd("--unlock"), cwd=workdir, env=run_env(cluster, workdir), check=True,
+        capture_output=True, timeout=300,
+    )  # fmt: skip
+
+
+def study_targets(workdir: Path) -> list[str]:
+    """Every table, figure and page (and metrics file) the run's studies make."""
+    sys.path.insert(0, str(workdir / "workflow"))
+    from vlmrobust.plan import RunPlan
+    from vlmrobust.studies import STUDIES
+
+    with contextlib.chdir(workdir):
+        plan = RunPlan.load(CONFIG)
+        return [p for study in STUDIES.values() for p in study.targets(plan)]
+
+
+# --------------------------------------------------------------------- evidence
+
+
+@dataclass
+class Engine:
+    """One engine group job as the run's files show it."""
+
+    job_id: str
+    engines: list[tuple[str, int, int]]  # (model, phase, engine) files it made
+    inner: list[str]  # the outputs of the jobs its Snakemake ran (its SLURM log)
+    records: list[dict] = field(default_factory=list)  # the scheduler's, in time order
+
+    @property
+    def asked_gpus(self) -> int:
+        m = re.search(r"gpu:(\d+)", self.last("TresPerJob"))
+        return int(m.group(1)) if m else 0
+
+    @property
+    def got_gpus(self) -> list[int]:
+        """The GPU indices the job held (from its records while it ran)."""
+        for rec in reversed(self.records):
+            if gpu_indices(rec.get("GRES", "")):
+                return gpu_indices(rec["GRES"])
+        return []
+
+    def last(self, key: str) -> str:
+        return next((r[key] for r in reversed(self.records) if r.get(key)), "")
+
+    def span(self) -> tuple[float, float]:
+        """(start, end) in unix time from the scheduler's last record."""
+        return _time(self.last("StartTime")), _time(self.last("EndTime"))
+
+
+def _time(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp() if text and text[0].isdigit() else 0.0
+
+
+def submissions(log_text: str) -> list[tuple[str, Path]]:
+    """(SLURM job id, SLURM log) of every job a Snakemake log says it submitted."""
+    return [
+        (m.group(1), Path(m.group(2))) for m in map(SUBMITTED.search, log_text.splitlines()) if m
+    ]
+
+
+def engine_jobs(log_text: str, records: dict) -> dict[str, Engine]:
+    """The submitted group jobs that made an engine file, by SLURM job id."""
+    out = {}
+    for job_id, slurm_log in submissions(log_text):
+        if "group_engine" not in slurm_log.parent.name or not slurm_log.exists():
+            continue
+        text = slurm_log.read_text(errors="replace")
+        made = sorted({(m, int(p), int(k)) for m, p, k in ENGINE_FILE.findall(text)})
+        inner = sorted(set(re.findall(r"^\s+output: (\S+)$", text, flags=re.M)))
+        out[job_id] = Engine(job_id, made, inner, records["jobs"].get(job_id, []))
+    return out
+
+
+def service_logs(workdir: Path) -> dict[str, list[dict]]:
+    """Per model, each service start in a SLURM job: the job, CUDA_VISIBLE_DEVICES, the
+    load time and the (end time, requests, seconds) of each generate call."""
+    out: dict[str, list[dict]] = {}
+    for log in sorted((workdir / "logs" / "services").glob("*.log")):
+        text = log.read_text(errors="replace")
+        starts = list(LOADED.finditer(text))
+        for i, m in enumerate(starts):
+            where = WHERE.search(text, m.start(), m.end() + 200)
+            end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+            calls = [
+                (_stamp(g.group(1)), int(g.group(2)), float(g.group(3)))
+                for g in GENERATED.finditer(text, m.end(), end)
+            ]
+            out.setdefault(m.group(2), []).append(
+                {
+                    "job": where.group(1) if where else None,
+                    "devices": where.group(2) if where else None,
+                    "loaded": _stamp(m.group(1)),
+                    "load_s": float(m.group(3)),
+                    "calls": calls,
+                }
+            )
+    return out
+
+
+def _stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def infer_jobs(workdir: Path) -> dict[str, list[str]]:
+    """Each inference shard -> the SLURM jobs its log says it ran in (every try)."""
+    out = {}
+    for log in (workdir / "logs" / "infer").rglob("*.log"):
+        shard = str(log.relative_to(workdir / "logs" / "infer").with_suffix(".jsonl"))
+        out["results/outputs/" + shard] = WHERE.findall(log.read_text(errors="replace"))
+    return out
+
+
+def load_records(path: Path) -> dict:
+    return read_records(path) if path.exists() else {"jobs": {}, "node": []}

@@ -1,0 +1,188 @@
+"""The papers' run, reduced, on a real one-node SLURM cluster that declares 2 GPUs.
+
+config/paper.yaml's stand-ins (tests/cluster_run.py: a demo checkpoint per model with
+the model's registry resources, `rows` samples per dataset) cut down to two models
+(Qwen2.5-VL-7B and R1-OneVision-7B: both answer ChartQA, so their engines run at once;
+Qwen2.5-VL-7B also answers VisArgs, whose second CRM stage is a second engine) and two
+datasets (ChartQA: the corruption study; VisArgs: the masking study), through the
+project's `--profile slurm` with GPU requests kept (tests/slurm-gpu). What the
+scheduler recorded while it ran, and the run's own logs, must show: one SLURM job per
+engine, the GPUs each asked for and got, distinct CUDA_VISIBLE_DEVICES for engines that
+ran at once, every inference job inside its engine's allocation answered by the model
+loaded there once, every table and figure of the two studies, nothing left running.
+benchmarks/bench_cluster.py runs the whole stand-in run, with faults, and measures it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .cluster_run import (
+    CONFIG,
+    engine_jobs,
+    infer_jobs,
+    load_records,
+    missing_data,
+    prepare,
+    service_logs,
+    start,
+    study_targets,
+    submissions,
+)
+from .conftest import BIN, helper_processes, run
+from .slurm_cluster import (
+    ClusterError,
+    JobRecorder,
+    missing_requirements,
+    start_cluster,
+    stop_cluster,
+)
+from .test_slurm import _skip_or_fail
+
+pytestmark = pytest.mark.slurm
+
+MODELS = ["qwen2.5-vl-7b", "r1-onevision-7b"]
+DATASETS = ["chartqa", "visargs"]
+# (model, phase, engine): the engines of the cut-down run
+ENGINES = [("qwen2.5-vl-7b", 0, 0), ("qwen2.5-vl-7b", 1, 0), ("r1-onevision-7b", 0, 0)]
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster():
+    """A private one-node cluster declaring 2 stand-in GPUs (and room for two 64 GB
+    engines beside the data jobs)."""
+    problems = missing_requirements()
+    if problems:
+        _skip_or_fail("the SLURM test cluster needs " + "; ".join(problems))
+    try:
+        cluster = start_cluster(timeout=30, gpus=2, cpus=8, memory_mb=300_000)
+    except ClusterError as exc:
+        _skip_or_fail(f"the SLURM test cluster did not start: {exc}")
+    try:
+        yield cluster
+    finally:
+        stop_cluster(cluster)
+
+
+@pytest.fixture(scope="module")
+def cluster_run(gpu_cluster, tmp_path_factory):
+    """The reduced stand-in run, start to end, with the scheduler's records."""
+    reason = missing_data(DATASETS)
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("cluster")
+    workdir = root / "repo"
+    sizes = {"rows": 2, "max_new_tokens": 16, "max_draws": 2}
+    prepare(workdir, sizes, models=MODELS, datasets=DATASETS)
+    records, log = root / "records.jsonl", root / "snakemake.log"
+    with JobRecorder(gpu_cluster, records, interval=0.5):
+        proc = start(gpu_cluster, workdir, log)
+        try:
+            code = proc.wait(timeout=1200)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    text = log.read_text(errors="replace")
+    assert code == 0, text[-6000:] + gpu_cluster.log_tail()
+    return workdir, text, load_records(records), gpu_cluster
+
+
+def test_one_slurm_job_per_engine_with_the_models_gpus(cluster_run):
+    workdir, log, records, _ = cluster_run
+    engines = engine_jobs(log, records)
+    assert sorted(e for job in engines.values() for e in job.engines) == ENGINES
+    assert all(len(job.engines) == 1 for job in engines.values())  # one engine each
+    registry = yaml.safe_load((workdir / "standins" / "models.yaml").read_text())["models"]
+    for job in engines.values():
+        model = job.engines[0][0]
+        gpus = registry[model]["resources"]["gpu"]
+        assert gpus == 1  # the paper's 7B models: one GPU each
+        assert job.asked_gpus == gpus, job.records[-1]
+        assert len(job.got_gpus) == gpus, job.records
+        assert job.last("JobState") == "COMPLETED"
+
+
+def test_engines_at_once_hold_distinct_devices(cluster_run):
+    workdir, log, records, _ = cluster_run
+    engines = engine_jobs(log, records)
+    services = {s["job"]: s for starts in service_logs(workdir).values() for s in starts}
+    for job in engines.values():  # the devices the engine saw are the ones SLURM gave
+        assert services[job.job_id]["devices"] == ",".join(map(str, job.got_gpus))
+    overlapping = [
+        (a, b)
+        for a, b in itertools.combinations(engines.values(), 2)
+        if a.span()[0] < b.span()[1] and b.span()[0] < a.span()[1]
+    ]
+    assert overlapping, "no two engines ran at once (the two phase-0 engines should)"
+    for a, b in overlapping:
+        assert not set(a.got_gpus) & set(b.got_gpus), (a.job_id, b.job_id)
+
+
+def test_inference_jobs_ran_inside_their_engines_allocation(cluster_run):
+    workdir, log, records, _ = cluster_run
+    engines = engine_jobs(log, records)
+    by_engine = {job.engines[0]: job for job in engines.values()}
+    ran = infer_jobs(workdir)
+    shards = [path for path in ran if path.split("/")[2] in MODELS]
+    assert len(shards) == sum(len(job.inner) - 1 for job in engines.values())
+    services = service_logs(workdir)
+    for shard in shards:
+        job = next(j for j in engines.values() if shard in j.inner)
+        assert [where[0] for where in ran[shard]] == [job.job_id], shard
+        model = shard.split("/")[2]
+        assert job.engines[0][0] == model
+        starts = [s for s in services[model] if s["job"] == job.job_id]
+        assert len(starts) == 1 and starts[0]["calls"], starts  # one model load, used
+    assert set(by_engine) == set(ENGINES)
+
+
+def test_every_job_went_through_slurm_or_beside_snakemake(cluster_run):
+    """The data steps, the checkpoints and one group job per engine were submitted; the
+    short steps (config cluster.local_rules) ran beside Snakemake."""
+    _, log, records, cluster = cluster_run
+    submitted = submissions(log)
+    rules = Counter(
+        next(p for p in path.parts if p.startswith(("rule_", "group_"))) for _, path in submitted
+    )
+    assert rules == {
+        "rule_demo_data": 1,
+        "rule_demo_model": len(MODELS),
+        "rule_samples": len(DATASETS),
+        "rule_variants": 5,  # ChartQA clean, corrupt; VisArgs clean and two masks
+        "group_engine_engine_infer": len(ENGINES),
+    }
+    states = cluster.job_states([job_id for job_id, _ in submitted])
+    assert set(states.values()) == {"COMPLETED"}, states
+    assert set(records["jobs"]) == {job_id for job_id, _ in submitted}  # nothing else ran
+    assert "localrule score:" in log and "localrule table:" in log
+
+
+def test_every_table_and_figure_is_made_and_nothing_is_left(cluster_run):
+    workdir, _, _, cluster = cluster_run
+    targets = study_targets(workdir)
+    assert any("/corruption/" in t for t in targets) and any("/masking/" in t for t in targets)
+    missing = [t for t in targets if not (workdir / t).is_file()]
+    assert missing == []
+    assert not cluster.run("squeue", "--noheader").strip()
+    # the services and job runners end with their owner (within a second or two)
+    end = time.monotonic() + 15
+    while helper_processes(cwd=workdir) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert helper_processes(cwd=workdir) == []
+    assert not list(Path(workdir, "results/outputs").rglob("*.partial"))
+    assert (workdir / CONFIG).is_file()
+
+
+def test_a_local_dry_run_after_the_cluster_run_has_nothing_to_do(cluster_run):
+    """The files the cluster made are the ones a local run makes: nothing to redo."""
+    workdir = cluster_run[0]
+    cmd = [str(BIN / "snakemake"), "--cores", "2", "-n", "--configfile", CONFIG]
+    dry = run(cmd, workdir, env={"PYTHONPATH": str(workdir / "workflow")})
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]

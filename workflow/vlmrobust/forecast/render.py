@@ -1,0 +1,256 @@
+"""The forecast as readable tables (:func:`render_text`) and as JSON (:func:`to_json`).
+
+Rows are per (model, study) — a cell shared by several studies (a clean condition
+that the corruption and the distraction study both read) is counted once, under the
+studies joined by ``+`` — then per study, the totals, the engines' schedule, the
+variants' disk and every number's source. Token figures per request are means
+weighted by requests; a total that rests on an unknown is printed as ``unknown``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict
+from typing import Any
+
+from . import Forecast
+from .cells import Cell
+from .tables import load_table
+
+
+def study_label(cell: Cell) -> str:
+    return "+".join(cell.studies) or "(no study)"
+
+
+def _sum(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def summarize(cells: list[Cell]) -> dict[str, Any]:
+    """Requests, mean tokens per request, token totals and GPU-hours of ``cells``."""
+    requests = sum(c.requests for c in cells)
+
+    def total(attr: str) -> float | None:
+        return _sum([None if getattr(c, attr) is None else getattr(c, attr) * c.requests
+                     for c in cells])  # fmt: skip
+
+    prompt, gen, vision = total("prompt_tokens"), total("generated"), total("vision_tokens")
+    local = [c for c in cells if c.kind != "api"]
+    return {
+        "requests": requests,
+        "prompt_tokens": prompt,
+        "vision_tokens": vision,
+        "generated_tokens": gen,
+        "prompt_per_request": None if prompt is None or not requests else prompt / requests,
+        "vision_per_request": None if vision is None or not requests else vision / requests,
+        "generated_per_request": None if gen is None or not requests else gen / requests,
+        "engine_hours": _sum([c.engine_hours for c in local]) if local else 0.0,
+        "gpu_hours": _sum([c.gpu_hours for c in local]) if local else 0.0,
+        "api": not local,
+        "unknown": sorted({u for c in cells for u in c.unknown}),
+    }
+
+
+def groups(forecast: Forecast) -> dict[tuple[str, str], list[Cell]]:
+    by: dict[tuple[str, str], list[Cell]] = defaultdict(list)
+    for cell in forecast.cells:
+        by[(cell.model, study_label(cell))].append(cell)
+    return dict(by)
+
+
+def _n(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "unknown"
+    return f"{value:,.{digits}f}"
+
+
+def hours(seconds: float | None) -> str:
+    """Hours, or seconds below six minutes (a demo run)."""
+    if seconds is None:
+        return "unknown"
+    return f"{seconds:,.0f} s" if seconds < 360 else f"{seconds / 3600:,.1f} h"
+
+
+def _m(value: float | None) -> str:
+    return "unknown" if value is None else f"{value / 1e6:,.2f}"
+
+
+def _row(label: list[str], s: dict[str, Any]) -> str:
+    if s["api"]:
+        gpu = "API"
+    elif s["gpu_hours"] == 0 and s["engine_hours"]:
+        gpu = f"CPU {hours(s['engine_hours'] * 3600)}"
+    else:
+        gpu = _n(s["gpu_hours"], 1)
+    cells = [
+        *label,
+        _n(s["requests"]),
+        _n(s["prompt_per_request"]),
+        _n(s["vision_per_request"]),
+        _n(s["generated_per_request"]),
+        _m(s["prompt_tokens"]),
+        _m(s["generated_tokens"]),
+        gpu,
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+#: what each ``variants.format`` stores (vlmrobust/perturb/storage.py)
+DISK_FORMATS = {
+    "png": "PNG",
+    "webp": "lossless WebP (PNG where WebP cannot hold the image; masks PNG)",
+}
+
+HEAD = ("requests | prompt tok/req | of it vision | generated tok/req | prompt Mtok | "
+        "generated Mtok | GPU-h")  # fmt: skip
+
+
+def model_table(forecast: Forecast) -> list[str]:
+    lines = [f"| model | study | {HEAD} |", "|---|---|" + "---:|" * 7]
+    for (model, study), cells in groups(forecast).items():
+        lines.append(_row([model, study], summarize(cells)))
+    return lines
+
+
+def study_table(forecast: Forecast) -> list[str]:
+    by: dict[str, list[Cell]] = defaultdict(list)
+    for cell in forecast.cells:
+        by[study_label(cell)].append(cell)
+    lines = [f"| study | {HEAD} |", "|---|" + "---:|" * 7]
+    lines += [_row([study], summarize(cells)) for study, cells in sorted(by.items())]
+    lines.append(_row(["**all**"], summarize(forecast.cells)))
+    return lines
+
+
+def schedule_lines(forecast: Forecast) -> list[str]:
+    if forecast.makespan_s is None:
+        return ["No local model with a known engine time: nothing to schedule."]
+    busy = sum(e.seconds * e.gpus for e in forecast.engines)
+    longest = max(e.seconds for e in forecast.engines)
+    what_if = forecast.engines_per_model
+    engines = f"{what_if} per model and phase (--engines)" if what_if else "service.engines"
+    lines = [
+        f"Wall time on {forecast.gpus} GPUs, engines as {engines}: "
+        f"**{hours(forecast.makespan_s)}** "
+        f"({len(forecast.engines)} engines; lower bounds: GPU-hours / GPUs "
+        f"{hours(busy / forecast.gpus)}, the longest engine {hours(longest)}).",
+        "",
+        "| model | engines (phase 0 + 1) | GPUs each | engine time | starts at | ends at |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    by: dict[str, list] = defaultdict(list)
+    for e in forecast.engines:
+        by[e.model].append(e)
+    for model, engines in by.items():
+        phases = f"{sum(e.phase == 0 for e in engines)} + {sum(e.phase == 1 for e in engines)}"
+        lines.append(
+            f"| {model} | {phases} | {engines[0].gpus} | "
+            f"{hours(sum(e.seconds for e in engines))} | "
+            f"{hours(min(e.start for e in engines))} | "
+            f"{hours(max(e.end for e in engines))} |"
+        )
+    if forecast.left_out:
+        lines.append(f"\nNot scheduled (unknown engine time): {', '.join(forecast.left_out)}.")
+    return lines
+
+
+def disk_lines(forecast: Forecast) -> list[str]:
+    lines = ["| dataset | condition | perturbation | images | MP/image | GB | how |",
+             "|---|---|---|---:|---:|---:|---|"]  # fmt: skip
+    for d in forecast.disk:
+        gb = "unknown" if d.bytes is None else f"{d.bytes / 1e9:,.2f}"
+        lines.append(f"| {d.dataset} | {d.condition} | {d.perturbation} | {d.images:,.0f} | "
+                     f"{d.megapixels:.3f} | {gb} | {d.how} |")  # fmt: skip
+    total = _sum([d.bytes for d in forecast.disk])
+    lines.append(f"| **all** | | | {sum(d.images for d in forecast.disk):,.0f} | | "
+                 f"{'unknown' if total is None else f'{total / 1e9:,.2f}'} | |")  # fmt: skip
+    return lines
+
+
+def source_lines(forecast: Forecast) -> list[str]:
+    """Where every number comes from: per dataset x condition the requests and the image
+    sizes; the generation rules used; each throughput class's sources."""
+    lines = ["Requests and image sizes (per dataset, condition):", ""]
+    seen = set()
+    for c in forecast.cells:
+        if (c.dataset, c.condition) not in seen:
+            seen.add((c.dataset, c.condition))
+            lines.append(f"- {c.dataset} / {c.condition}: {c.requests_how}; sizes {c.sizes_how}")
+    lines += ["", "Generated tokens per request (per model, dataset and prompt):", ""]
+    seen = set()
+    for c in forecast.cells:
+        item = (c.model, c.dataset, c.prompt, c.generated_source)
+        if item not in seen and c.generated is not None:
+            seen.add(item)
+            lines.append(f"- {c.model} / {c.dataset} / {c.prompt}: {c.generated:,.0f} "
+                         f"({c.generated_source})")  # fmt: skip
+    lines += ["", "Throughput classes:", ""]
+    for rates in {r.name: r for r in forecast.rates.values()}.values():
+        lines.append(f"- {rates.name} on {rates.gpu}: prompt {rates.prompt_tok_s} tok/s, "
+                     f"generated {rates.gen_tok_s:g} tok/s, vision x{rates.vision_factor:g}, "
+                     f"start-up {rates.startup_s:g} s")  # fmt: skip
+        lines += [f"  - {k}: {v}" for k, v in rates.sources.items()]
+    return lines
+
+
+def render_text(forecast: Forecast, sources: bool = True) -> str:
+    unknown = sorted({u for c in forecast.cells for u in c.unknown})
+    parts = [
+        f"Forecast of {forecast.config or 'the run'}: {len(forecast.cells)} outputs files, "
+        f"rates for {forecast.gpu_type or load_table('throughput')['gpu']} (vLLM)"
+        + (f", generated tokens measured in {forecast.pilot}" if forecast.pilot else ""),
+        "",
+        *model_table(forecast),
+        "",
+        *study_table(forecast),
+        "",
+        *schedule_lines(forecast),
+        "",
+        f"Variants' disk (perturbations that write images), stored as "
+        f"{DISK_FORMATS.get(forecast.disk_format, forecast.disk_format)} (variants.format: "
+        f"{forecast.disk_format}):",
+        "",
+        *disk_lines(forecast),
+    ]
+    hf = sorted({c.model for c in forecast.cells if c.backend == "hf" and c.gpus > 0})
+    if hf:
+        parts += ["", f"Backend hf (transformers' padded batches) for {', '.join(hf)}: the "
+                  "GPU rates are vLLM's (forecast/throughput.yaml); set `backend: vllm` for "
+                  "them, or expect slower engines."]  # fmt: skip
+    if unknown:
+        parts += ["", "Unknown (no silent zero; add the entry named):", ""]
+        parts += [f"- {u}" for u in unknown]
+    if sources:
+        parts += ["", *source_lines(forecast)]
+    return "\n".join(parts) + "\n"
+
+
+def to_json(forecast: Forecast) -> dict[str, Any]:
+    cells = []
+    for c in forecast.cells:
+        row = asdict(c)
+        row.update(prompt_tokens=c.prompt_tokens, engine_hours=c.engine_hours,
+                   gpu_hours=c.gpu_hours)  # fmt: skip
+        cells.append(row)
+    by_study: dict[str, list[Cell]] = defaultdict(list)
+    for c in forecast.cells:
+        by_study[study_label(c)].append(c)
+    return {
+        "config": forecast.config,
+        "gpus": forecast.gpus,
+        "gpu_type": forecast.gpu_type,
+        "pilot": forecast.pilot,
+        "totals": summarize(forecast.cells),
+        "by_model_study": [
+            {"model": m, "study": s, **summarize(cs)} for (m, s), cs in groups(forecast).items()
+        ],
+        "by_study": {s: summarize(cs) for s, cs in sorted(by_study.items())},
+        "makespan_hours": None if forecast.makespan_s is None else forecast.makespan_s / 3600,
+        "engines": [asdict(e) | {"end": e.end} for e in forecast.engines],
+        "not_scheduled": forecast.left_out,
+        "disk_format": forecast.disk_format,
+        "disk": [asdict(d) for d in forecast.disk],
+        "disk_bytes": _sum([d.bytes for d in forecast.disk]),
+        "throughput": {m: asdict(r) for m, r in forecast.rates.items()},
+        "cells": cells,
+    }

@@ -1,0 +1,41 @@
+"""The forecast of a run before it runs: requests, tokens, GPU-hours, wall time on N GPUs
+and the variants' disk for any configuration (:mod:`vlmrobust.forecast`,
+docs/forecast.md). It reads files only; no model, no network."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..core.io import atomic_write_text
+
+
+def forecast(
+    config: str,
+    gpus: int,
+    gpu_type: str | None,
+    engines: int | None,
+    pilot: str | None,
+    json_out: str | None,
+    as_json: bool,
+    no_sources: bool,
+) -> None:
+    """Print the forecast of ``config`` (``--json``: the JSON instead; ``--json-out``:
+    also write it to a file)."""
+    from ..forecast import build_forecast, read_pilot
+    from ..forecast.render import render_text, to_json
+    from ..plan import RunPlan
+
+    if gpus < 1:
+        raise ValueError(f"--gpus must be at least 1, got {gpus}")
+    plan = RunPlan.load(config)
+    measured = read_pilot(pilot) if pilot else None
+    result = build_forecast(plan, config, gpus, measured, gpu_type, engines)
+    data = to_json(result)
+    if json_out:
+        atomic_write_text(json_out, json.dumps(data, indent=2) + "\n")
+    if as_json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(result, sources=not no_sources))
