@@ -295,21 +295,25 @@ def _vision_tokens():
 
 def test_vision_tokens_follow_the_processors_resize_rule():
     vt = _vision_tokens()
-    [q25, q3, q25_default, q3_default] = vt.settings(
+    from vlmrobust.core.vision_tokens import image_tokens
+
+    named = vt.settings(
         ["qwen2.5-vl-7b", "qwen3-vl-8b-instruct"], REPO / "config" / "models.yaml", True
     )
+    [q25, q3, q25_default, q3_default] = [processor for _, processor in named]
     size = (2520, 8526)  # 2935.jpg
     # defaults: 8526 x 2520 -> 6580 x 1932 (multiples of 28, <= 12,845,056): 235 x 69
-    assert vt.tokens(size, q25_default) == 235 * 69
+    assert image_tokens(size, q25_default) == 235 * 69
     # registry limits: <= 1,003,520 -> 1820 x 532: 65 x 19
-    assert vt.tokens(size, q25) == 65 * 19
+    assert image_tokens(size, q25) == 65 * 19
     # Qwen3-VL, 32-pixel tokens, <= 4,194,304 -> 3744 x 1088: 117 x 34
-    assert vt.tokens(size, q3) == 117 * 34
-    assert q3_default["max_pixels"] == 16_777_216
+    assert image_tokens(size, q3) == 117 * 34
+    assert q3_default.max_pixels == 16_777_216
     # a small image is enlarged to min_pixels: 40 x 54 = 2,160 pixels (MATH-V's smallest)
     # -> 19 x 14 = 266 tokens under 200,704 (sqrt(200704 / 2160) = 9.64 times each side,
     # rounded up to 28 px); 3 x 2 = 6 under the default 3,136
-    assert vt.tokens((40, 54), q25) == 19 * 14 and vt.tokens((40, 54), q25_default) == 3 * 2
+    assert image_tokens((40, 54), q25) == 19 * 14
+    assert image_tokens((40, 54), q25_default) == 3 * 2
     row = vt.summary([1, 2, 3, 100], [2, 50])
     assert row == {"images": 4, "median": 2.5, "p99": pytest.approx(97.09), "max": 100,
                    "total": 106, "over 2": 2, "over 50": 1}  # fmt: skip
