@@ -6,7 +6,7 @@
         --datasets chartqa visargs --gpus 2                 # a cut-down run (as CI's)
 
 Needs root, slurm-wlm and munge (`.ci/install-slurm.sh`) and the real MATH-V and
-LogicVista in ../shared/data. Starts the one-node cluster of tests/slurm_cluster.py
+LogicVista in the real-data folder (docs/real-data.md). Starts the one-node cluster of tests/slurm_cluster.py
 declaring `--gpus` stand-in GPUs (GRES) and a node the size of a GPU server (config
 overrides), writes config/paper.yaml's stand-ins (vlmrobust demo-standins: a demo
 checkpoint per model with the model's registry resources, `--rows` samples per

@@ -1,12 +1,13 @@
 """The samples and variants stages on the real MATH-V and LogicVista data, at full size.
 
-    .venv/bin/python benchmarks/bench_real.py --data ../shared/data [--rows 100]
+    .venv/bin/python benchmarks/bench_real.py --data DATA [--rows 100]
         [--corruptions gaussian_noise,glass_blur] [--severities 1,2,3,4,5] [--cores 2]
         [--threads 1] [--format png] [--dir DIR] [--json out.json] [--no-second-run]
         [--no-library]
 
 Writes a run configuration (``DIR/run1/config.yaml``) with three datasets read from
-``--data`` (the shared data: ``mathvision/`` and ``logicvista/``, never copied):
+``--data`` (the real-data folder, docs/real-data.md: ``mathvision/`` and
+``logicvista/``, read in place, never copied):
 
 - ``mathvision``: the MATH-V test split (``source: local``, ``limit: --rows``) under
   the clean condition, every corruption and the Idis condition;
@@ -70,6 +71,7 @@ import yaml  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
+from vlmrobust.core.paths import real_data  # noqa: E402
 from vlmrobust.core.records import read_samples, read_variants  # noqa: E402
 from vlmrobust.perturb.corruption import CORRUPTION_METHODS  # noqa: E402
 from vlmrobust.perturb.variants import open_shown  # noqa: E402
@@ -81,7 +83,12 @@ IDIS = "idis-diagram"
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=real_data(REPO),
+        help="the real-data folder (docs/real-data.md)",
+    )
     p.add_argument("--rows", type=int, default=100, help="rows per dataset (0: all)")
     p.add_argument("--corruptions", default=",".join(CORRUPTION_METHODS), help="comma list")
     p.add_argument("--severities", default="1,2,3,4,5", help="comma list")

@@ -1,7 +1,7 @@
 """The demo models answer real MATH-V images: samples -> variants -> infer -> scored ->
 the corruption study's tables and figures, at the run's real sizes.
 
-    .venv/bin/python benchmarks/bench_real_answers.py --data ../shared/data [--rows 200]
+    .venv/bin/python benchmarks/bench_real_answers.py --data DATA [--rows 200]
         [--cores 2] [--dir DIR] [--json out.json]
 
 Writes a run configuration (``DIR/config.yaml``) and runs the repository's Snakefile
@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from vlmrobust.core.io import read_jsonl  # noqa: E402
+from vlmrobust.core.paths import real_data  # noqa: E402
 
 POOL = "logicvista-pool"
 CONDITIONS = ("clean", "corrupt", "idis-diagram")
@@ -52,7 +53,12 @@ CONDITIONS = ("clean", "corrupt", "idis-diagram")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=real_data(REPO),
+        help="the real-data folder (docs/real-data.md)",
+    )
     p.add_argument("--rows", type=int, default=200, help="MATH-V test rows")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--dir", type=Path, default=None, help="where to run (default: a temp dir)")

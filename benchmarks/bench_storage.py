@@ -1,6 +1,6 @@
 """Bytes and encode time of the variant image formats, on real MATH-V images.
 
-    .venv/bin/python benchmarks/bench_storage.py --data ../shared/data [--images 30]
+    .venv/bin/python benchmarks/bench_storage.py --data DATA [--images 30]
         [--severities 3 5] [--encoders png webp webp:1:20 webp:4:75 png:9]
         [--methods none blank ...] [--cpu 0] [--csv out.csv]
 
@@ -57,6 +57,7 @@ from pathlib import Path  # noqa: E402
 import cv2  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from vlmrobust.core.paths import real_data  # noqa: E402
 from vlmrobust.perturb.corruption import CORRUPTION_METHODS, corrupt_image  # noqa: E402
 from vlmrobust.perturb.storage import encode_image  # noqa: E402
 from vlmrobust.perturb.variants import open_shown  # noqa: E402
@@ -96,7 +97,12 @@ def sample_images(data: Path, n: int) -> list[Path]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=real_data(REPO),
+        help="the real-data folder (docs/real-data.md)",
+    )
     p.add_argument("--images", type=int, default=30, help="MATH-V images in the sample")
     p.add_argument("--severities", type=int, nargs="+", default=[3, 5])
     p.add_argument(

@@ -18,7 +18,7 @@ image encoded by the variants stage's own ``encode_image`` (``perturb/storage.py
 ``webp`` stored as PNG), on scikit-image's six bundled RGB photos (every method at
 severities 2 and 4; clean; the PNG of a one-box ``fill_box`` mask) and on
 ``--mathv-images`` MATH-V testmini images (one seeded random method and severity each,
-as ``assignment: random``; ``../shared/data/mathvision``).
+as ``assignment: random``; the real-data folder's ``mathvision``, docs/real-data.md).
 
 The comparison prints three forecasts of the same configuration — **before** the run
 (built in an empty folder holding only the configuration and the registry: every count
@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "workflow"))
 
 from vlmrobust.core.io import iter_jsonl  # noqa: E402
+from vlmrobust.core.paths import real_data  # noqa: E402
 from vlmrobust.forecast import build_forecast, read_pilot  # noqa: E402
 from vlmrobust.plan import RunPlan  # noqa: E402
 
@@ -277,7 +278,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the numbers as JSON here")
     ap.add_argument("--measure-disk", action="store_true")
     ap.add_argument("--mathv-images", type=int, default=60)
-    ap.add_argument("--mathv", type=Path, default=REPO.parent / "shared" / "data" / "mathvision")
+    ap.add_argument("--mathv", type=Path, default=real_data(REPO) / "mathvision")
     args = ap.parse_args()
     if args.measure_disk:
         found = measure_disk(args.mathv, args.mathv_images)

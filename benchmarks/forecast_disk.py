@@ -1,7 +1,7 @@
 """Forecast of the disk the variants of a run configuration take, from measured bytes.
 
     .venv/bin/python benchmarks/forecast_disk.py --csv s3.csv s5.csv
-        [--config config/paper.yaml] [--data ../shared/data] [--encoders png webp]
+        [--config config/paper.yaml] [--data DATA] [--encoders png webp]
 
 Reads the per-image rows ``benchmarks/bench_storage.py --csv`` wrote (bytes per
 corruption, severity and encoder on real MATH-V images; the pseudo-method ``none`` is
@@ -149,7 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", type=Path, nargs="+", required=True)
     ap.add_argument("--config", type=Path, default=REPO / "config" / "paper.yaml")
-    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the real-data folder (default: $VLMROBUST_REAL_DATA or data/real, docs/real-data.md)",
+    )
     ap.add_argument("--encoders", nargs="+", default=["png", "webp"])
     ap.add_argument("--assignment", choices=["as-configured", "all"], default="as-configured")
     ap.add_argument("--measure", action="store_true", help="also build MATH-V's variants here")
@@ -158,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO / "workflow"))
     from vlmrobust.core.config import load_yaml
+    from vlmrobust.core.paths import real_data
     from vlmrobust.plan import RunPlan
+
+    args.data = args.data or real_data(REPO)
 
     plan = RunPlan.from_config(load_yaml(args.config))
     r = rates(args.csv, args.encoders)

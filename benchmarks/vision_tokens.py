@@ -1,7 +1,6 @@
 """Vision tokens per image of a dataset under a model's pixel limits (Qwen-VL processors).
 
-    python benchmarks/vision_tokens.py ../shared/data/mathvision/images \
-        ../shared/data/logicvista/data/images
+    python benchmarks/vision_tokens.py DATA/mathvision/images DATA/logicvista/data/images
     python benchmarks/vision_tokens.py results/samples/mathvision/samples.jsonl \
         --models qwen2.5-vl-7b qwen3-vl-8b-instruct --over 1280 4096
 

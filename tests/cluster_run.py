@@ -5,7 +5,8 @@ Shared by tests/test_cluster.py (a reduced run in CI) and benchmarks/bench_clust
 
 - :func:`prepare` copies the working tree to a folder and writes there the stand-ins of
   config/paper.yaml (``vlmrobust demo-standins``: a demo checkpoint per model with the
-  model's registry resources, data from the demo and ../shared/data, ``rows`` samples
+  model's registry resources, data from the demo and the real-data folder
+  (docs/real-data.md), ``rows`` samples
   per dataset), optionally cut down to some models and datasets;
 - :func:`start` runs Snakemake there as a cluster user types it, ``--profile slurm``
   plus the test cluster's overlay ``tests/slurm-gpu`` (GPU requests kept), against a
@@ -30,10 +31,12 @@ from pathlib import Path
 
 import yaml
 
+from vlmrobust.core.paths import real_data
+
 from .conftest import BIN, REPO, copy_repo
 from .slurm_cluster import SlurmCluster, gpu_indices, read_records
 
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = real_data(REPO)
 GPU_PROFILE = REPO / "tests" / "slurm-gpu"
 CONFIG = "standins/config.yaml"
 # "Job 3 has been submitted with SLURM jobid 7 (log: /.../slurm_logs/<rule or group>/7.log)."
@@ -44,7 +47,7 @@ GENERATED = re.compile(r"^(\S+ \S+) INFO \S+: generated (\d+) requests in ([\d.]
 LOADED = re.compile(r"^(\S+ \S+) INFO \S+: model service (\S+) \(.*loaded in ([\d.]+) s", re.M)
 
 
-#: the stand-ins' datasets read from ../shared/data, and the folder each needs
+#: the stand-ins' datasets read from the real-data folder, and the folder each needs
 SHARED_NEEDS = {"mathvision": "mathvision/data", "logicvista": "logicvista/data"}
 
 
@@ -55,7 +58,7 @@ def missing_data(datasets: list[str] | None = None) -> str | None:
         if datasets is not None and name not in datasets:
             continue
         if not (SHARED_DATA / folder).is_dir():
-            return f"the real data is not at {SHARED_DATA / folder} (../shared/data/README.md)"
+            return f"the real data is not at {SHARED_DATA / folder} (docs/real-data.md)"
     return None
 
 

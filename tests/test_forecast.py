@@ -13,6 +13,7 @@ import yaml
 from PIL import Image
 
 from vlmrobust.cli import main
+from vlmrobust.core.paths import real_data
 from vlmrobust.core.prompts import SHORT_INSTRUCTION
 from vlmrobust.forecast import build_forecast, read_pilot, tables
 from vlmrobust.forecast.cost import Engine, schedule
@@ -439,12 +440,12 @@ def test_the_command_prints_tables_and_json(run_dir, capsys):
     assert main(["forecast", "run.yaml", "--gpus", "0"]) == 2
 
 
-MATHV = REPO.parent / "shared" / "data" / "mathvision"
+MATHV = real_data(REPO) / "mathvision"
 
 
 @pytest.mark.skipif(
     not (MATHV / "data" / "testmini.jsonl").is_file(),
-    reason=f"the released MATH-V files are not at {MATHV} (../shared/data)",
+    reason=f"the released MATH-V files are not at {MATHV} (docs/real-data.md)",
 )
 def test_a_local_copy_of_the_rows_is_counted_before_the_samples_exist(run_dir):
     """MATH-V testmini read in place (never copied): its 304 rows through the adapter,

@@ -6,7 +6,7 @@ samples -> variants (clean, corrupt) -> the demo models' answers -> scored -> th
 corruption study's tables; then the Idis diagram composite of the MATH-V rows, and the
 whole LogicVista folder's samples report.
 
-The data is the project's read-only copy, ``../shared/data`` (its README.md); the
+The data is the real-data folder (docs/real-data.md; ``$VLMROBUST_REAL_DATA``); the
 MATH-V rows and their images are copied into the test's temporary folder (a dataset's
 images must lie inside its folder), never into the repository. The run takes about
 4 minutes on 2 cores that other jobs share (load average 8; the two demo models'
@@ -25,17 +25,18 @@ import yaml
 from PIL import Image
 
 from vlmrobust.core.io import read_json, read_jsonl
+from vlmrobust.core.paths import real_data
 from vlmrobust.data.build import build_samples
 
 from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, run
 
-DATA = REPO.parent / "shared" / "data"
+DATA = real_data(REPO)
 MATHV = DATA / "mathvision"
 LOGICVISTA = DATA / "logicvista" / "data"
 
 pytestmark = pytest.mark.skipif(
     not (MATHV / "data" / "test.jsonl").is_file() or not (LOGICVISTA / "dataset.json").is_file(),
-    reason=f"the released MATH-V and LogicVista files are not at {DATA} (../shared/data)",
+    reason=f"the released MATH-V and LogicVista files are not at {DATA} (docs/real-data.md)",
 )
 
 #: rows 1-17, the two letter answers without options (59, 434: options pictured, with

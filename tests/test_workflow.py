@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from vlmrobust.core.io import read_jsonl, sha256_file
+from vlmrobust.core.paths import real_data
 
 from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, helper_processes, run
 
@@ -667,9 +668,9 @@ def test_dry_run_of_a_local_folder_names_no_image_and_an_edited_image_reruns_sam
 def test_dry_run_of_the_real_mathvision_samples_job_is_small(tmp_path):
     """MATH-V test at full size (3,040 images): the samples job's text in the dry run is
     a few lines, not every image (115 KB before the listing)."""
-    folder = REPO.parent / "shared" / "data" / "mathvision"
+    folder = real_data(REPO) / "mathvision"
     if not (folder / "data" / "test.jsonl").is_file():
-        pytest.skip(f"the real MATH-V data is not at {folder} (../shared/data/README.md)")
+        pytest.skip(f"the real MATH-V data is not at {folder} (docs/real-data.md)")
     workdir = copy_repo(tmp_path / "repo")
     config = {
         "model_registry": "config/models.yaml",

@@ -78,7 +78,7 @@ def demo_seeds(out: str) -> None:
 
 
 def demo_standins(
-    config: str, out: str, shared: str, rows: int, max_new_tokens: int, max_draws: int
+    config: str, out: str, shared: str | None, rows: int, max_new_tokens: int, max_draws: int
 ) -> None:
     """Stand-ins of a run (config/paper.yaml) at small size: its datasets, conditions,
     prompts and studies, every model answered by a demo checkpoint of its own with the
@@ -86,7 +86,9 @@ def demo_standins(
     from .standins import write_stand_ins
 
     sizes = {"rows": rows, "max_new_tokens": max_new_tokens, "max_draws": max_draws}
-    paths = write_stand_ins(config, Path(out), Path(shared), **sizes)
+    from vlmrobust.core.paths import real_data
+
+    paths = write_stand_ins(config, Path(out), Path(shared) if shared else real_data(), **sizes)
     log.info("wrote %s", ", ".join(map(str, paths)))
 
 
@@ -139,7 +141,11 @@ DEMO_COMMANDS: dict[str, Command] = {
         (
             arg("--config", default="config/paper.yaml", help="the run to stand in for"),
             arg("--out", required=True, help="folder of the config.yaml and models.yaml made"),
-            arg("--shared", default="../shared/data", help="the real MATH-V and LogicVista"),
+            arg(
+                "--shared",
+                default=None,
+                help="the real MATH-V and LogicVista (default: the real-data folder, docs/real-data.md)",
+            ),
             arg("--rows", type=int, default=2, help="samples per answered dataset"),
             arg("--max-new-tokens", type=int, default=16, help="longest answer"),
             arg("--max-draws", type=int, default=2, help="sampled draws per question"),

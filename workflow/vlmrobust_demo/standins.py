@@ -57,7 +57,7 @@ DEMO_FAMILY = {
 }
 #: The demo's Idis slice (results/raw/demo-idis/<folder>, the base datasets' formats).
 IDIS_FOLDER = {"imagenet9": "imagenet9", "mathverse": "mathverse", "waterbirds": "waterbirds"}
-#: The real benchmarks on this machine (../shared/data/README.md), by adapter.
+#: The real benchmarks on this machine (docs/real-data.md), by adapter.
 SHARED_FOLDER = {"mathvision": "mathvision", "logicvista": "logicvista/data"}
 #: The released Idis conditions (downloads) as the same distractors built offline.
 IDIS_CONDITIONS: dict[str, dict[str, Any]] = {

@@ -8,6 +8,22 @@ repository root in a normal run.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+#: the environment variable naming the folder of real benchmark copies that the tests
+#: and benchmarks on real files read (docs/real-data.md: its layout and how to make it)
+REAL_DATA_ENV = "VLMROBUST_REAL_DATA"
+#: where that folder is when the variable is not set (relative to the repository root)
+REAL_DATA_DEFAULT = "data/real"
+
+
+def real_data(root: str | os.PathLike = ".") -> Path:
+    """The real-data folder: ``$VLMROBUST_REAL_DATA``, else ``data/real`` under ``root``
+    (the repository); it need not exist (what reads it skips or says so)."""
+    return Path(os.environ.get(REAL_DATA_ENV) or Path(root) / REAL_DATA_DEFAULT)
+
+
 #: what a name of the run that fills a template may be (a dataset, a condition, a model,
 #: a construction, an attribute extractor): the config and registry schemas allow only
 #: these (:func:`vlmrobust.core.config.load_schema` puts it into their ``$defs/name``),
