@@ -114,13 +114,26 @@ def condition_name(method: str) -> str:
     return f"corrupt-{method.replace('_', '-')}"
 
 
+def idis_condition() -> dict:
+    """The Idis-math visual distractor: LogicVista's table images (the pool dataset's
+    samples) as irrelevant figures around the diagram."""
+    return {"perturbation": "diagram", "semantics": ["irrelevant"],
+            "irrelevant_samples": f"results/samples/{POOL}/samples.jsonl"}  # fmt: skip
+
+
+def pool_dataset(data: Path) -> dict:
+    """All of LogicVista under the clean condition, answered by no model: the figures of
+    :func:`idis_condition`."""
+    return {"adapter": "logicvista", "source": "local", "on_bad_row": "skip",
+            "path": str(data / "logicvista" / "data"), "models": [], "conditions": ["clean"]}  # fmt: skip
+
+
 def make_config(args: argparse.Namespace) -> dict:
     """The run configuration (see the module docstring)."""
     data = args.data.resolve()
     corrupt = {condition_name(m): {"perturbation": "corruption", "assignment": "all",
                "methods": [m], "severities": args.severities} for m in args.corruptions}  # fmt: skip
     limit = {"limit": args.rows} if args.rows else {}
-    pool = f"results/samples/{POOL}/samples.jsonl"
     return {
         "run_name": "bench-real",
         "seed": 0,
@@ -131,11 +144,7 @@ def make_config(args: argparse.Namespace) -> dict:
         "conditions": {
             "clean": {"perturbation": "none"},
             **corrupt,
-            IDIS: {
-                "perturbation": "diagram",
-                "semantics": ["irrelevant"],
-                "irrelevant_samples": pool,
-            },  # fmt: skip
+            IDIS: idis_condition(),
         },
         "datasets": {
             "mathvision": {
@@ -156,14 +165,7 @@ def make_config(args: argparse.Namespace) -> dict:
                 **limit,
                 "conditions": ["clean", *corrupt],
             },  # fmt: skip
-            POOL: {
-                "adapter": "logicvista",
-                "source": "local",
-                "on_bad_row": "skip",
-                "path": str(data / "logicvista" / "data"),
-                "models": [],
-                "conditions": ["clean"],
-            },  # fmt: skip
+            POOL: pool_dataset(data),
         },
     }
 

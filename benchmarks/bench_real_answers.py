@@ -45,9 +45,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from vlmrobust.core.io import read_jsonl  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from bench_real import POOL, idis_condition, pool_dataset  # noqa: E402
+
 from vlmrobust.core.paths import real_data  # noqa: E402
 
-POOL = "logicvista-pool"
 CONDITIONS = ("clean", "corrupt", "idis-diagram")
 
 
@@ -72,7 +75,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def make_config(args: argparse.Namespace) -> dict:
     data = args.data.resolve()
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    lv = str(data / "logicvista" / "data")
     return {
         "run_name": "bench-real-answers",
         "seed": 0,
@@ -97,11 +99,7 @@ def make_config(args: argparse.Namespace) -> dict:
         "conditions": {
             "clean": {"perturbation": "none"},
             "corrupt": {"perturbation": "corruption", "assignment": "random"},
-            "idis-diagram": {
-                "perturbation": "diagram",
-                "semantics": ["irrelevant"],
-                "irrelevant_samples": f"results/samples/{POOL}/samples.jsonl",
-            },
+            "idis-diagram": idis_condition(),
         },
         "datasets": {
             "mathvision": {
@@ -114,14 +112,7 @@ def make_config(args: argparse.Namespace) -> dict:
                 "limit": args.rows,
                 "conditions": list(CONDITIONS),
             },
-            POOL: {
-                "adapter": "logicvista",
-                "source": "local",
-                "on_bad_row": "skip",
-                "path": lv,
-                "models": [],
-                "conditions": ["clean"],
-            },  # fmt: skip
+            POOL: pool_dataset(data),
         },
     }
 

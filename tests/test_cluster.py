@@ -38,13 +38,9 @@ from .cluster_run import (
 )
 from .conftest import BIN, helper_processes, run
 from .slurm_cluster import (
-    ClusterError,
     JobRecorder,
-    missing_requirements,
-    start_cluster,
-    stop_cluster,
 )
-from .test_slurm import _skip_or_fail
+from .test_slurm import running_cluster
 
 pytestmark = pytest.mark.slurm
 
@@ -58,17 +54,7 @@ ENGINES = [("qwen2.5-vl-7b", 0, 0), ("qwen2.5-vl-7b", 1, 0), ("r1-onevision-7b",
 def gpu_cluster():
     """A private one-node cluster declaring 2 stand-in GPUs (and room for two 64 GB
     engines beside the data jobs)."""
-    problems = missing_requirements()
-    if problems:
-        _skip_or_fail("the SLURM test cluster needs " + "; ".join(problems))
-    try:
-        cluster = start_cluster(timeout=30, gpus=2, cpus=8, memory_mb=300_000)
-    except ClusterError as exc:
-        _skip_or_fail(f"the SLURM test cluster did not start: {exc}")
-    try:
-        yield cluster
-    finally:
-        stop_cluster(cluster)
+    yield from running_cluster(gpus=2, cpus=8, memory_mb=300_000)
 
 
 @pytest.fixture(scope="module")

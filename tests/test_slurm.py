@@ -37,20 +37,27 @@ def _skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """A private one-node cluster for the whole session; stopped (no daemons left) after."""
+def running_cluster(**sizes):
+    """A private one-node cluster (``start_cluster(timeout=30, **sizes)``) for a fixture
+    to yield from; skipped (or failed, where SLURM is required) when it cannot start,
+    stopped with no daemons left after."""
     problems = missing_requirements()
     if problems:
         _skip_or_fail("the SLURM test cluster needs " + "; ".join(problems))
     try:
-        cluster = start_cluster(timeout=30)
+        cluster = start_cluster(timeout=30, **sizes)
     except ClusterError as exc:
         _skip_or_fail(f"the SLURM test cluster did not start: {exc}")
     try:
         yield cluster
     finally:
         stop_cluster(cluster)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A private one-node cluster for the whole session."""
+    yield from running_cluster()
 
 
 def snakemake_on_slurm(cluster, workdir: Path, *args: str, profile: str | Path = "slurm"):

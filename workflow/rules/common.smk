@@ -72,7 +72,9 @@ def update_listings():
             update_listing(*listing)
 
 
-update_listings()
+# inside a cluster job its Snakemake reads what the run's own one wrote
+if not workflow.remote_exec:
+    update_listings()
 
 
 def samples_input(wildcards, questions=True):
