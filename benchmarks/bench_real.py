@@ -81,14 +81,15 @@ POOL = "logicvista-pool"
 IDIS = "idis-diagram"
 
 
+def add_data_arg(parser: argparse.ArgumentParser) -> None:
+    """``--data``: the real-data folder (docs/real-data.md), for every real-data benchmark."""
+    parser.add_argument("--data", type=Path, default=real_data(REPO),
+                        help="the real-data folder (docs/real-data.md)")  # fmt: skip
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--data",
-        type=Path,
-        default=real_data(REPO),
-        help="the real-data folder (docs/real-data.md)",
-    )
+    add_data_arg(p)
     p.add_argument("--rows", type=int, default=100, help="rows per dataset (0: all)")
     p.add_argument("--corruptions", default=",".join(CORRUPTION_METHODS), help="comma list")
     p.add_argument("--severities", default="1,2,3,4,5", help="comma list")

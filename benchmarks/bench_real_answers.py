@@ -47,21 +47,14 @@ sys.path.insert(0, str(REPO / "workflow"))
 from vlmrobust.core.io import read_jsonl  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from bench_real import POOL, idis_condition, pool_dataset  # noqa: E402
-
-from vlmrobust.core.paths import real_data  # noqa: E402
+from bench_real import POOL, add_data_arg, idis_condition, pool_dataset  # noqa: E402
 
 CONDITIONS = ("clean", "corrupt", "idis-diagram")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--data",
-        type=Path,
-        default=real_data(REPO),
-        help="the real-data folder (docs/real-data.md)",
-    )
+    add_data_arg(p)
     p.add_argument("--rows", type=int, default=200, help="MATH-V test rows")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--dir", type=Path, default=None, help="where to run (default: a temp dir)")

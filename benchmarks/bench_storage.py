@@ -50,6 +50,7 @@ import io  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -57,12 +58,14 @@ from pathlib import Path  # noqa: E402
 import cv2  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from vlmrobust.core.paths import real_data  # noqa: E402
 from vlmrobust.perturb.corruption import CORRUPTION_METHODS, corrupt_image  # noqa: E402
 from vlmrobust.perturb.storage import encode_image  # noqa: E402
 from vlmrobust.perturb.variants import open_shown  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from bench_real import add_data_arg  # noqa: E402
+
 Encoder = Callable[[Image.Image], bytes]
 DEFAULT_ENCODERS = ["png", "webp:1:20", "webp:2:25", "webp:4:75"]
 
@@ -97,12 +100,7 @@ def sample_images(data: Path, n: int) -> list[Path]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--data",
-        type=Path,
-        default=real_data(REPO),
-        help="the real-data folder (docs/real-data.md)",
-    )
+    add_data_arg(p)
     p.add_argument("--images", type=int, default=30, help="MATH-V images in the sample")
     p.add_argument("--severities", type=int, nargs="+", default=[3, 5])
     p.add_argument(
