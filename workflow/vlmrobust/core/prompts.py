@@ -138,14 +138,21 @@ __all__ = [
 ]
 
 
+#: The source of the project's own prompts (their texts are ours, not a harness's).
+OWN_SOURCE = "vlmrobust"
+
+
 @dataclass(frozen=True)
 class BuiltPrompt:
-    """A finished prompt: builder ``name`` and ``version``, user ``content``, ``system``."""
+    """A finished prompt: builder ``name``, ``version`` and ``source``, user ``content``,
+    ``system``."""
 
     name: str
     version: str
     content: list[dict[str, str]]
     system: str | None = None
+    #: where the prompt's text and layout come from (:attr:`PromptBuilder.source`)
+    source: str = OWN_SOURCE
 
     @property
     def text(self) -> str:
@@ -164,6 +171,12 @@ TextFn = Callable[[Sample, str], tuple[str, str | None]]
 #: A second-stage builder's text function: (sample, question, context) -> (text, system),
 #: ``context`` being the answer the same model gave to the prompt ``needs`` names.
 ContextTextFn = Callable[[Sample, str, str], tuple[str, str | None]]
+
+
+#: A whole-message builder: (sample, question, image paths, model spec or None) ->
+#: (user content parts, system prompt or None). Used where the image placement is the
+#: builder's own (a harness's ``doc_to_messages``) or the text depends on the model.
+MessageFn = Callable[[Sample, str, list[str], "dict[str, Any] | None"], tuple[list[dict], str | None]]
 
 
 #: module-level values a prompt text may read, fingerprinted by their repr
@@ -217,11 +230,18 @@ class PromptBuilder:
     #: a second stage: the prompt whose output (same model, same variant) this one is
     #: built on (the CRM final answer is asked after the chain of thought)
     needs: str | None = None
+    #: where the text comes from: ``vlmrobust`` (ours), or the harness/code it
+    #: reproduces with its version or commit and file (recorded in every output row)
+    source: str = OWN_SOURCE
+    #: builds the whole message instead of ``text`` + :func:`interleave` (``text`` is
+    #: then only fingerprinted); it is given the model's registry entry
+    messages: MessageFn | None = None
 
     @cached_property
     def version(self) -> str:
         """``<label>+<fingerprint of the text>`` (module docstring)."""
-        return f"{self.label}+{text_fingerprint(self.text)}"
+        fn = self.messages if self.messages is not None else self.text
+        return f"{self.label}+{text_fingerprint(fn)}"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -620,11 +640,17 @@ PROMPTS: dict[str, PromptBuilder] = {
 
 
 def build_prompt(
-    sample: Sample, variant: Variant, name: str, context: str | None = None
+    sample: Sample,
+    variant: Variant,
+    name: str,
+    context: str | None = None,
+    model: dict[str, Any] | None = None,
 ) -> BuiltPrompt:
     """The prompt ``name`` for ``sample`` under ``variant`` (question and images of the
     variant). A second-stage prompt (``needs`` set) takes ``context``: the answer the
-    model gave to the ``needs`` prompt on the same variant."""
+    model gave to the ``needs`` prompt on the same variant. ``model`` is the answering
+    model's registry entry: a builder whose text or system prompt depends on the model
+    (a harness's per-model settings) reads it; the others ignore it."""
     builder = PROMPTS.get(name)
     if builder is None:
         raise ValueError(f"unknown prompt {name!r}; known prompts: {', '.join(sorted(PROMPTS))}")
@@ -634,6 +660,11 @@ def build_prompt(
             f"not {sample.sample_id!r}"
         )
     question = variant.question if variant.question is not None else sample.question
+    if builder.messages is not None:
+        if context is not None:
+            raise ValueError(f"prompt {name!r} takes no context")
+        content, system = builder.messages(sample, question, [str(p) for p in variant.images], model)
+        return BuiltPrompt(builder.name, builder.version, content, system, builder.source)
     if builder.needs is not None:
         if context is None:
             raise ValueError(
@@ -647,7 +678,7 @@ def build_prompt(
             raise ValueError(f"prompt {name!r} takes no context")
         text, system = builder.text(sample, question)  # type: ignore[call-arg]
     content = interleave(text, list(variant.images), sample.meta)
-    return BuiltPrompt(builder.name, builder.version, content, system)
+    return BuiltPrompt(builder.name, builder.version, content, system, builder.source)
 
 
 _BY_ANSWER_TYPE = {

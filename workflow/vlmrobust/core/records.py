@@ -147,6 +147,9 @@ class OutputRow:
     #: sha256 of the model's inference settings (checkpoint, revision, backend options):
     #: a row is reused on resume only for the same settings and ``model_revision``
     model_spec_sha256: str | None = None
+    #: where the prompt's text and layout come from: ``vlmrobust`` (the project's own
+    #: wording) or the harness / authors' code it reproduces, with version and file
+    prompt_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -86,8 +86,10 @@ def _request(
     prompt: str | None,
     max_new_tokens: int,
     resized_dir: Path,
+    model_spec: dict[str, Any] | None = None,
 ) -> Request:
-    """The request the output row answered (its prompt builder, question and images)."""
+    """The request the output row answered (its prompt builder, question and images;
+    ``model_spec``: the model's registry entry, for a prompt that depends on the model)."""
     from ..core.prompts import PROMPTS, build_prompt
     from .run import resized_images, with_copies
 
@@ -105,7 +107,7 @@ def _request(
             f"output row {row['key']!r} was made with prompt {name!r} version "
             f"{row['prompt_version']!r}, now {builder.version!r}: run the inference again"
         )
-    built = build_prompt(sample, variant, builder.name)
+    built = build_prompt(sample, variant, builder.name, model=model_spec)
     content = built.content
     size = row.get("image_size")
     if size is not None and variant.params.get("resolution") is None:
@@ -341,7 +343,8 @@ def block_attention(
             variant, sample = run.inputs_of(row)
             roles = attribute_roles(jrow.get("task", ""), jrow, variant.params, sample.meta)
             roles["none"] = []
-            req = _request(row, sample, variant, prompt, max_new_tokens, resized_dir)
+            spec = getattr(backend, "spec", None)
+            req = _request(row, sample, variant, prompt, max_new_tokens, resized_dir, spec)
             run.reanswered += 1
             run.reanswer(row, found, req, sample, roles)
     finally:

@@ -75,6 +75,7 @@ class Planned:
     prompt: str
     prompt_version: str
     context_sha256: str | None = None
+    prompt_source: str = "vlmrobust"
 
 
 def read_contexts(path: Path) -> dict[str, str]:
@@ -193,7 +194,7 @@ def plan_requests(
             context = context_sha = None
             if staged:
                 context, context_sha = _context(contexts or {}, variant, draw, PROMPTS[name].needs)
-            built = build_prompt(sample, variant, name, context)
+            built = build_prompt(sample, variant, name, context, job.model_spec)
             content = with_copies(built.content, copies) if copies else built.content
             _check_prompt_version(job, built.name, built.version)
             seed = None
@@ -208,7 +209,11 @@ def plan_requests(
                 seed=seed,
                 system=built.system,
             )
-            planned.append(Planned(request, variant, draw, built.name, built.version, context_sha))
+            planned.append(
+                Planned(
+                    request, variant, draw, built.name, built.version, context_sha, built.source
+                )
+            )
     return planned
 
 
@@ -285,6 +290,7 @@ def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputR
         condition=plan.variant.condition,
         prompt=plan.prompt,
         prompt_version=plan.prompt_version,
+        prompt_source=plan.prompt_source,
         model=job.model,
         backend=backend.name,
         model_revision=backend.revision,
