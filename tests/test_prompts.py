@@ -335,6 +335,15 @@ def test_registry_names_and_versions():
         "idis-math",
         "waterbirds",
         "waterbirds-mitigate",
+        # lmms-eval's own task code (tests/test_harness_prompts.py)
+        "lmms-mmmu",
+        "lmms-mmstar",
+        "lmms-mathvision",
+        "lmms-mathvision-reason",
+        "lmms-hallusionbench",
+        "lmms-chartqa",
+        "lmms-textvqa",
+        "lmms-infovqa",
     }
     assert set(PROMPTS) == expected
     assert all(b.version for b in PROMPTS.values())

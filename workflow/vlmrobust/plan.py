@@ -474,7 +474,7 @@ class RunPlan:
         n, top_p = self.draws(dataset)
         spec = {
             "model": model,
-            "model_spec": inference_fields(self.registry[model]),
+            "model_spec": inference_fields(self.registry[model], prompt),
             "prompt": prompt,
             "prompt_versions": prompt_versions(prompt, adapter),
             "adapter": adapter,

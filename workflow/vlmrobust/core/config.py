@@ -17,6 +17,7 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from .benchmarks import BENCHMARKS, REGION_META, SCORER_NAMES
+from .harness import CHAT_WRAPPERS
 from .paths import CONSTRUCTION, DEMO_IDIS_ROOT, DEMO_ROOT, NAME
 from .paths import path as fill_template
 from .prompts import DEFAULT_PROMPT
@@ -96,6 +97,10 @@ def load_schema(name: str) -> dict:
         schema["$defs"]["name"]["pattern"] = f"^{NAME}$"
     if name == "config":
         _fill_benchmark_enums(schema)
+    if name == "models":
+        # the lmms-eval model names of the chat wrappers the harness prompts reproduce
+        entry = schema["properties"]["models"]["additionalProperties"]
+        entry["properties"]["harness"]["properties"]["lmms_eval"]["enum"] = [*CHAT_WRAPPERS, None]
     return schema
 
 

@@ -118,6 +118,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from . import harness
 from .benchmarks import BENCHMARKS
 from .records import Sample, Variant
 
@@ -174,9 +175,12 @@ ContextTextFn = Callable[[Sample, str, str], tuple[str, str | None]]
 
 
 #: A whole-message builder: (sample, question, image paths, model spec or None) ->
-#: (user content parts, system prompt or None). Used where the image placement is the
-#: builder's own (a harness's ``doc_to_messages``) or the text depends on the model.
-MessageFn = Callable[[Sample, str, list[str], "dict[str, Any] | None"], tuple[list[dict], str | None]]
+#: (user content parts, system prompt or None), or (content, system, source) where the
+#: source depends on the model (the harness's per-model arguments and chat wrapper; it
+#: then replaces the builder's ``source`` in the output rows). Used where the image
+#: placement is the builder's own (a harness's ``doc_to_messages``) or the text depends
+#: on the model.
+MessageFn = Callable[[Sample, str, list[str], "dict[str, Any] | None"], tuple[Any, ...]]
 
 
 #: module-level values a prompt text may read, fingerprinted by their repr
@@ -576,6 +580,30 @@ def _idis_budget(tokens: int) -> PromptBuilder:
     )
 
 
+# --------------------------------------------------------------------------- lmms-eval
+
+
+def _harness_text(sample: Sample, question: str) -> tuple[str, str | None]:
+    """The text function of a harness setting: never called (its ``messages`` builds
+    the prompt)."""
+    raise NotImplementedError("an lmms-eval prompt is built by its messages function")
+
+
+def _lmms_builder(name: str) -> PromptBuilder:
+    """The prompt setting ``name`` of :data:`vlmrobust.core.harness.HARNESS_TASKS`: the
+    pinned lmms-eval's own task code builds it (docs/prompts.md). Its label carries the
+    lmms-eval release, so another release reruns the jobs that use it."""
+    task = harness.HARNESS_TASKS[name]
+    return PromptBuilder(
+        name,
+        f"1-lmms-eval-{harness.lmms_eval_version()}",
+        task.description,
+        _harness_text,
+        source=f"{harness.version_note()} tasks/{task.yaml}",
+        messages=harness.messages_builder(name),
+    )
+
+
 # --------------------------------------------------------------------------- registry
 
 PROMPTS: dict[str, PromptBuilder] = {
@@ -635,6 +663,7 @@ PROMPTS: dict[str, PromptBuilder] = {
             "Waterbirds with the instruction to reason on the bird, not the background",
             _prefixed(WATERBIRDS_INSTRUCTION, WATERBIRDS_MITIGATION),
         ),
+        *(_lmms_builder(name) for name in harness.HARNESS_TASKS),
     )
 }
 
@@ -663,8 +692,10 @@ def build_prompt(
     if builder.messages is not None:
         if context is not None:
             raise ValueError(f"prompt {name!r} takes no context")
-        content, system = builder.messages(sample, question, [str(p) for p in variant.images], model)
-        return BuiltPrompt(builder.name, builder.version, content, system, builder.source)
+        built = builder.messages(sample, question, [str(p) for p in variant.images], model)
+        content, system = built[0], built[1]
+        source = built[2] if len(built) > 2 else builder.source
+        return BuiltPrompt(builder.name, builder.version, content, system, source)
     if builder.needs is not None:
         if context is None:
             raise ValueError(

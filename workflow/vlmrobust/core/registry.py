@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .harness import HARNESS_TASKS
+
 __all__ = [
     "API_BACKENDS",
+    "HARNESS_KEYS",
     "INFERENCE_KEYS",
     "LOCAL_BACKENDS",
     "RESOURCE_DEFAULTS",
@@ -43,6 +46,12 @@ INFERENCE_KEYS = (
     "options",
 )
 
+#: Registry keys that only the harness prompt settings read (``harness``: the
+#: lmms-eval model a model was run as; :mod:`vlmrobust.core.harness`): a job's
+#: ``model_spec`` carries them only for those prompts, so naming a harness reruns no
+#: job of another prompt.
+HARNESS_KEYS = ("harness",)
+
 #: Resources of an inference job where the registry leaves them null, by kind of
 #: model (:func:`model_kind`): gpu (count), mem_mb (MB), runtime (minutes).
 RESOURCE_DEFAULTS: dict[str, dict[str, int]] = {
@@ -52,10 +61,13 @@ RESOURCE_DEFAULTS: dict[str, dict[str, int]] = {
 }
 
 
-def inference_fields(spec: dict[str, Any]) -> dict[str, Any]:
+def inference_fields(spec: dict[str, Any], prompt: str | None = None) -> dict[str, Any]:
     """The part of a registry entry an inference job depends on (``INFERENCE_KEYS``;
-    null keys left out): the job's ``model_spec``, all that the backends read."""
-    return {k: spec[k] for k in INFERENCE_KEYS if spec.get(k) is not None}
+    null keys left out): the job's ``model_spec``, all that the backends read; for a
+    harness prompt setting (``prompt`` in :data:`~vlmrobust.core.harness.HARNESS_TASKS`)
+    also ``HARNESS_KEYS``, which its builder reads."""
+    keys = INFERENCE_KEYS + (HARNESS_KEYS if prompt in HARNESS_TASKS else ())
+    return {k: spec[k] for k in keys if spec.get(k) is not None}
 
 
 def model_kind(spec: dict[str, Any]) -> str:

@@ -80,7 +80,8 @@ class MMMU(Adapter):
     a question without markers gets every non-empty image column. Multiple choice:
     answer = letter, choices = the parsed options. Open: answer as given, ``number``
     if it parses as a number else ``text``. Meta: question_type, subfield, img_type,
-    topic_difficulty, explanation, image_numbers.
+    topic_difficulty, explanation, image_numbers, options (the hub's ``options`` as
+    given, a list literal in a string: lmms-eval's MMMU prompt parses it itself).
     """
 
     benchmark = BENCHMARKS["mmmu"]
@@ -121,7 +122,9 @@ class MMMU(Adapter):
         if isinstance(img_type, str):
             with contextlib.suppress(RowProblem):
                 img_type = parse_list(img_type, "img_type")
-        meta = _pick(row, ("question_type", "subfield", "topic_difficulty", "explanation"))
+        meta = _pick(
+            row, ("question_type", "subfield", "topic_difficulty", "explanation", "options")
+        )
         meta["img_type"] = jsonable(img_type)
         meta["image_numbers"] = numbers
         return Draft(question, answer, answer_type, images, choices=choices, meta=meta)
