@@ -77,6 +77,7 @@ __all__ = [
     "system_prompt",
     "task_config",
     "task_function",
+    "task_module",
 ]
 
 #: The lmms-eval commit the papers ran (2026-05-08).
@@ -231,7 +232,9 @@ class ChatWrapper:
 
 #: The chat wrappers the papers ran (lmms_eval/models/chat/ at 13fd645a).
 CHAT_WRAPPERS: dict[str, ChatWrapper] = {
-    "qwen2_5_vl": ChatWrapper("qwen2_5_vl", "lmms_eval.models.chat.qwen2_5_vl", "Qwen2_5_VL", False),
+    "qwen2_5_vl": ChatWrapper(
+        "qwen2_5_vl", "lmms_eval.models.chat.qwen2_5_vl", "Qwen2_5_VL", False
+    ),
     "qwen3_vl": ChatWrapper("qwen3_vl", "lmms_eval.models.chat.qwen3_vl", "Qwen3_VL", True),
 }
 
@@ -378,7 +381,7 @@ def _openai_placeholder() -> Iterator[None]:
 
 
 @cache
-def _module(relative: str) -> Any:
+def task_module(relative: str) -> Any:
     """The task module ``lmms_eval/tasks/<relative>`` (a ``.py`` file), executed fresh as
     lmms-eval's ``!function`` loader does. A module whose folder lacks a file of
     :data:`MISSING_TEMPLATES` runs with ``__file__`` in a temporary copy of the folder
@@ -414,7 +417,7 @@ def task_function(ref: FunctionRef) -> Any:
     *module, name = ref.name.split(".")
     relative = str(Path(ref.folder) / f"{'.'.join(module)}.py")
     if (tasks_dir() / relative).is_file():
-        return getattr(_module(relative), name)
+        return getattr(task_module(relative), name)
     with _openai_placeholder():
         return getattr(importlib.import_module(".".join(module)), name)
 
@@ -479,7 +482,9 @@ def _doc_to_messages(config: dict[str, Any], doc: dict[str, Any], kwargs: Any) -
         ):
             call["lmms_eval_specific_kwargs"] = kwargs
         return fn(doc, **call)
-    if fn is None and (config.get("doc_to_visual") is not None or config.get("doc_to_text") is not None):
+    if fn is None and (
+        config.get("doc_to_visual") is not None or config.get("doc_to_text") is not None
+    ):
         from lmms_eval.api.task import ConfigurableMessagesTask
 
         visuals = _doc_to_visual(config, doc, kwargs) or []
