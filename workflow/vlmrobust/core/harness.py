@@ -35,6 +35,10 @@ variant's image path through the task code, so the image order and placement are
 task's own. A sample whose document cannot be built or that the task code rejects
 raises :class:`HarnessPromptError`, naming the dataset and the sample.
 
+The environment variable ``NUM_IMAGE``, which makes lmms-eval's MMMU and
+HallusionBench code send each image twice, must be unset (or ``1``, the papers'
+setting); any other value is an error.
+
 Task modules are imported lazily (importing lmms-eval takes seconds) and cached;
 ``mathvision`` and ``mathvista`` build an OpenAI client at import and need
 ``OPENAI_API_KEY``: a placeholder is set for the import only, and the environment is
@@ -597,6 +601,12 @@ def harness_messages(
     ``images``, answered by the registry entry ``model`` (module docstring)."""
     task = HARNESS_TASKS[setting]
     model_name = lmms_eval_model(model)
+    if os.environ.get("NUM_IMAGE", "1") != "1":
+        # MMMU's and HallusionBench's task code repeat the image when it is 2
+        raise RuntimeError(
+            f"NUM_IMAGE={os.environ['NUM_IMAGE']!r} is set: lmms-eval's task code would "
+            "repeat images; the papers' prompts have each image once (unset it)"
+        )
     config = task_config(task.yaml)
     raw_kwargs = config.get("lmms_eval_specific_kwargs")
     kwargs = select_kwargs(raw_kwargs, model_name)

@@ -84,6 +84,13 @@ Builders (``PROMPTS``)
                            only on the bird's own visual attributes, not on the
                            background." before the instruction.
 
+    ``lmms-mmmu``, ``lmms-mmstar``, ``lmms-mathvision``, ``lmms-mathvision-reason``,
+    ``lmms-hallusionbench``, ``lmms-chartqa``, ``lmms-textvqa``, ``lmms-infovqa``
+                           lmms-eval's own prompts (the papers' harness): built by the
+                           pinned lmms-eval's task code for the answering model's
+                           ``harness.lmms_eval`` name (:mod:`vlmrobust.core.harness`,
+                           docs/prompts.md); their source is recorded per model.
+
     The Idis paper gives the perception prompt; its Waterbirds and thinking-budget
     prompt texts are not printed in its text, so those wordings (and the math
     prompt's multiple-choice sentence) are ours. The prompts never mention image
