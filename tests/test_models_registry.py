@@ -303,3 +303,19 @@ def test_vllm_models_run_in_the_vllm_environment(tmp_path):
         f"models.demo-vllm (backend vllm): its jobs run in the environment environments.vllm = "
         f"'{tmp_path / 'none'}'"
     ) in proc.stdout + proc.stderr
+
+
+def test_the_harness_key_is_a_job_field_of_harness_prompts_only():
+    """`harness` (the lmms-eval model a model was run as) is read by the `lmms-*` prompt
+    settings only: naming it reruns no job of another prompt."""
+    models = _models()
+    assert models["qwen3-vl-8b-thinking"]["harness"] == {"lmms_eval": "qwen3_vl"}
+    assert models["qwen2.5-vl-7b"]["harness"] == {"lmms_eval": "qwen2_5_vl"}
+    assert models["gpt-4o"]["harness"] is None
+    spec = models["qwen3-vl-8b-thinking"]
+    assert "harness" not in inference_fields(spec)
+    assert "harness" not in inference_fields(spec, "distract-open")
+    assert inference_fields(spec, "lmms-mmmu")["harness"] == {"lmms_eval": "qwen3_vl"}
+    assert "harness" not in inference_fields(models["gpt-4o"], "lmms-mmmu")
+    with pytest.raises(ConfigError, match="harness.lmms_eval"):
+        validate_registry({"models": {"m": {"hf_repo": "x/y", "harness": {"lmms_eval": "llava"}}}})
