@@ -284,7 +284,18 @@ def test_engine_path_with_a_stand_in_vllm(env, monkeypatch):
     assert fake.calls == [1, 3, 1, 1, 1]
     assert out["a"].text == "<think>x</think>B" and out["a"].finish_reason == "stop"
     assert (out["a"].prompt_tokens, out["a"].completion_tokens) == (11, 5)
-    assert out["a"].extra == {"batch_size": 1, "seed": None}
+    assert out["a"].extra == {
+        "batch_size": 1,
+        "seed": None,
+        "generation": {
+            "config": "explicit",
+            "temperature": 0.0,
+            "top_p": None,
+            "top_k": None,
+            "min_p": None,
+            "repetition_penalty": 1.0,
+        },
+    }
     assert out["short"].finish_reason == "length" and out["short"].extra["seed"] == 3
     assert out["fail"].finish_reason == "error" and "simulated" in out["fail"].error
     assert out["missing"].finish_reason == "error" and ".gone" in out["missing"].error

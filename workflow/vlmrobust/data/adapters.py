@@ -489,6 +489,58 @@ def _join_by_final_id(path: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
+#: a whole MathVista query held in ``question`` (three released rows: final_id 29, 150,
+#: 385): "Hint: ...\nQuestion: ...\nChoices:\n(A) ...\n(B) ..."
+_WHOLE_QUERY = re.compile(
+    r"^\s*(?P<hint>Hint:.*?)\n(?:Question:\s*)(?P<question>.*?)"
+    r"(?:\nChoices:\n(?P<choices>(?:\([A-Z]\)[^\n]*(?:\n|$))+))?\s*$",
+    re.S,
+)
+_CHOICE_LINE = re.compile(r"^\(([A-Z])\)\s?(.*)$")
+#: the precision a MathVista query's hint asks for ("... with two decimal places ...")
+_QUERY_DECIMALS = re.compile(r"floating-point number with (\w+) decimal place")
+_DECIMAL_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def split_whole_query(question: str, options: list[str]) -> tuple[str, str] | None:
+    """``(bare question, hint)`` of a ``question`` that holds MathVista's whole query
+    (hint, question and choices; :data:`_WHOLE_QUERY`), or None for an ordinary
+    question. Its choices must be the row's ``options`` in order (a bad row
+    otherwise), so the prompt lists them once, from the options."""
+    match = _WHOLE_QUERY.match(question)
+    if match is None:
+        return None
+    listed = []
+    for line in (match.group("choices") or "").splitlines():
+        choice = _CHOICE_LINE.match(line)
+        if choice:
+            listed.append(choice.group(2))
+    if [c.strip() for c in listed] != [o.strip() for o in options]:
+        raise RowProblem(
+            f"question holds a whole MathVista query whose choices {listed!r} are not the "
+            f"options {options!r}"
+        )
+    return match.group("question").strip(), match.group("hint").strip()
+
+
+def float_precision(answer: str, query: Any) -> int | None:
+    """The decimals a float answer is asked with when its row gives no precision: the
+    ones the row's MathVista ``query`` hint names ("... with two decimal places"), else
+    the answer's own decimals (``13.8`` -> 1); None for an answer without any."""
+    if isinstance(query, str):
+        match = _QUERY_DECIMALS.search(query)
+        if match:
+            word = match.group(1).lower()
+            if word in _DECIMAL_WORDS:
+                return _DECIMAL_WORDS[word]
+            if word.isdigit():
+                return int(word)
+    text = answer.strip()
+    if re.fullmatch(r"[+-]?\d*\.\d+", text):
+        return len(text.split(".")[1])
+    return None
+
+
 def _option_of_text(answer: str, options: list[str]) -> int:
     """The index of the one option whose text is ``answer`` (surrounding spaces
     ignored); a bad row when none or several are."""
@@ -617,6 +669,7 @@ class DistractBench(Adapter):
         options = parse_list(row.get("options", row.get("choices")))
         qtype = str(row.get("question_type") or "").strip()
         precision = None
+        precision_from: str | None = None
         given_as_text: str | None = None
         if qtype in ("multi_choice", "free_form"):
             style = "mathvista"
@@ -647,6 +700,19 @@ class DistractBench(Adapter):
             if answer_type == "text" and is_number(answer):
                 answer_type = "number"
             precision = to_int(row.get("precision"))
+            if atype == "float" and precision is None:
+                # eight released float rows (final_id 32, 78, 232, ...) have no
+                # precision; their runs asked for the query's (= the answer's) decimals
+                precision = float_precision(answer, row.get("query"))
+                if precision is not None:
+                    precision_from = "query" if _QUERY_DECIMALS.search(
+                        str(row.get("query") or "")
+                    ) else "answer"
+        whole = split_whole_query(question, options) if options else None
+        if whole is not None:
+            # three released rows (final_id 29, 150, 385) hold MathVista's whole query;
+            # the released prompt asks the bare question, its choices and hint once
+            question, query_hint = whole
         distracted, clean = self._images(row)
         meta = {
             k: jsonable(v)
@@ -666,6 +732,11 @@ class DistractBench(Adapter):
             meta["final_id_from_position"] = True
         if given_as_text is not None:
             meta["answer_from_option_text"] = given_as_text
+        if precision_from is not None:
+            meta["precision_from"] = precision_from
+        if whole is not None:
+            meta["question_from_query"] = True
+            meta["query_hint"] = query_hint
         return Draft(
             question,
             answer,
