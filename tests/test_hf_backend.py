@@ -265,8 +265,15 @@ def test_checkpoint_generation_config_applies_the_checkpoint_defaults(env):
     def reqs(mode: str) -> list[Request]:
         return [
             _one(images[1], "What is shown?", "g", n=24, generation_config=mode),
-            _one(images[1], "What is shown?", "s", n=24, temperature=0.9, seed=4,
-                 generation_config=mode),
+            _one(
+                images[1],
+                "What is shown?",
+                "s",
+                n=24,
+                temperature=0.9,
+                seed=4,
+                generation_config=mode,
+            ),
         ]
 
     saved = copy.deepcopy(backend.model.generation_config)

@@ -303,3 +303,51 @@ def test_vllm_models_run_in_the_vllm_environment(tmp_path):
         f"models.demo-vllm (backend vllm): its jobs run in the environment environments.vllm = "
         f"'{tmp_path / 'none'}'"
     ) in proc.stdout + proc.stderr
+
+
+# --- the checkpoints and decoding of the papers ------------------------------------------
+
+
+def test_openvlthinker_is_the_distract_bench_release_checkpoint():
+    """The release's files are named after the hub repository (``org__name``)."""
+    spec = _models()["openvlthinker-7b"]
+    assert spec["hf_repo"] == "ydeng9/OpenVLThinker-7B-v1.2"
+    assert spec["hf_repo"].replace("/", "__") == "ydeng9__OpenVLThinker-7B-v1.2"
+    assert spec["name"] == "OpenVLThinker-7B-v1.2"
+
+
+@pytest.mark.parametrize(
+    ("model", "dataset", "prompt", "choice", "in_spec"),
+    [
+        # lmms-eval's transformers wrappers (corruption, Distract-Bench): the checkpoint's
+        ("qwen2.5-vl-7b", "chartqa", "default", "checkpoint", None),
+        ("openvlthinker-7b", "distract-bench", "distract-open", "checkpoint", None),
+        # Idis perception and Waterbirds (transformers): the checkpoint's
+        ("qwen3-vl-8b-thinking", "imagenet9", "idis-perception", "checkpoint", None),
+        ("glm-4.1v-9b-thinking", "waterbirds", "waterbirds", "checkpoint", None),
+        # Idis math (vLLM SamplingParams passed explicitly): the same model, explicit
+        ("qwen3-vl-8b-thinking", "mathverse", "idis-math", "explicit", "explicit"),
+        # CRM states none: unchanged
+        ("qwen2.5-vl-7b", "visargs", "crm-cot", "explicit", "explicit"),
+        # an API model sends what it sends
+        ("gpt-5", "distract-bench", "distract-open", "explicit", None),
+    ],
+)
+def test_paper_generation_config_per_model_and_dataset(model, dataset, prompt, choice, in_spec):
+    from vlmrobust.plan import RunPlan
+
+    spec = RunPlan.load(str(REPO / "config/paper.yaml")).infer_spec(model, dataset, prompt)
+    assert spec.get("generation_config") == in_spec
+    assert Job(**spec).generation == choice
+
+
+def test_the_demo_run_decodes_explicitly_with_unchanged_job_specs():
+    from vlmrobust.plan import RunPlan
+
+    plan = RunPlan.load(str(REPO / "config/config.yaml"))
+    for model in plan.models:
+        for dataset in plan.datasets:
+            spec = plan.infer_spec(model, dataset, "default")
+            assert "generation_config" not in spec
+            assert "generation_config" not in spec["model_spec"].get("options", {})
+            assert Job(**spec).generation == "explicit"

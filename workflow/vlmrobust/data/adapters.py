@@ -705,9 +705,9 @@ class DistractBench(Adapter):
                 # precision; their runs asked for the query's (= the answer's) decimals
                 precision = float_precision(answer, row.get("query"))
                 if precision is not None:
-                    precision_from = "query" if _QUERY_DECIMALS.search(
-                        str(row.get("query") or "")
-                    ) else "answer"
+                    precision_from = (
+                        "query" if _QUERY_DECIMALS.search(str(row.get("query") or "")) else "answer"
+                    )
         whole = split_whole_query(question, options) if options else None
         if whole is not None:
             # three released rows (final_id 29, 150, 385) hold MathVista's whole query;

@@ -607,9 +607,7 @@ class HFBackend(Backend):
             )
 
     @staticmethod
-    def decoding_record(
-        cfg: Any, mode: str, req: Request, top_k: int | None
-    ) -> dict[str, Any]:
+    def decoding_record(cfg: Any, mode: str, req: Request, top_k: int | None) -> dict[str, Any]:
         """What one row was decoded with (``Result.extra["generation"]``): ``config``,
         ``temperature`` (0 = greedy), ``top_p`` and ``top_k`` (None where not applied),
         ``repetition_penalty``, and any other logits-processor field of ``cfg`` that is
