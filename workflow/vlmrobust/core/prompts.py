@@ -176,9 +176,7 @@ ContextTextFn = Callable[[Sample, str, str], tuple[str, str | None]]
 #: A whole-message builder: (sample, question, image paths, model spec or None) ->
 #: (user content parts, system prompt or None). Used where the image placement is the
 #: builder's own (a harness's ``doc_to_messages``) or the text depends on the model.
-MessageFn = Callable[
-    [Sample, str, list[str], "dict[str, Any] | None"], tuple[list[dict], str | None]
-]
+MessageFn = Callable[[Sample, str, list[str], "dict[str, Any] | None"], tuple[list[dict], str | None]]
 
 
 #: module-level values a prompt text may read, fingerprinted by their repr
@@ -665,9 +663,7 @@ def build_prompt(
     if builder.messages is not None:
         if context is not None:
             raise ValueError(f"prompt {name!r} takes no context")
-        content, system = builder.messages(
-            sample, question, [str(p) for p in variant.images], model
-        )
+        content, system = builder.messages(sample, question, [str(p) for p in variant.images], model)
         return BuiltPrompt(builder.name, builder.version, content, system, builder.source)
     if builder.needs is not None:
         if context is None:

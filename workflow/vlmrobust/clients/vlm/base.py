@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
 #: How a local checkpoint decodes (registry ``options.generation_config``, run config
 #: ``datasets.<name>.generation_config``): ``explicit`` = only the request's fields
 #: (greedy, or temperature/top-p sampling; every other field neutral), ``checkpoint`` =
