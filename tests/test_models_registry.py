@@ -212,8 +212,13 @@ def test_infer_params_change_with_the_checkpoint_only(tmp_path):
     assert params("m-ref")["model_spec"] == {
         "backend": "hf",
         "hf_repo": "Qwen/Qwen2.5-VL-7B-Instruct",
-        # the model card's 256-1280 vision tokens (docs/large-images.md)
-        "options": {"min_pixels": 256 * 28 * 28, "max_pixels": 1280 * 28 * 28},
+        # the model card's 256-1280 vision tokens (docs/large-images.md); decoded with
+        # the checkpoint's generation defaults, as lmms-eval's transformers wrapper does
+        "options": {
+            "min_pixels": 256 * 28 * 28,
+            "max_pixels": 1280 * 28 * 28,
+            "generation_config": "checkpoint",
+        },
     }
     assert params("m-ref")["prompt_versions"] == prompt_versions("default", "demo")
     for model, key in [("m-revision", "revision"), ("m-options", "options"), ("m-repo", "hf_repo")]:
@@ -351,3 +356,19 @@ def test_the_demo_run_decodes_explicitly_with_unchanged_job_specs():
             assert "generation_config" not in spec
             assert "generation_config" not in spec["model_spec"].get("options", {})
             assert Job(**spec).generation == "explicit"
+
+
+def test_a_bad_generation_config_names_the_key():
+    registry = load_yaml(REPO / "config/models.yaml")
+    registry["models"]["qwen2.5-vl-7b"]["options"]["generation_config"] = "auto"
+    with pytest.raises(
+        ConfigError,
+        match=r"models.qwen2.5-vl-7b.options.generation_config: "
+        r"'auto' is not one of explicit, checkpoint",
+    ):
+        validate_registry(registry)
+    # an API model reads no such option: an error, never silently ignored
+    registry = load_yaml(REPO / "config/models.yaml")
+    registry["models"]["gpt-4o"]["options"] = {"generation_config": "checkpoint"}
+    with pytest.raises(ConfigError, match="generation_config"):
+        validate_registry(registry)

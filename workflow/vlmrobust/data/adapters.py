@@ -541,6 +541,16 @@ def float_precision(answer: str, query: Any) -> int | None:
     return None
 
 
+def _released_precision(answer: str, query: Any) -> tuple[int | None, str | None]:
+    """(precision, where from: ``query`` or ``answer``) of a float row without one:
+    eight released rows (final_id 32, 78, 232, ...) have none, and their runs asked for
+    the decimals the query's hint names (= the answer's)."""
+    precision = float_precision(answer, query)
+    if precision is None:
+        return None, None
+    return precision, "query" if _QUERY_DECIMALS.search(str(query or "")) else "answer"
+
+
 def _option_of_text(answer: str, options: list[str]) -> int:
     """The index of the one option whose text is ``answer`` (surrounding spaces
     ignored); a bad row when none or several are."""
@@ -568,6 +578,13 @@ class DistractBench(Adapter):
     keeps the text and the samples report lists them (``answers_from_option_text``).
     Meta: level, subject, solution, source_style (mathvista, mmmu or mathvision,
     inferred from the fields), and every other non-image field of the row.
+
+    As the released runs asked them (``benchmarks/distract_prompts.py``: 506/506): a
+    float answer without ``precision`` takes the decimals its ``query`` hint names, else
+    the answer's (:func:`float_precision`; ``meta["precision_from"]``), and a
+    ``question`` holding MathVista's whole query (hint, question, choices) becomes the
+    bare question (:func:`split_whole_query`; ``meta["question_from_query"]``,
+    ``meta["query_hint"]``), so the prompt states the choices and the hint once.
     """
 
     benchmark = BENCHMARKS["distract-bench"]
@@ -701,19 +718,36 @@ class DistractBench(Adapter):
                 answer_type = "number"
             precision = to_int(row.get("precision"))
             if atype == "float" and precision is None:
-                # eight released float rows (final_id 32, 78, 232, ...) have no
-                # precision; their runs asked for the query's (= the answer's) decimals
-                precision = float_precision(answer, row.get("query"))
-                if precision is not None:
-                    precision_from = (
-                        "query" if _QUERY_DECIMALS.search(str(row.get("query") or "")) else "answer"
-                    )
+                precision, precision_from = _released_precision(answer, row.get("query"))
         whole = split_whole_query(question, options) if options else None
         if whole is not None:
             # three released rows (final_id 29, 150, 385) hold MathVista's whole query;
             # the released prompt asks the bare question, its choices and hint once
             question, query_hint = whole
         distracted, clean = self._images(row)
+        meta = self._meta(row, style)
+        if row.get("final_id_from_position"):
+            meta["final_id_from_position"] = True
+        if given_as_text is not None:
+            meta["answer_from_option_text"] = given_as_text
+        if precision_from is not None:
+            meta["precision_from"] = precision_from
+        if whole is not None:
+            meta.update({"question_from_query": True, "query_hint": query_hint})
+        return Draft(
+            question,
+            answer,
+            answer_type,
+            clean,
+            choices=options,
+            precision=precision,
+            meta=meta,
+            extra_images={"distracted_images": distracted},
+        )
+
+    @staticmethod
+    def _meta(row: dict[str, Any], style: str) -> dict[str, Any]:
+        """Every non-image field of the row, the common ones always, and the style."""
         meta = {
             k: jsonable(v)
             for k, v in row.items()
@@ -728,25 +762,7 @@ class DistractBench(Adapter):
                 "source_style": style,
             }
         )
-        if row.get("final_id_from_position"):
-            meta["final_id_from_position"] = True
-        if given_as_text is not None:
-            meta["answer_from_option_text"] = given_as_text
-        if precision_from is not None:
-            meta["precision_from"] = precision_from
-        if whole is not None:
-            meta["question_from_query"] = True
-            meta["query_hint"] = query_hint
-        return Draft(
-            question,
-            answer,
-            answer_type,
-            clean,
-            choices=options,
-            precision=precision,
-            meta=meta,
-            extra_images={"distracted_images": distracted},
-        )
+        return meta
 
     @staticmethod
     def _images(row: dict[str, Any]) -> tuple[list[Any], list[Any]]:
