@@ -1247,3 +1247,82 @@ def test_no_model_answers_variants_without_images(tmp_path):
     with pytest.raises(ValueError, match="12 variant\\(s\\) have no images"):
         run_inference(job, manifest, out, tmp_path / "o.jsonl", backend=object())
     assert not (tmp_path / "o.jsonl").exists()
+
+
+# --- Distract-Bench: the prompts of the released runs -----------------------------------
+
+DB_PROMPTS = FIXTURES / "distract-bench-prompts"
+
+
+def _distract_prompts() -> dict[str, str]:
+    """The distract-open prompt text of every fixture row, by final_id."""
+    from vlmrobust.core.prompts import build_prompt
+    from vlmrobust.core.records import Variant
+    from vlmrobust.data.released import samples_from_rows
+
+    samples = samples_from_rows("distract-bench", read_jsonl(DB_PROMPTS / "questions.jsonl"))
+    texts = {}
+    for fid, s in samples.items():
+        variant = Variant(
+            s.sample_id, s.sample_id, s.dataset, "distracted", "none", [], [], s.question
+        )
+        built = build_prompt(s, variant, "distract-open")
+        texts[fid] = "".join(p["text"] for p in built.content if p["type"] == "text")
+    return texts
+
+
+def test_distract_prompts_equal_the_released_inputs():
+    released = {
+        str(r["doc_id"]): r["input"] for r in read_jsonl(DB_PROMPTS / "released_inputs.jsonl")
+    }
+    assert _distract_prompts() == released
+    # the three kinds of row, spelled out
+    assert released["32"] == (
+        "Question: Natalie buys 4.6 kilograms of turmeric. What is the total cost? (Unit: $)\n"
+        "Hint: Please answer the question requiring a floating-point number with one decimal "
+        "place and provide the final value, e.g., 1.2, 1.3, 1.4, at the end.\nSolution:"
+    )
+    assert released["232"].endswith(
+        "with two decimal places and provide the final value, e.g., 1.23, 1.34, 1.45, at the "
+        "end.\nSolution:"
+    )
+    assert released["29"] == (
+        "Question: Is the number of tiny objects that are behind the small metal jet less than "
+        "the number of tiny things left of the tiny sedan?\nChoices:\n(A) Yes\n(B) No\n"
+        "Hint: Please answer the question and provide the correct option letter, e.g., A, B, "
+        "C, D, at the end.\nSolution:"
+    )
+
+
+def test_distract_rows_precision_and_whole_query_fields():
+    from vlmrobust.data.released import samples_from_rows
+
+    samples = samples_from_rows("distract-bench", read_jsonl(DB_PROMPTS / "questions.jsonl"))
+    # float answers without a precision: the decimals the query's hint names
+    assert (samples["32"].precision, samples["32"].meta["precision_from"]) == (1, "query")
+    assert (samples["232"].precision, samples["232"].meta["precision_from"]) == (2, "query")
+    assert samples["1"].precision is None and "precision_from" not in samples["1"].meta
+    # a whole MathVista query in `question`: the bare question, the hint kept in meta
+    s29 = samples["29"]
+    assert s29.question.startswith("Is the number of tiny objects") and "Hint" not in s29.question
+    assert s29.choices == ["Yes", "No"] and (s29.answer, s29.answer_type) == ("A", "letter")
+    assert s29.meta["question_from_query"] is True
+    assert s29.meta["query_hint"] == (
+        "Hint: Please answer the question and provide the correct option letter, e.g., A, B, "
+        "C, D, at the end."
+    )
+
+
+def test_distract_precision_from_the_answer_and_whole_query_checks():
+    from vlmrobust.data.adapters import float_precision, split_whole_query
+    from vlmrobust.data.base import RowProblem
+
+    assert float_precision("13.8", None) == 1
+    assert float_precision("0.330", "no hint here") == 3
+    assert float_precision("7", None) is None
+    assert float_precision("7", "... a floating-point number with two decimal places ...") == 2
+    assert split_whole_query("What is x?", ["1", "2"]) is None
+    whole = "Hint: Pick one.\nQuestion: What is x?\nChoices:\n(A) 1\n(B) 2"
+    assert split_whole_query(whole, ["1", "2"]) == ("What is x?", "Hint: Pick one.")
+    with pytest.raises(RowProblem, match=r"choices \['1', '2'\] are not the options \['1', '3'\]"):
+        split_whole_query(whole, ["1", "3"])

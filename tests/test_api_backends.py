@@ -21,6 +21,7 @@ from vlmrobust.clients.apicall import (
     parse_retry_after,
     png_bytes,
 )
+from vlmrobust.clients.vlm.api_base import request_decoding
 from vlmrobust.clients.vlm.base import Request
 from vlmrobust.clients.vlm.gemini_api import GeminiBackend, map_finish_reason
 from vlmrobust.clients.vlm.openai_api import OpenAIBackend
@@ -451,3 +452,42 @@ def test_map_concurrent_yields_every_result():
         x * x for x in range(20)
     ]
     assert list(map_concurrent(lambda x: x, [], concurrency=4)) == []
+
+
+# --- the registry's GPT-5 and GPT-4o requests -------------------------------------------
+
+
+def _registry_entry(model_id: str, server: FakeAPIServer) -> dict:
+    """The shipped registry entry of ``model_id``, pointed at the fake server."""
+    from vlmrobust.core.config import load_yaml, validate_registry
+
+    from .conftest import REPO
+
+    spec = validate_registry(load_yaml(REPO / "config/models.yaml"))["models"][model_id]
+    return {**spec, "base_url": server.url + "/v1", "api_key_env": KEY_ENV}
+
+
+@pytest.mark.parametrize(
+    ("model_id", "sent"),
+    [
+        # a reasoning model: the output budget as max_completion_tokens, no temperature
+        ("gpt-5", {"max_completion_tokens": 16}),
+        ("gpt-4o", {"max_tokens": 16, "temperature": 0.0, "top_p": 1.0}),
+    ],
+)
+def test_gpt5_and_gpt4o_requests_are_what_the_api_accepts(model_id, sent, server, monkeypatch):
+    from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    backend = OpenAIBackend(model_id, _registry_entry(model_id, server), sleep=Sleeps())
+    request = text_request("q", "hi")  # greedy: temperature 0
+    kwargs = backend.chat.request_kwargs(request_decoding(request))
+    assert kwargs == sent
+    # every field is one of the SDK's request fields
+    assert set(kwargs) <= set(CompletionCreateParamsNonStreaming.__annotations__)
+    result = run(backend, [request])["q"]
+    body = server.requests[0].body
+    assert {k: body[k] for k in sent} == sent
+    assert not {"max_tokens", "temperature", "top_p"} & (set(body) - set(sent))
+    # the output row records what was sent (generation.sent)
+    assert result.extra["generation"] == {"sent": sent}

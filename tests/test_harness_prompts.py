@@ -17,6 +17,8 @@ from __future__ import annotations
 import copy
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -617,6 +619,25 @@ def test_importing_task_modules_leaves_no_api_key(monkeypatch):
     harness.task_module.cache_clear()
     harness.task_module("mathvision/utils.py")
     assert "OPENAI_API_KEY" not in os.environ
+
+
+def test_importing_the_harness_keeps_truncated_images_an_error():
+    """lmms-eval's ``api/task.py`` turns on PIL's LOAD_TRUNCATED_IMAGES at import; the
+    harness restores it, so a cut image file still fails with its name afterwards (in a
+    fresh process: the first import of lmms-eval is what sets it)."""
+    code = (
+        "from PIL import ImageFile\n"
+        "from vlmrobust.core import harness\n"
+        "import sys\n"
+        "harness.task_module('mmmu/utils.py')\n"
+        "harness.system_prompt('qwen3_vl')\n"
+        "assert 'lmms_eval.api.task' in sys.modules\n"
+        "print(ImageFile.LOAD_TRUNCATED_IMAGES)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_the_version_is_in_the_label_and_the_source():

@@ -156,6 +156,13 @@ def test_sampling_is_seeded_and_independent_of_the_batch(env):
     assert in_batch["s"].text == alone.text and in_batch["s"].extra == {
         "batch_size": 6,
         "seed": 7,
+        "generation": {
+            "config": "explicit",
+            "temperature": 1.0,
+            "top_p": 0.95,
+            "top_k": None,
+            "repetition_penalty": 1.0,
+        },
     }
     assert in_batch["t"].text != alone.text  # another seed, another draw
     greedy = _run(backend, [_one(images[1], "Describe it.", "g", n=16)], 8)["g"]
@@ -246,6 +253,94 @@ def test_decoding_ignores_the_checkpoint_generation_defaults(env):
     assert out.text != before["g"].text
 
 
+def test_checkpoint_generation_config_applies_the_checkpoint_defaults(env):
+    """generation_config: checkpoint = what model.generate does with only max_new_tokens /
+    do_sample / temperature / top_p: the checkpoint's repetition penalty (and any other
+    logits processor) applies to greedy rows too, a sampled row takes its top_k; the
+    request's temperature and top-p stay the request's. Every row records it."""
+    import copy
+
+    backend, images = env["backend"], env["images"]
+
+    def reqs(mode: str) -> list[Request]:
+        return [
+            _one(images[1], "What is shown?", "g", n=24, generation_config=mode),
+            _one(
+                images[1],
+                "What is shown?",
+                "s",
+                n=24,
+                temperature=0.9,
+                seed=4,
+                generation_config=mode,
+            ),
+        ]
+
+    saved = copy.deepcopy(backend.model.generation_config)
+    gc = backend.model.generation_config
+    gc.do_sample, gc.temperature, gc.top_p = True, 0.01, 0.001
+    gc.top_k, gc.repetition_penalty, gc.no_repeat_ngram_size = 1, 1.5, 2
+    try:
+        explicit = _run(backend, reqs("explicit"), 8)
+        checkpoint = _run(backend, reqs("checkpoint"), 8)
+        settings = {m: backend.generation_settings(m, 24) for m in ("explicit", "checkpoint")}
+    finally:
+        backend.model.generation_config = saved
+    # the penalty bites: greedy tokens differ
+    assert checkpoint["g"].text != explicit["g"].text
+    # top_k 1 leaves one token to draw: the sampled row is the penalised greedy answer
+    assert checkpoint["s"].text == checkpoint["g"].text != explicit["s"].text
+    # what generate is given: greedy with one beam either way (RowSampler samples)
+    ex, ck = settings["explicit"], settings["checkpoint"]
+    assert (ex.repetition_penalty, ex.no_repeat_ngram_size) == (1.0, 0)
+    assert (ck.repetition_penalty, ck.no_repeat_ngram_size) == (1.5, 2)
+    assert (ck.do_sample, ck.num_beams, ck.max_new_tokens) == (False, 1, 24)
+    assert (ck.temperature, ck.top_p) == (1.0, 1.0)  # the request's are RowSampler's
+    assert explicit["g"].extra["generation"] == {
+        "config": "explicit",
+        "temperature": 0.0,
+        "top_p": None,
+        "top_k": None,
+        "repetition_penalty": 1.0,
+    }
+    assert checkpoint["g"].extra["generation"] == {
+        "config": "checkpoint",
+        "temperature": 0.0,
+        "top_p": None,
+        "top_k": None,
+        "repetition_penalty": 1.5,
+        "no_repeat_ngram_size": 2,
+    }
+    assert checkpoint["s"].extra["generation"] == {
+        "config": "checkpoint",
+        "temperature": 0.9,
+        "top_p": None,
+        "top_k": 1,
+        "repetition_penalty": 1.5,
+        "no_repeat_ngram_size": 2,
+    }
+
+
+def test_checkpoint_top_k_defaults_to_transformers(env):
+    backend = env["backend"]
+    import copy
+
+    saved = copy.deepcopy(backend.model.generation_config)
+    try:
+        backend.model.generation_config.top_k = None
+        assert backend.checkpoint_top_k() == 50  # transformers' global default
+        backend.model.generation_config.top_k = 20
+        assert backend.checkpoint_top_k() == 20
+        backend.model.generation_config.top_k = 0
+        assert backend.checkpoint_top_k() is None
+    finally:
+        backend.model.generation_config = saved
+    bad = _one(env["images"][0], "q", "bad", generation_config="neutral")
+    (result,) = backend.generate([bad])
+    assert result.finish_reason == "error"
+    assert "generation_config must be one of explicit, checkpoint, got 'neutral'" in result.error
+
+
 def test_missing_image_fails_alone(env):
     backend, images = env["backend"], env["images"]
     missing = str(env["root"] / "missing.png")
@@ -320,6 +415,20 @@ def test_row_sampler_draws_from_the_tempered_nucleus():
     again = RowSampler([(0.0, 1.0, None), (1.0, 1.0, 1), (1.0, 0.8, 2)])
     first = RowSampler([(0.0, 1.0, None), (1.0, 1.0, 1), (1.0, 0.8, 2)])
     assert torch.equal(again(None, logits), first(None, logits))
+    # top-k (the checkpoint's, under generation_config: checkpoint) before top-p:
+    # row 1 keeps the two most likely tokens; row 2 only the first: top-p 0.7 of those
+    # two (0.71 and 0.29 renormalised), where plain top-p 0.7 would keep two of four
+    topk = RowSampler([(0.0, 1.0, None), (1.0, 1.0, 1), (1.0, 0.7, 2)], top_k=[None, 2, 2])
+    counts = np.zeros((3, 4))
+    for _ in range(4000):
+        picks = topk(None, logits).argmax(dim=-1)
+        counts[np.arange(3), picks.numpy()] += 1
+    assert counts[0].tolist() == [4000, 0, 0, 0]
+    assert counts[1][2:].sum() == 0
+    assert abs(counts[1][0] / 4000 - 0.6 / 0.85) < 0.03
+    assert counts[2].tolist() == [4000, 0, 0, 0]
+    with pytest.raises(ValueError, match="3 rows but 1 top_k"):
+        RowSampler([(0.0, 1.0, None)] * 3, top_k=[1])
 
 
 # -- media ---------------------------------------------------------------------------------

@@ -371,3 +371,57 @@ def test_a_job_resumes_from_a_partial_file_a_cancelled_duplicate_left(dataset):
     stats, again = run(dataset, backend)
     assert backend.asked == [r["key"] for r in rows[3:]]
     assert stats["reused"] == 3 and [r["key"] for r in again] == [r["key"] for r in rows]
+
+
+class DecodingEcho(EchoBackend):
+    """Echoes like EchoBackend and reports the decoding it was asked for, as the local
+    backends do (``Result.extra["generation"]``)."""
+
+    def generate(self, requests):
+        for r in requests:
+            self.asked.append(r.key)
+            yield Result(
+                r.key,
+                "answer",
+                "stop",
+                extra={"generation": {"config": r.generation_config, "repetition_penalty": 1.05}},
+            )
+
+
+def test_generation_config_is_the_datasets_else_the_models_and_is_recorded(dataset):
+    # the model's registry option, else explicit; a dataset's choice overrides it
+    assert job().generation == "explicit"
+    model_says = {"options": {"generation_config": "checkpoint"}}
+    assert job(model_spec=model_says).generation == "checkpoint"
+    assert job(model_spec=model_says, generation_config="explicit").generation == "explicit"
+    with pytest.raises(
+        ValueError,
+        match=r"models.echo-model: generation_config must be one of "
+        r"explicit, checkpoint, got 'greedy'",
+    ):
+        _ = job(generation_config="greedy").generation
+    backend = DecodingEcho()
+    _, rows = run(dataset, backend, model_spec=model_says)
+    assert rows[0]["generation"] == {"config": "checkpoint", "repetition_penalty": 1.05}
+    # a backend that reports nothing: the choice alone
+    _, plain = run(dataset, EchoBackend(), generation_config="explicit")
+    assert plain[0]["generation"] == {"config": "explicit"}
+
+
+def test_resume_reuses_rows_of_the_same_generation_config_only(dataset):
+    _, rows = run(dataset, EchoBackend())
+    partial = dataset / "out.jsonl.partial"
+    older = {k: v for k, v in rows[1].items() if k != "generation"}  # before it was recorded
+    checkpoint = dict(rows[2], generation={"config": "checkpoint"})
+    write_jsonl(partial, [rows[0], older, checkpoint])
+    (dataset / "out.jsonl").unlink()
+    backend = EchoBackend()
+    stats, _ = run(dataset, backend)
+    # rows 0 and 1 were decoded explicitly (row 1 predates the field); row 2 was not
+    assert backend.asked == [f"demo-chart-{i:04d}#0" for i in (2, 3, 4)]
+    assert stats["reused"] == 2 and stats["dropped"] == 1
+    # the same rows under a dataset's checkpoint choice: none is reused
+    backend = EchoBackend()
+    stats, again = run(dataset, backend, generation_config="checkpoint")
+    assert stats["reused"] == 0 and len(backend.asked) == 5
+    assert {r["generation"]["config"] for r in again} == {"checkpoint"}

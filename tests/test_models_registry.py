@@ -212,8 +212,13 @@ def test_infer_params_change_with_the_checkpoint_only(tmp_path):
     assert params("m-ref")["model_spec"] == {
         "backend": "hf",
         "hf_repo": "Qwen/Qwen2.5-VL-7B-Instruct",
-        # the model card's 256-1280 vision tokens (docs/large-images.md)
-        "options": {"min_pixels": 256 * 28 * 28, "max_pixels": 1280 * 28 * 28},
+        # the model card's 256-1280 vision tokens (docs/large-images.md); decoded with
+        # the checkpoint's generation defaults, as lmms-eval's transformers wrapper does
+        "options": {
+            "min_pixels": 256 * 28 * 28,
+            "max_pixels": 1280 * 28 * 28,
+            "generation_config": "checkpoint",
+        },
     }
     assert params("m-ref")["prompt_versions"] == prompt_versions("default", "demo")
     for model, key in [("m-revision", "revision"), ("m-options", "options"), ("m-repo", "hf_repo")]:
@@ -319,3 +324,67 @@ def test_the_harness_key_is_a_job_field_of_harness_prompts_only():
     assert "harness" not in inference_fields(models["gpt-4o"], "lmms-mmmu")
     with pytest.raises(ConfigError, match="harness.lmms_eval"):
         validate_registry({"models": {"m": {"hf_repo": "x/y", "harness": {"lmms_eval": "llava"}}}})
+
+
+# --- the checkpoints and decoding of the papers ------------------------------------------
+
+
+def test_openvlthinker_is_the_distract_bench_release_checkpoint():
+    """The release's files are named after the hub repository (``org__name``)."""
+    spec = _models()["openvlthinker-7b"]
+    assert spec["hf_repo"] == "ydeng9/OpenVLThinker-7B-v1.2"
+    assert spec["hf_repo"].replace("/", "__") == "ydeng9__OpenVLThinker-7B-v1.2"
+    assert spec["name"] == "OpenVLThinker-7B-v1.2"
+
+
+@pytest.mark.parametrize(
+    ("model", "dataset", "prompt", "choice", "in_spec"),
+    [
+        # lmms-eval's transformers wrappers (corruption, Distract-Bench): the checkpoint's
+        ("qwen2.5-vl-7b", "chartqa", "default", "checkpoint", None),
+        ("openvlthinker-7b", "distract-bench", "distract-open", "checkpoint", None),
+        # Idis perception and Waterbirds (transformers): the checkpoint's
+        ("qwen3-vl-8b-thinking", "imagenet9", "idis-perception", "checkpoint", None),
+        ("glm-4.1v-9b-thinking", "waterbirds", "waterbirds", "checkpoint", None),
+        # Idis math (vLLM SamplingParams passed explicitly): the same model, explicit
+        ("qwen3-vl-8b-thinking", "mathverse", "idis-math", "explicit", "explicit"),
+        # CRM states none: unchanged
+        ("qwen2.5-vl-7b", "visargs", "crm-cot", "explicit", "explicit"),
+        # an API model sends what it sends
+        ("gpt-5", "distract-bench", "distract-open", "explicit", None),
+    ],
+)
+def test_paper_generation_config_per_model_and_dataset(model, dataset, prompt, choice, in_spec):
+    from vlmrobust.plan import RunPlan
+
+    spec = RunPlan.load(str(REPO / "config/paper.yaml")).infer_spec(model, dataset, prompt)
+    assert spec.get("generation_config") == in_spec
+    assert Job(**spec).generation == choice
+
+
+def test_the_demo_run_decodes_explicitly_with_unchanged_job_specs():
+    from vlmrobust.plan import RunPlan
+
+    plan = RunPlan.load(str(REPO / "config/config.yaml"))
+    for model in plan.models:
+        for dataset in plan.datasets:
+            spec = plan.infer_spec(model, dataset, "default")
+            assert "generation_config" not in spec
+            assert "generation_config" not in spec["model_spec"].get("options", {})
+            assert Job(**spec).generation == "explicit"
+
+
+def test_a_bad_generation_config_names_the_key():
+    registry = load_yaml(REPO / "config/models.yaml")
+    registry["models"]["qwen2.5-vl-7b"]["options"]["generation_config"] = "auto"
+    with pytest.raises(
+        ConfigError,
+        match=r"models.qwen2.5-vl-7b.options.generation_config: "
+        r"'auto' is not one of explicit, checkpoint",
+    ):
+        validate_registry(registry)
+    # an API model reads no such option: an error, never silently ignored
+    registry = load_yaml(REPO / "config/models.yaml")
+    registry["models"]["gpt-4o"]["options"] = {"generation_config": "checkpoint"}
+    with pytest.raises(ConfigError, match="generation_config"):
+        validate_registry(registry)

@@ -16,7 +16,10 @@ from vlmrobust.clients.vlm.base import Request  # noqa: E402
 from vlmrobust.clients.vlm.vllm import (  # noqa: E402
     VLLMBackend,
     build_vllm_requests,
+    checkpoint_sampling_defaults,
     engine_kwargs,
+    read_checkpoint_generation,
+    sampling_params,
     serve_command,
 )
 from vlmrobust_demo.model import build_demo_model  # noqa: E402
@@ -284,7 +287,18 @@ def test_engine_path_with_a_stand_in_vllm(env, monkeypatch):
     assert fake.calls == [1, 3, 1, 1, 1]
     assert out["a"].text == "<think>x</think>B" and out["a"].finish_reason == "stop"
     assert (out["a"].prompt_tokens, out["a"].completion_tokens) == (11, 5)
-    assert out["a"].extra == {"batch_size": 1, "seed": None}
+    assert out["a"].extra == {
+        "batch_size": 1,
+        "seed": None,
+        "generation": {
+            "config": "explicit",
+            "temperature": 0.0,
+            "top_p": None,
+            "top_k": None,
+            "min_p": None,
+            "repetition_penalty": 1.0,
+        },
+    }
     assert out["short"].finish_reason == "length" and out["short"].extra["seed"] == 3
     assert out["fail"].finish_reason == "error" and "simulated" in out["fail"].error
     assert out["missing"].finish_reason == "error" and ".gone" in out["missing"].error
@@ -304,3 +318,100 @@ def test_placeholders_written_in_the_text_are_dropped(env):
     assert item["prompt"].count("<|image_pad|>") == 1 == len(item["multi_modal_data"]["image"])
     assert "<|video_pad|>" not in item["prompt"]
     assert "Your reasoning: a  b  c" in item["prompt"]
+
+
+# --- generation_config: checkpoint (vLLM's generation_config="auto") -------------------
+
+#: Qwen2.5-VL-7B-Instruct's generation_config.json
+QWEN25_GENERATION = {
+    "bos_token_id": 151643,
+    "pad_token_id": 151643,
+    "do_sample": True,
+    "eos_token_id": [151645, 151643],
+    "repetition_penalty": 1.05,
+    "temperature": 0.1,
+    "top_p": 0.001,
+    "top_k": 1,
+}
+
+
+def test_checkpoint_defaults_are_the_fields_vllm_takes(tmp_path):
+    import json
+
+    defaults = {"repetition_penalty": 1.05, "temperature": 0.1, "top_k": 1, "top_p": 0.001}
+    assert checkpoint_sampling_defaults(QWEN25_GENERATION) == defaults
+    assert checkpoint_sampling_defaults(None) == {}
+    (tmp_path / "generation_config.json").write_text(json.dumps(QWEN25_GENERATION))
+    assert checkpoint_sampling_defaults(read_checkpoint_generation(str(tmp_path))) == defaults
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert read_checkpoint_generation(str(empty)) == {}
+
+
+def test_checkpoint_sampling_params_take_the_requests_fields_over_the_checkpoints():
+    defaults = checkpoint_sampling_defaults(QWEN25_GENERATION)
+    text = [{"type": "text", "text": "q"}]
+    greedy = Request("g", text, 8, generation_config="checkpoint")
+    sampled = Request(
+        "s", text, 8, temperature=0.7, top_p=0.95, seed=5, generation_config="checkpoint"
+    )
+    explicit = Request("e", text, 8, temperature=0.7, top_p=0.95, seed=5)
+    base = {"n": 1, "max_tokens": 8, "skip_special_tokens": False}
+    assert sampling_params(greedy, None, defaults) == {
+        **base,
+        "repetition_penalty": 1.05,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": 1,
+        "seed": None,
+    }
+    assert sampling_params(sampled, None, defaults) == {
+        **base,
+        "repetition_penalty": 1.05,
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "top_k": 1,
+        "seed": 5,
+    }
+    # explicit: none of the checkpoint's (the Idis math runs' SamplingParams)
+    assert sampling_params(explicit, None, defaults) == {
+        **base,
+        "repetition_penalty": 1.0,
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "seed": 5,
+    }
+    with pytest.raises(ValueError, match="request 'x': generation_config must be"):
+        sampling_params(Request("x", text, 8, generation_config="auto"), None, defaults)
+
+
+def test_checkpoint_choice_is_recorded_and_served(env):
+    defaults = checkpoint_sampling_defaults(QWEN25_GENERATION)
+    text = [{"type": "text", "text": "q"}]
+    reqs = [
+        Request("g", text, 8, generation_config="checkpoint"),
+        Request("s", text, 8, temperature=0.7, top_p=0.95, seed=5, generation_config="checkpoint"),
+    ]
+    g, s = build_vllm_requests(reqs, env["processor"], {}, defaults)
+    assert g["generation"] == {
+        "config": "checkpoint",
+        "temperature": 0.0,
+        "top_p": None,
+        "top_k": None,  # greedy: vLLM ignores top-k
+        "min_p": None,
+        "repetition_penalty": 1.05,
+    }
+    assert s["generation"] == {
+        "config": "checkpoint",
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "top_k": 1,
+        "min_p": None,
+        "repetition_penalty": 1.05,
+    }
+    spec = {"hf_repo": "org/model", "local_path": None}
+    assert engine_kwargs("org/model", spec, {})["generation_config"] == "vllm"
+    options = {"generation_config": "checkpoint"}
+    assert engine_kwargs("org/model", spec, options)["generation_config"] == "auto"
+    cmd = serve_command("m", {**spec, "options": options}, check=False)
+    assert cmd[cmd.index("--generation-config") + 1] == "auto"

@@ -41,6 +41,7 @@ NOT_SAMPLE_KEYS = frozenset(
         "top_p",
         "n",
         "image_size",
+        "generation_config",
         "shards",
         "scorer",
         "unparsed_choice",
@@ -488,6 +489,10 @@ class RunPlan:
         }
         if self.datasets[dataset]["image_size"] is not None:
             spec["image_size"] = int(self.datasets[dataset]["image_size"])
+        # only where the dataset chooses: a job of the model's own choice (the
+        # registry's options.generation_config, part of model_spec) keeps its spec
+        if self.datasets[dataset].get("generation_config") is not None:
+            spec["generation_config"] = str(self.datasets[dataset]["generation_config"])
         return spec
 
     def shard_path(

@@ -352,6 +352,11 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
                 f"{where}.resources.gpu: an API model (backend {m['backend']!r}) runs "
                 "without a GPU; leave gpu null or 0"
             )
+        choice = (m.get("options") or {}).get("generation_config")
+        if choice is not None and choice not in ("explicit", "checkpoint"):
+            raise ConfigError(
+                f"{where}.options.generation_config: {choice!r} is not one of explicit, checkpoint"
+            )
         m["resources"] = model_resources(m)
     return registry
 

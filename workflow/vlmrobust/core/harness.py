@@ -265,7 +265,8 @@ def system_prompt(model_name: str | None) -> str | None:
     wrapper = CHAT_WRAPPERS[model_name]
     if not wrapper.system:
         return None
-    cls = getattr(importlib.import_module(wrapper.module), wrapper.cls)
+    with _openai_placeholder():
+        cls = getattr(importlib.import_module(wrapper.module), wrapper.cls)
     return inspect.signature(cls.__init__).parameters["system_prompt"].default
 
 
@@ -368,20 +369,26 @@ def kwargs_entry(kwargs: dict[str, Any] | None, model_name: str | None) -> str:
 
 @contextlib.contextmanager
 def _openai_placeholder() -> Iterator[None]:
-    """``OPENAI_API_KEY`` set to a placeholder when unset, for an import only (the
-    judge clients some task modules build at import); the environment is restored."""
-    if os.environ.get("OPENAI_API_KEY"):
-        yield
-        return
+    """For an import of lmms-eval code only: ``OPENAI_API_KEY`` set to a placeholder
+    when unset (the judge clients some task modules build at import), and PIL's
+    ``ImageFile.LOAD_TRUNCATED_IMAGES`` kept as it was (``lmms_eval.api.task`` turns it
+    on at import, which would let a truncated image file load silently everywhere in
+    the process instead of failing with its name). Both are restored afterwards."""
+    from PIL import ImageFile
+
+    truncated = ImageFile.LOAD_TRUNCATED_IMAGES
     before = os.environ.get("OPENAI_API_KEY")
-    os.environ["OPENAI_API_KEY"] = "placeholder-for-import"
+    if not before:
+        os.environ["OPENAI_API_KEY"] = "placeholder-for-import"
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("OPENAI_API_KEY", None)
-        else:
-            os.environ["OPENAI_API_KEY"] = before
+        ImageFile.LOAD_TRUNCATED_IMAGES = truncated
+        if not before:
+            if before is None:
+                os.environ.pop("OPENAI_API_KEY", None)
+            else:
+                os.environ["OPENAI_API_KEY"] = before
 
 
 @cache

@@ -150,6 +150,12 @@ class OutputRow:
     #: where the prompt's text and layout come from: ``vlmrobust`` (the project's own
     #: wording) or the harness / authors' code it reproduces, with version and file
     prompt_source: str | None = None
+    #: how the answer was decoded: ``config`` (the generation-config choice the job
+    #: asked for: ``explicit`` or ``checkpoint``) and the effective fields the backend
+    #: used (local checkpoints: ``temperature``, ``top_p``, ``top_k``,
+    #: ``repetition_penalty``, ...; API models: ``sent``, the request's decoding
+    #: fields as sent); None for imported rows
+    generation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

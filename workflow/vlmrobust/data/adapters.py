@@ -492,6 +492,68 @@ def _join_by_final_id(path: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
+#: a whole MathVista query held in ``question`` (three released rows: final_id 29, 150,
+#: 385): "Hint: ...\nQuestion: ...\nChoices:\n(A) ...\n(B) ..."
+_WHOLE_QUERY = re.compile(
+    r"^\s*(?P<hint>Hint:.*?)\n(?:Question:\s*)(?P<question>.*?)"
+    r"(?:\nChoices:\n(?P<choices>(?:\([A-Z]\)[^\n]*(?:\n|$))+))?\s*$",
+    re.S,
+)
+_CHOICE_LINE = re.compile(r"^\(([A-Z])\)\s?(.*)$")
+#: the precision a MathVista query's hint asks for ("... with two decimal places ...")
+_QUERY_DECIMALS = re.compile(r"floating-point number with (\w+) decimal place")
+_DECIMAL_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def split_whole_query(question: str, options: list[str]) -> tuple[str, str] | None:
+    """``(bare question, hint)`` of a ``question`` that holds MathVista's whole query
+    (hint, question and choices; :data:`_WHOLE_QUERY`), or None for an ordinary
+    question. Its choices must be the row's ``options`` in order (a bad row
+    otherwise), so the prompt lists them once, from the options."""
+    match = _WHOLE_QUERY.match(question)
+    if match is None:
+        return None
+    listed = []
+    for line in (match.group("choices") or "").splitlines():
+        choice = _CHOICE_LINE.match(line)
+        if choice:
+            listed.append(choice.group(2))
+    if [c.strip() for c in listed] != [o.strip() for o in options]:
+        raise RowProblem(
+            f"question holds a whole MathVista query whose choices {listed!r} are not the "
+            f"options {options!r}"
+        )
+    return match.group("question").strip(), match.group("hint").strip()
+
+
+def float_precision(answer: str, query: Any) -> int | None:
+    """The decimals a float answer is asked with when its row gives no precision: the
+    ones the row's MathVista ``query`` hint names ("... with two decimal places"), else
+    the answer's own decimals (``13.8`` -> 1); None for an answer without any."""
+    if isinstance(query, str):
+        match = _QUERY_DECIMALS.search(query)
+        if match:
+            word = match.group(1).lower()
+            if word in _DECIMAL_WORDS:
+                return _DECIMAL_WORDS[word]
+            if word.isdigit():
+                return int(word)
+    text = answer.strip()
+    if re.fullmatch(r"[+-]?\d*\.\d+", text):
+        return len(text.split(".")[1])
+    return None
+
+
+def _released_precision(answer: str, query: Any) -> tuple[int | None, str | None]:
+    """(precision, where from: ``query`` or ``answer``) of a float row without one:
+    eight released rows (final_id 32, 78, 232, ...) have none, and their runs asked for
+    the decimals the query's hint names (= the answer's)."""
+    precision = float_precision(answer, query)
+    if precision is None:
+        return None, None
+    return precision, "query" if _QUERY_DECIMALS.search(str(query or "")) else "answer"
+
+
 def _option_of_text(answer: str, options: list[str]) -> int:
     """The index of the one option whose text is ``answer`` (surrounding spaces
     ignored); a bad row when none or several are."""
@@ -519,6 +581,13 @@ class DistractBench(Adapter):
     keeps the text and the samples report lists them (``answers_from_option_text``).
     Meta: level, subject, solution, source_style (mathvista, mmmu or mathvision,
     inferred from the fields), and every other non-image field of the row.
+
+    As the released runs asked them (``benchmarks/distract_prompts.py``: 506/506): a
+    float answer without ``precision`` takes the decimals its ``query`` hint names, else
+    the answer's (:func:`float_precision`; ``meta["precision_from"]``), and a
+    ``question`` holding MathVista's whole query (hint, question, choices) becomes the
+    bare question (:func:`split_whole_query`; ``meta["question_from_query"]``,
+    ``meta["query_hint"]``), so the prompt states the choices and the hint once.
     """
 
     benchmark = BENCHMARKS["distract-bench"]
@@ -620,6 +689,7 @@ class DistractBench(Adapter):
         options = parse_list(row.get("options", row.get("choices")))
         qtype = str(row.get("question_type") or "").strip()
         precision = None
+        precision_from: str | None = None
         given_as_text: str | None = None
         if qtype in ("multi_choice", "free_form"):
             style = "mathvista"
@@ -650,7 +720,37 @@ class DistractBench(Adapter):
             if answer_type == "text" and is_number(answer):
                 answer_type = "number"
             precision = to_int(row.get("precision"))
+            if atype == "float" and precision is None:
+                precision, precision_from = _released_precision(answer, row.get("query"))
+        whole = split_whole_query(question, options) if options else None
+        if whole is not None:
+            # three released rows (final_id 29, 150, 385) hold MathVista's whole query;
+            # the released prompt asks the bare question, its choices and hint once
+            question, query_hint = whole
         distracted, clean = self._images(row)
+        meta = self._meta(row, style)
+        if row.get("final_id_from_position"):
+            meta["final_id_from_position"] = True
+        if given_as_text is not None:
+            meta["answer_from_option_text"] = given_as_text
+        if precision_from is not None:
+            meta["precision_from"] = precision_from
+        if whole is not None:
+            meta.update({"question_from_query": True, "query_hint": query_hint})
+        return Draft(
+            question,
+            answer,
+            answer_type,
+            clean,
+            choices=options,
+            precision=precision,
+            meta=meta,
+            extra_images={"distracted_images": distracted},
+        )
+
+    @staticmethod
+    def _meta(row: dict[str, Any], style: str) -> dict[str, Any]:
+        """Every non-image field of the row, the common ones always, and the style."""
         meta = {
             k: jsonable(v)
             for k, v in row.items()
@@ -665,20 +765,7 @@ class DistractBench(Adapter):
                 "source_style": style,
             }
         )
-        if row.get("final_id_from_position"):
-            meta["final_id_from_position"] = True
-        if given_as_text is not None:
-            meta["answer_from_option_text"] = given_as_text
-        return Draft(
-            question,
-            answer,
-            answer_type,
-            clean,
-            choices=options,
-            precision=precision,
-            meta=meta,
-            extra_images={"distracted_images": distracted},
-        )
+        return meta
 
     @staticmethod
     def _images(row: dict[str, Any]) -> tuple[list[Any], list[Any]]:

@@ -113,8 +113,15 @@ def _request(
     if size is not None and variant.params.get("resolution") is None:
         copies = resized_images(variant, int(size), resized_dir)
         content = with_copies(content, copies)
+    # the re-answer decodes under the output's own generation config (its checkpoint
+    # defaults, e.g. a repetition penalty, apply to the greedy answer as they did)
+    generation = (row.get("generation") or {}).get("config") or "explicit"
     return Request(
-        key=row["key"], content=content, max_new_tokens=max_new_tokens, system=built.system
+        key=row["key"],
+        content=content,
+        max_new_tokens=max_new_tokens,
+        system=built.system,
+        generation_config=generation,
     )
 
 

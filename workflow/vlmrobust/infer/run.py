@@ -65,6 +65,19 @@ class Job:
     prompt_versions: dict[str, str] | None = None
     # every image resized to image_size x image_size before the model sees it (None: as is)
     image_size: int | None = None
+    # the dataset's generation-config choice (explicit | checkpoint); None: the model's
+    # (registry options.generation_config, else explicit): see `generation`
+    generation_config: str | None = None
+
+    @property
+    def generation(self) -> str:
+        """Whose decoding defaults apply (:data:`~vlmrobust.clients.vlm.base.GENERATION_CONFIGS`):
+        the dataset's choice, else the model's, else ``explicit``."""
+        from ..clients.vlm.base import generation_config_of
+
+        return generation_config_of(
+            self.model_spec, self.generation_config, who=f"models.{self.model}"
+        )
 
 
 @dataclass
@@ -208,6 +221,7 @@ def plan_requests(
                 top_p=job.top_p,
                 seed=seed,
                 system=built.system,
+                generation_config=job.generation,
             )
             planned.append(
                 Planned(
@@ -243,6 +257,8 @@ def _reusable(row: dict[str, Any], plan: Planned, job: Job) -> bool:
         and row.get("seed") == r.seed
         and row.get("context_sha256") == plan.context_sha256
         and row.get("image_size") == job.image_size
+        # a row from before the choice was recorded was decoded explicitly
+        and ((row.get("generation") or {}).get("config") or "explicit") == r.generation_config
     )
 
 
@@ -275,6 +291,15 @@ def reasoning_tokens(result: Result, thinking: str | None, backend: Backend) -> 
     if thinking is None:
         return None
     return backend.count_tokens(thinking)
+
+
+def generation_record(result: Result, request: Request) -> dict[str, Any]:
+    """An output row's ``generation``: the request's ``config`` and the decoding fields
+    the backend says it used (``Result.extra["generation"]``; none from a backend that
+    says nothing)."""
+    reported = dict((result.extra or {}).get("generation") or {})
+    reported.pop("config", None)
+    return {"config": request.generation_config, **reported}
 
 
 def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputRow:
@@ -312,6 +337,7 @@ def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputR
         context_sha256=plan.context_sha256,
         model_spec_sha256=model_spec_sha256(job),
         image_size=job.image_size,
+        generation=generation_record(result, r),
     )
 
 

@@ -60,6 +60,12 @@ class APIBackend(Backend):
         """Build the provider's request and call it through ``self.chat``."""
         raise NotImplementedError
 
+    def sent_decoding(self, request: Request) -> dict[str, Any]:
+        """The decoding fields of the provider's request for ``request``, as sent
+        (recorded in the output row's ``generation.sent``): the output budget under its
+        request name and the sampling fields this model accepts."""
+        raise NotImplementedError
+
     def _one(self, request: Request) -> Result:
         describe = f"{self.name} {self.api_model} request {request.key!r}"
         start = time.monotonic()
@@ -74,6 +80,7 @@ class APIBackend(Backend):
             with self._lock:
                 self._reported_model = completion.model
         extra: dict[str, Any] = {"model": completion.model or self.api_model, **completion.extra}
+        extra["generation"] = {"sent": self.sent_decoding(request)}
         if completion.reasoning_tokens is not None:
             extra["reasoning_tokens"] = completion.reasoning_tokens
         text = completion.text_with_thinking()

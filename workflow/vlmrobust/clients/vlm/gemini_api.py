@@ -224,6 +224,17 @@ class GeminiBackend(APIBackend):
         parts = content_parts(request, self.chat.text_part, self.chat.image_part)
         return [self.chat.types.Content(role="user", parts=parts)]
 
+    def sent_decoding(self, request: Request) -> dict[str, Any]:
+        """The decoding fields of the ``GenerateContentConfig``: ``max_output_tokens``,
+        the sampling fields this model accepts and the thinking settings."""
+        decoding = request_decoding(request)
+        fields: dict[str, Any] = {"max_output_tokens": int(decoding.max_tokens)}
+        fields.update(self.chat.sampling(decoding))
+        for key in ("include_thoughts", "thinking_budget", "thinking_level"):
+            if self.options.get(key) is not None:
+                fields[key] = self.options[key]
+        return fields
+
     def _send(self, request: Request, describe: str) -> Completion:
         config = self.chat.config(request_decoding(request), system=request.system)
         contents = self._contents(request)

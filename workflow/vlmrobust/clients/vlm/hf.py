@@ -29,11 +29,33 @@ Registry ``options`` read here (all optional):
     and, with no network, retries each for minutes.
 ``generation``
     Extra ``GenerationConfig`` fields, e.g. ``{"repetition_penalty": 1.05}`` or
-    ``{"min_new_tokens": 32}``. Decoding is otherwise explicit: greedy or plain
-    temperature/top-p sampling, *not* the checkpoint's ``generation_config.json``
-    defaults (Qwen2-VL's ship ``top_k=1`` and ``repetition_penalty=1.05``, which
-    transformers would otherwise merge into every call, greedy included). Only its
-    end-of-sequence tokens are used.
+    ``{"min_new_tokens": 32}`` (never the request's: temperature, top_p, top_k, ...).
+``generation_config`` (``explicit``)
+    Whose decoding defaults apply (a request's ``generation_config`` says it; the run
+    config may set it per dataset):
+
+    - ``explicit``: greedy or plain temperature/top-p sampling, *not* the
+      checkpoint's ``generation_config.json`` (Qwen2-VL's ship ``top_k=1`` and
+      ``repetition_penalty=1.05``, which transformers would otherwise merge into
+      every call, greedy included): every field that changes the next-token choice is
+      set neutral (:data:`_NEUTRAL_DECODING`). Only its end-of-sequence tokens are used.
+    - ``checkpoint``: what ``model.generate`` does when called with only
+      max_new_tokens / do_sample / temperature / top_p (lmms-eval's transformers
+      wrappers, the Idis perception runs): the checkpoint's ``generation_config``
+      gives every field the request does not set. Its logits processors
+      (``repetition_penalty``, ``no_repeat_ngram_size``, ...) apply to every row,
+      greedy included; a sampled row also takes its ``top_k`` (transformers' 50 where
+      it sets none). The request always sets temperature and top-p (the run config's
+      ``decoding`` / ``datasets.<name>`` always give them: greedy is temperature 0),
+      so the checkpoint's temperature and top_p are never used; a greedy row ignores
+      top_k, as transformers does with ``do_sample=False``. Other sampling warpers a
+      checkpoint may set (``min_p``, ``typical_p``, ``epsilon_cutoff``,
+      ``eta_cutoff``) are not applied by :class:`RowSampler` (a warning says so).
+
+    Every result carries the decoding it used in ``extra["generation"]`` (the output
+    row's ``generation``): ``config``, ``temperature``, ``top_p`` and ``top_k``
+    (None where not applied), ``repetition_penalty`` and any other logits-processor
+    field that is not neutral.
 ``chat_template_kwargs``
     Extra variables for the chat template (e.g. ``{"enable_thinking": false}``).
 
@@ -42,8 +64,8 @@ Sampling and reproducibility: a batch shares one random number generator, so wit
 sampled rows are drawn by :class:`RowSampler` with the Gumbel-max trick from a
 generator of their own, seeded by ``Request.seed``: ``argmax(logits / T + Gumbel
 noise)`` is an exact draw from ``softmax(logits / T)`` (restricted to the top-p
-nucleus), and each row consumes exactly one vocabulary-sized draw per step from its
-own generator. A sampled request therefore gives the same text whatever it is
+nucleus and, under ``generation_config: checkpoint``, the checkpoint's top-k), and
+each row consumes exactly one vocabulary-sized draw per step from its own generator. A sampled request therefore gives the same text whatever it is
 batched with, and greedy and sampled requests share batches. A sampled request
 without a seed gets a fresh random one, recorded in ``Result.extra["seed"]``.
 """
@@ -51,6 +73,7 @@ without a seed gets a fresh random one, recorded in ``Result.extra["seed"]``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import secrets
 import time
@@ -58,7 +81,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import Backend, Request, Result, chunks, media_marks, template_messages
+from .base import (
+    GENERATION_CONFIGS,
+    Backend,
+    Request,
+    Result,
+    chunks,
+    media_marks,
+    template_messages,
+)
 from .checkpoint import hub_commit, local_revision
 from .media import load_images
 
@@ -86,6 +117,34 @@ _NEUTRAL_DECODING: dict[str, Any] = {
     "min_new_tokens": 0,
     "num_return_sequences": 1,
 }
+#: Sampling warpers :class:`RowSampler` does not apply (their neutral values): a
+#: checkpoint that sets one is warned about under ``generation_config: checkpoint``.
+_UNAPPLIED_WARPERS: dict[str, Any] = {
+    "min_p": None,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+    "top_h": None,
+}
+#: Logits-processor fields (applied greedy or sampled) recorded in a row's
+#: ``generation`` when not neutral (their neutral values), beside repetition_penalty.
+_PROCESSOR_FIELDS: dict[str, Any] = {
+    "no_repeat_ngram_size": 0,
+    "encoder_repetition_penalty": 1.0,
+    "encoder_no_repeat_ngram_size": 0,
+    "min_new_tokens": 0,
+    "min_length": 0,
+    "bad_words_ids": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "sequence_bias": None,
+    "forced_bos_token_id": None,
+    "forced_eos_token_id": None,
+    "exponential_decay_length_penalty": None,
+    "renormalize_logits": False,
+}
+#: transformers' top_k where a generation config sets none (its global default)
+_DEFAULT_TOP_K = 50
 _DTYPES = {"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float", "auto"}
 
 
@@ -107,8 +166,17 @@ class RowSampler:
     tempered, nucleus-restricted softmax.
     """
 
-    def __init__(self, rows: list[tuple[float, float, int | None]]) -> None:
+    def __init__(
+        self,
+        rows: list[tuple[float, float, int | None]],
+        top_k: list[int | None] | None = None,
+    ) -> None:
         self.rows = rows  # (temperature, top_p, seed) per batch row
+        # top-k per row (None or 0: none), applied after the temperature and before
+        # top-p, as transformers' warpers are
+        self.top_k = list(top_k) if top_k is not None else [None] * len(rows)
+        if len(self.top_k) != len(rows):
+            raise ValueError(f"RowSampler: {len(rows)} rows but {len(self.top_k)} top_k values")
         self._generators: dict[int, Any] = {}
 
     @property
@@ -135,6 +203,10 @@ class RowSampler:
             if temperature <= 0:
                 continue
             logits = scores[i].float() / float(temperature)
+            top_k = self.top_k[i]
+            if top_k and top_k < logits.shape[-1]:
+                kth = torch.topk(logits, int(top_k)).values[-1]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
             if top_p < 1.0:
                 sorted_logits, order = torch.sort(logits, descending=True)
                 probs = torch.softmax(sorted_logits, dim=-1)
@@ -356,10 +428,11 @@ class HFBackend(Backend):
         return local_revision(self.source, self.spec.get("revision"))
 
     def generate(self, requests: list[Request]) -> Iterator[Result]:
-        """Batches of equal ``max_new_tokens`` (order kept), ``default_batch_size`` each."""
-        groups: dict[int, list[Request]] = {}
+        """Batches of equal ``max_new_tokens`` and ``generation_config`` (order kept),
+        ``default_batch_size`` each."""
+        groups: dict[tuple[int, str], list[Request]] = {}
         for req in requests:
-            groups.setdefault(int(req.max_new_tokens), []).append(req)
+            groups.setdefault((int(req.max_new_tokens), req.generation_config), []).append(req)
         for group in groups.values():
             for batch in chunks(group, self.default_batch_size):
                 yield from self._generate_batch(batch)
@@ -415,6 +488,11 @@ class HFBackend(Backend):
     def _prepare(self, req: Request) -> tuple[Request, str, list[Any], int | None]:
         if req.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
+        if req.generation_config not in GENERATION_CONFIGS:
+            raise ValueError(
+                f"request {req.key!r}: generation_config must be one of "
+                f"{', '.join(GENERATION_CONFIGS)}, got {req.generation_config!r}"
+            )
         images = load_images(req.image_paths)
         prompt = self.chat_prompt(req)
         seed = req.seed
@@ -463,10 +541,95 @@ class HFBackend(Backend):
         )
         return text, len(completion), finish
 
+    # -- decoding settings -------------------------------------------------------------
+
+    def checkpoint_generation(self) -> Any:
+        """The checkpoint's own ``GenerationConfig`` (its ``generation_config.json``; an
+        empty one for a model without)."""
+        from transformers import GenerationConfig
+
+        cfg = getattr(self.model, "generation_config", None)
+        return cfg if cfg is not None else GenerationConfig()
+
+    def checkpoint_top_k(self) -> int | None:
+        """The top-k a sampled row takes under ``generation_config: checkpoint``: the
+        checkpoint's, else transformers' default (50); None for 0 (no top-k)."""
+        top_k = getattr(self.checkpoint_generation(), "top_k", None)
+        top_k = _DEFAULT_TOP_K if top_k is None else int(top_k)
+        return top_k or None
+
+    def generation_settings(self, mode: str, max_new_tokens: int) -> Any:
+        """The ``GenerationConfig`` passed to ``model.generate`` for one batch under
+        ``mode`` (module docstring, ``generation_config``). Always greedy with one beam
+        (:class:`RowSampler` samples), the registry's ``options.generation`` on top,
+        and this backend's end-of-sequence and pad tokens."""
+        from transformers import GenerationConfig
+
+        fixed: dict[str, Any] = {
+            "max_new_tokens": int(max_new_tokens),
+            "do_sample": False,
+            "num_beams": 1,
+            "eos_token_id": self._eos_ids,
+            "pad_token_id": self._pad_id,
+        }
+        if mode == "explicit":
+            return GenerationConfig(**{**_NEUTRAL_DECODING, **self._generation_extra, **fixed})
+        if mode != "checkpoint":
+            raise ValueError(
+                f"models.{self.model_id}: generation_config must be one of "
+                f"{', '.join(GENERATION_CONFIGS)}, got {mode!r}"
+            )
+        cfg = copy.deepcopy(self.checkpoint_generation())
+        # the sampling warpers are RowSampler's (with do_sample=False transformers
+        # applies none of them): neutral here, so it warns of none
+        warpers = {"temperature": 1.0, "top_p": 1.0, "top_k": _DEFAULT_TOP_K}
+        warpers.update({k: v for k, v in _UNAPPLIED_WARPERS.items() if hasattr(cfg, k)})
+        cfg.update(**{**warpers, "num_return_sequences": 1, **self._generation_extra, **fixed})
+        return cfg
+
+    def _warn_unapplied(self) -> None:
+        """Once: the checkpoint sets a sampling warper RowSampler does not apply."""
+        if getattr(self, "_warned_warpers", False):
+            return
+        self._warned_warpers = True
+        cfg = self.checkpoint_generation()
+        unapplied = {
+            k: getattr(cfg, k)
+            for k, neutral in _UNAPPLIED_WARPERS.items()
+            if getattr(cfg, k, None) is not None and getattr(cfg, k) != neutral
+        }
+        if unapplied:
+            log.warning(
+                "models.%s: the checkpoint's generation_config sets %s, which sampled rows "
+                "do not apply (RowSampler applies temperature, top_k and top_p only)",
+                self.model_id,
+                unapplied,
+            )
+
+    @staticmethod
+    def decoding_record(cfg: Any, mode: str, req: Request, top_k: int | None) -> dict[str, Any]:
+        """What one row was decoded with (``Result.extra["generation"]``): ``config``,
+        ``temperature`` (0 = greedy), ``top_p`` and ``top_k`` (None where not applied),
+        ``repetition_penalty``, and any other logits-processor field of ``cfg`` that is
+        not neutral."""
+        greedy = req.greedy
+        record: dict[str, Any] = {
+            "config": mode,
+            "temperature": 0.0 if greedy else float(req.temperature),
+            "top_p": None if greedy or float(req.top_p) >= 1.0 else float(req.top_p),
+            "top_k": None if greedy else top_k,
+            "repetition_penalty": float(getattr(cfg, "repetition_penalty", None) or 1.0),
+        }
+        for name, neutral in _PROCESSOR_FIELDS.items():
+            value = getattr(cfg, name, None)
+            if value is not None and value != neutral:
+                record[name] = _jsonable(value)
+        return record
+
     def _run(self, items: list[tuple[Request, str, list[Any], int | None]]) -> list[Result]:
         """Generate one batch; all results or an exception (never a partial batch)."""
         import torch
-        from transformers import GenerationConfig, LogitsProcessorList
+        from transformers import LogitsProcessorList
 
         reqs = [it[0] for it in items]
         texts = [it[1] for it in items]
@@ -479,17 +642,18 @@ class HFBackend(Backend):
             **self._images_kwargs,
         ).to(self.device)
         max_new = reqs[0].max_new_tokens
-        settings = {
-            **_NEUTRAL_DECODING,
-            **self._generation_extra,
-            "max_new_tokens": max_new,
-            "do_sample": False,
-            "num_beams": 1,
-            "eos_token_id": self._eos_ids,
-            "pad_token_id": self._pad_id,
-        }
-        gen_cfg = GenerationConfig(**settings)
-        sampler = RowSampler([(it[0].temperature, it[0].top_p, it[3]) for it in items])
+        mode = reqs[0].generation_config
+        if any(r.generation_config != mode for r in reqs):
+            raise ValueError("a batch mixes generation_config settings")
+        gen_cfg = self.generation_settings(mode, max_new)
+        top_k = self.checkpoint_top_k() if mode == "checkpoint" else None
+        sampled = [not r.greedy for r in reqs]
+        if mode == "checkpoint" and any(sampled):
+            self._warn_unapplied()
+        sampler = RowSampler(
+            [(it[0].temperature, it[0].top_p, it[3]) for it in items],
+            top_k=[top_k if s else None for s in sampled],
+        )
         processors = LogitsProcessorList([sampler] if sampler.active else [])
         t0 = time.perf_counter()
         with torch.inference_mode():
@@ -503,7 +667,10 @@ class HFBackend(Backend):
         results = []
         for i, (req, _prompt, _imgs, seed) in enumerate(items):
             text, n_completion, finish = self.decode_completion(new_tokens[i])
-            extra: dict[str, Any] = {"batch_size": len(items)}
+            extra: dict[str, Any] = {
+                "batch_size": len(items),
+                "generation": self.decoding_record(gen_cfg, mode, req, top_k),
+            }
             if not req.greedy:
                 extra["seed"] = seed
             results.append(
@@ -579,28 +746,34 @@ class HFBackend(Backend):
         decoded as :meth:`decode_completion` does; ``max_new_tokens`` defaults to the
         request's. With no spans this is ordinary greedy generation of that prompt."""
         import torch
-        from transformers import GenerationConfig
 
         from .blocking import blocked_attention
 
         inputs, positions = self.prefilled_inputs(req, prefill, blocked_char_spans)
         length = int(inputs["input_ids"].shape[1])
-        settings = {
-            **_NEUTRAL_DECODING,
-            **self._generation_extra,
-            "max_new_tokens": int(max_new_tokens or req.max_new_tokens),
-            "do_sample": False,
-            "num_beams": 1,
-            "eos_token_id": self._eos_ids,
-            "pad_token_id": self._pad_id,
-        }
+        # greedy, under the request's generation_config (the checkpoint's logits
+        # processors apply under ``checkpoint``)
+        settings = self.generation_settings(
+            req.generation_config, int(max_new_tokens or req.max_new_tokens)
+        )
         with torch.inference_mode(), blocked_attention(self.model, positions, length - 1):
-            out = self.model.generate(**inputs, generation_config=GenerationConfig(**settings))
+            out = self.model.generate(**inputs, generation_config=settings)
         text, _n, _finish = self.decode_completion(out[0, length:].tolist())
         return text, len(positions)
 
 
 # -- module helpers ----------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON can hold it (lists, numbers, text; anything else as text)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
 
 
 def _reason(exc: BaseException) -> str:

@@ -238,6 +238,13 @@ class OpenAIBackend(APIBackend):
         messages.append({"role": "user", "content": build_user_content(request, detail)})
         return messages
 
+    def sent_decoding(self, request: Request) -> dict[str, Any]:
+        """The decoding fields of the chat-completions request (``extra_body`` as its
+        fields, which the SDK merges into the body)."""
+        kwargs = self.chat.request_kwargs(request_decoding(request))
+        extra = kwargs.pop("extra_body", None) or {}
+        return {**kwargs, **extra}
+
     def _send(self, request: Request, describe: str) -> Completion:
         kwargs = self.chat.request_kwargs(request_decoding(request))
         return self.chat.call({"messages": self._messages(request), **kwargs}, describe=describe)

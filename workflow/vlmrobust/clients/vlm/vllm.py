@@ -22,6 +22,21 @@ of ``LLM.generate``; vLLM schedules them itself), ``max_model_len``,
 Sampling: vLLM seeds each request by itself (``SamplingParams.seed``), so sampled
 requests are reproducible whatever they are batched with; ``temperature == 0`` is
 greedy.
+
+Generation config (a request's ``generation_config``; registry
+``options.generation_config``, run config ``datasets.<name>.generation_config``):
+``explicit`` decodes with exactly the request's fields and vLLM's neutral defaults
+(``repetition_penalty`` 1, no top-k; the engine's ``generation_config="vllm"``), as the
+Idis math runs pass ``SamplingParams(temperature, top_p, max_tokens, n)``.
+``checkpoint`` starts from the checkpoint's ``generation_config.json`` as vLLM's
+``generation_config="auto"`` does (:func:`checkpoint_sampling_defaults`, the fields
+``get_default_sampling_params()`` takes: repetition_penalty, temperature, top_k, top_p,
+min_p), and the request's temperature, top-p, output budget and seed override them
+(greedy stays greedy: vLLM ignores top-k/top-p/min-p at temperature 0, the repetition
+penalty applies). A model whose registry entry says ``checkpoint`` is also served with
+``--generation-config auto`` (:func:`serve_command`), so an ``openai`` entry against that
+server gets the same defaults for the fields it does not send. Every result carries
+what it used in ``extra["generation"]``.
 """
 
 from __future__ import annotations
@@ -64,24 +79,74 @@ def _render(processor_or_template: Any, messages: list[dict[str, Any]], kwargs: 
     )
 
 
-def sampling_params(req: Request, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+#: The checkpoint generation-config fields vLLM's ``generation_config="auto"`` turns into
+#: default ``SamplingParams`` (``ModelConfig.get_diff_sampling_param``; its
+#: ``max_new_tokens`` is left out: the request always sets the output budget).
+CHECKPOINT_SAMPLING_FIELDS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+
+
+def checkpoint_sampling_defaults(generation_config: Any) -> dict[str, Any]:
+    """The default ``SamplingParams`` fields of a checkpoint, as vLLM's
+    ``generation_config="auto"`` makes them: the :data:`CHECKPOINT_SAMPLING_FIELDS` its
+    ``generation_config.json`` sets. ``generation_config`` is that file's mapping, a
+    transformers ``GenerationConfig`` or None (no file: {})."""
+    if generation_config is None:
+        return {}
+    if hasattr(generation_config, "to_diff_dict"):
+        generation_config = generation_config.to_diff_dict()
+    return {
+        k: generation_config[k]
+        for k in CHECKPOINT_SAMPLING_FIELDS
+        if generation_config.get(k) is not None
+    }
+
+
+def read_checkpoint_generation(source: str, revision: str | None = None) -> dict[str, Any]:
+    """The ``generation_config.json`` of a checkpoint folder or hub repository as a
+    mapping ({} when it has none), read as vLLM reads it (transformers'
+    ``GenerationConfig.from_pretrained``)."""
+    from transformers import GenerationConfig
+
+    try:
+        cfg = GenerationConfig.from_pretrained(source, revision=revision)
+    except OSError:
+        return {}
+    return cfg.to_diff_dict()
+
+
+def sampling_params(
+    req: Request,
+    extra: dict[str, Any] | None = None,
+    checkpoint: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``vllm.SamplingParams`` keyword arguments for ``req``.
 
     Greedy (``temperature == 0``) carries no seed; the output keeps special tokens
     (so ``<think>`` survives where a tokenizer marks it special) and the end-of-turn
-    token is removed by the backend. ``extra`` (``options.generation``, e.g.
+    token is removed by the backend. Under ``req.generation_config == "checkpoint"``
+    the fields start from ``checkpoint`` (:func:`checkpoint_sampling_defaults`), else
+    from vLLM's neutral ones. ``extra`` (``options.generation``, e.g.
     ``{"repetition_penalty": 1.05}``) adds fields; the request's own cannot be changed.
     """
     greedy = req.greedy
-    params: dict[str, Any] = {
-        "n": 1,
-        "temperature": 0.0 if greedy else float(req.temperature),
-        "top_p": 1.0 if greedy else float(req.top_p),
-        "max_tokens": int(req.max_new_tokens),
-        "seed": None if greedy else req.seed,
-        "repetition_penalty": 1.0,
-        "skip_special_tokens": False,
-    }
+    params: dict[str, Any] = {"repetition_penalty": 1.0}
+    if req.generation_config == "checkpoint":
+        params.update(checkpoint or {})
+    elif req.generation_config != "explicit":
+        raise ValueError(
+            f"request {req.key!r}: generation_config must be explicit or checkpoint, "
+            f"got {req.generation_config!r}"
+        )
+    params.update(
+        {
+            "n": 1,
+            "temperature": 0.0 if greedy else float(req.temperature),
+            "top_p": 1.0 if greedy else float(req.top_p),
+            "max_tokens": int(req.max_new_tokens),
+            "seed": None if greedy else req.seed,
+            "skip_special_tokens": False,
+        }
+    )
     clash = set(extra or {}) & {"n", "temperature", "top_p", "max_tokens", "seed"}
     if clash:
         raise ValueError(
@@ -91,25 +156,50 @@ def sampling_params(req: Request, extra: dict[str, Any] | None = None) -> dict[s
     return params
 
 
+def decoding_record(req: Request, params: dict[str, Any]) -> dict[str, Any]:
+    """What one row was decoded with (``Result.extra["generation"]``), from its
+    ``SamplingParams`` fields: ``config``, ``temperature`` (0 = greedy), ``top_p``,
+    ``top_k`` and ``min_p`` (None where not applied: greedy, or neutral),
+    ``repetition_penalty``."""
+    greedy = float(params["temperature"]) <= 0.0
+    top_p = float(params.get("top_p", 1.0))
+    top_k = params.get("top_k")
+    min_p = params.get("min_p")
+    return {
+        "config": req.generation_config,
+        "temperature": float(params["temperature"]),
+        "top_p": None if greedy or top_p >= 1.0 else top_p,
+        "top_k": None if greedy or top_k in (None, 0, -1) else int(top_k),
+        "min_p": None if greedy or not min_p else float(min_p),
+        "repetition_penalty": float(params.get("repetition_penalty", 1.0)),
+    }
+
+
 def build_vllm_request(
-    req: Request, processor_or_template: Any, options: dict[str, Any] | None = None
+    req: Request,
+    processor_or_template: Any,
+    options: dict[str, Any] | None = None,
+    checkpoint: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One vLLM prompt for ``req``: ``{"key", "prompt", "multi_modal_data", "sampling_params"}``.
 
     ``prompt`` is the chat-templated text with one image placeholder per image in
     content order; ``multi_modal_data`` is ``{"image": [PIL images in that order]}``
     (absent without images); ``sampling_params`` are ``SamplingParams`` keyword
-    arguments. Raises when an image cannot be read (the message names the file).
+    arguments (``checkpoint``: the checkpoint's defaults, :func:`sampling_params`).
+    Raises when an image cannot be read (the message names the file).
     """
     options = options or {}
     messages = template_messages(req, processor_or_template)
     prompt = _render(
         processor_or_template, messages, dict(options.get("chat_template_kwargs") or {})
     )
+    params = sampling_params(req, options.get("generation"), checkpoint)
     out: dict[str, Any] = {
         "key": req.key,
         "prompt": prompt,
-        "sampling_params": sampling_params(req, options.get("generation")),
+        "sampling_params": params,
+        "generation": decoding_record(req, params),
     }
     images = load_images(req.image_paths)
     if images:
@@ -118,7 +208,10 @@ def build_vllm_request(
 
 
 def build_vllm_requests(
-    requests: list[Request], processor_or_template: Any, options: dict[str, Any] | None = None
+    requests: list[Request],
+    processor_or_template: Any,
+    options: dict[str, Any] | None = None,
+    checkpoint: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`build_vllm_request` for each request, in order.
 
@@ -128,7 +221,7 @@ def build_vllm_requests(
     built = []
     for req in requests:
         try:
-            built.append(build_vllm_request(req, processor_or_template, options))
+            built.append(build_vllm_request(req, processor_or_template, options, checkpoint))
         except Exception as exc:
             built.append({"key": req.key, "error": f"{type(exc).__name__}: {exc}"})
     return built
@@ -145,8 +238,13 @@ def engine_kwargs(source: str, spec: dict[str, Any], options: dict[str, Any]) ->
         "trust_remote_code": bool(options.get("trust_remote_code", False)),
         "enforce_eager": bool(options.get("enforce_eager", False)),
         # vLLM's defaults, not the checkpoint's generation_config.json (Qwen2-VL's set
-        # repetition_penalty 1.05, top_k 1, ...): decoding is what the request says.
-        "generation_config": "vllm",
+        # repetition_penalty 1.05, top_k 1, ...): decoding is what the request says;
+        # "auto" (the checkpoint's, for what a request leaves unset) where the registry
+        # entry says generation_config: checkpoint. The offline backend passes complete
+        # SamplingParams either way (sampling_params); this is what a server applies.
+        "generation_config": (
+            "auto" if options.get("generation_config") == "checkpoint" else "vllm"
+        ),
     }
     if spec.get("revision") and not spec.get("local_path"):
         kwargs["revision"] = spec["revision"]
@@ -249,6 +347,10 @@ class VLLMBackend(Backend):
             trust_remote_code=bool(self.options.get("trust_remote_code", False)),
         )
         self._sampling_cls = vllm.SamplingParams
+        # what generation_config: checkpoint starts from (as generation_config="auto")
+        self.checkpoint_defaults = checkpoint_sampling_defaults(
+            read_checkpoint_generation(self.source, revision)
+        )
         try:
             self.llm = vllm.LLM(**engine_kwargs(self.source, spec, self.options))
             # Some refusals come at the first forward pass only (vLLM's CPU attention
@@ -322,7 +424,9 @@ class VLLMBackend(Backend):
         return text
 
     def generate(self, requests: list[Request]) -> Iterator[Result]:
-        built = build_vllm_requests(requests, self.processor, self.options)
+        built = build_vllm_requests(
+            requests, self.processor, self.options, self.checkpoint_defaults
+        )
         ready = []
         for req, item in zip(requests, built, strict=True):
             if "error" in item:
@@ -372,7 +476,11 @@ class VLLMBackend(Backend):
                     prompt_tokens=len(out.prompt_token_ids or []),
                     completion_tokens=len(completion.token_ids),
                     latency_s=wall / len(batch),
-                    extra={"batch_size": len(batch), "seed": item["sampling_params"]["seed"]},
+                    extra={
+                        "batch_size": len(batch),
+                        "seed": item["sampling_params"]["seed"],
+                        "generation": item["generation"],
+                    },
                 )
             )
         return results
