@@ -168,3 +168,129 @@ def test_an_extractor_setting_is_checked_by_its_schema(config):
         _plan(config, [(("judge", "attributes", "extractors"), bad)])
     with pytest.raises(ConfigError, match="model"):
         _plan(config, [(("judge", "attributes", "extractors"), {"x": {"backend": "openai"}})])
+
+
+# --------------------------------------------------------------------------- the paper run
+
+
+@pytest.fixture(scope="module")
+def paper():
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        yield RunPlan.load("config/paper.yaml")
+    finally:
+        os.chdir(cwd)
+
+
+def _decoding(spec):
+    return spec["temperature"], spec["top_p"], spec["n"], spec["max_new_tokens"]
+
+
+def test_paper_idis_decoding_is_the_authors(paper):
+    """run_perception.py: T 0.7, top-p 0.95, 5 outputs, 2,048 new tokens, 512 x 512;
+    the attribute-guiding prompt with --greedy (one output); run_math_vllm.py: 8,192."""
+    for model in ("qwen3-vl-8b-thinking", "intern-s1-mini"):
+        base = paper.infer_spec(model, "imagenet9", "idis-perception")
+        assert _decoding(base) == (0.7, 0.95, 5, 2048) and base["image_size"] == 512
+        for n in (1024, 2048, 4096):
+            budget = paper.infer_spec(model, "imagenet9", f"idis-perception-budget-{n}")
+            assert _decoding(budget) == (0.7, 0.95, 5, 2048)
+        mitigate = paper.infer_spec(model, "imagenet9", "idis-perception-mitigate")
+        assert (mitigate["temperature"], mitigate["n"], mitigate["image_size"]) == (0.0, 1, 512)
+        wb = paper.infer_spec(model, "waterbirds", "waterbirds")
+        assert _decoding(wb) == (0.7, 0.95, 5, 2048) and wb["image_size"] == 512
+        wb_mitigate = paper.infer_spec(model, "waterbirds", "waterbirds-mitigate")
+        assert (wb_mitigate["temperature"], wb_mitigate["n"], wb_mitigate["image_size"]) == (
+            0.0,
+            1,
+            512,
+        )
+        math = paper.infer_spec(model, "mathverse", "idis-math")
+        assert _decoding(math) == (0.7, 0.95, 5, 8192) and "image_size" not in math
+    # the Idis views count each prompt's own draws
+    from vlmrobust.studies import STUDIES
+
+    spec = STUDIES["idis"].spec(paper, "waterbirds")
+    assert spec["prompt_draws"] == {"waterbirds": 5, "waterbirds-mitigate": 1}
+    assert spec["mitigation_prompts"] == ["waterbirds-mitigate"]
+    spec = STUDIES["idis"].spec(paper, "imagenet9")
+    assert spec["main_prompt"] == "idis-perception"
+    assert spec["prompt_draws"]["idis-perception-mitigate"] == 1
+    assert spec["budget_prompts"] == {
+        "idis-perception-budget-1024": 1024,
+        "idis-perception-budget-2048": 2048,
+        "idis-perception-budget-4096": 4096,
+    }
+
+
+def test_paper_intern_s1_thinks(paper):
+    """inference/models.py and run_math_vllm.py: enable_thinking=True for Intern-S1."""
+    spec = paper.infer_spec("intern-s1-mini", "mathverse", "idis-math")
+    assert spec["model_spec"]["options"]["chat_template_kwargs"] == {"enable_thinking": True}
+    other = paper.infer_spec("qwen3-vl-8b-thinking", "mathverse", "idis-math")
+    assert "chat_template_kwargs" not in (other["model_spec"].get("options") or {})
+
+
+def test_paper_gemini_app_g_is_planned(paper):
+    """App. G: Gemini 3 Flash (low and high thinking) on Idis-perception."""
+    from vlmrobust.studies import STUDIES
+
+    models = ["gemini-3-flash-low", "gemini-3-flash-high"]
+    assert paper.models_of("imagenet9-gemini") == models
+    assert "imagenet9-gemini" in STUDIES["idis"].scopes(paper)
+    assert paper.datasets["imagenet9-gemini"]["conditions"] == ["clean", "idis-visual"]
+    for model in models:
+        spec = paper.infer_spec(model, "imagenet9-gemini", "idis-perception")
+        assert (spec["temperature"], spec["top_p"], spec["n"]) == (0.7, 0.95, 5)
+        assert spec["image_size"] == 512
+        assert paper.output_path(model, "imagenet9-gemini", "idis-visual", "idis-perception") in (
+            paper.output_files(model)
+        )
+    assert "imagenet9-gemini" not in paper.models_of("imagenet9")
+
+
+def test_prompt_decoding_is_checked(config):
+    with pytest.raises(ConfigError, match=r"prompt_decoding\.waterbirds: 'waterbirds' is not"):
+        _plan(
+            config,
+            [(("datasets", "demo-idis-math", "prompt_decoding"), {"waterbirds": {"n": 1}})],
+        )
+    with pytest.raises(ConfigError, match=r"prompt_decoding\.idis-math: 5 draws per question"):
+        _plan(
+            config,
+            [
+                (
+                    ("datasets", "demo-idis-math", "prompt_decoding"),
+                    {"idis-math": {"temperature": 0}},
+                )
+            ],
+        )
+    with pytest.raises(ConfigError, match="prompt_decoding"):  # an unknown key
+        _plan(
+            config,
+            [(("datasets", "demo-idis-math", "prompt_decoding"), {"idis-math": {"top_k": 20}})],
+        )
+    # a greedy dataset whose one prompt samples is fine, and that prompt samples
+    plan = _plan(
+        config,
+        [
+            (("datasets", "demo-idis-math", "temperature"), 0.0),
+            (
+                ("datasets", "demo-idis-math", "prompt_decoding"),
+                {"idis-math": {"temperature": 0.7}},
+            ),
+        ],
+    )
+    spec = plan.infer_spec("demo-base", "demo-idis-math", "idis-math")
+    assert (spec["temperature"], spec["n"]) == (0.7, 5)
+
+
+def test_demo_mitigation_prompts_answer_greedily_once(config):
+    plan = _plan(config)
+    for dataset, prompt in (
+        ("demo-idis-perception", "idis-perception-mitigate"),
+        ("demo-idis-waterbirds", "waterbirds-mitigate"),
+    ):
+        spec = plan.infer_spec("demo-base", dataset, prompt)
+        assert (spec["temperature"], spec["n"], spec["image_size"]) == (0.0, 1, 512)

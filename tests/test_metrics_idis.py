@@ -151,6 +151,42 @@ def test_idis_metrics_groups_lengths_failures_and_pooling(tmp_path):
     assert one("questions", semantics="all")["value"] == 2
 
 
+def test_a_greedy_prompt_is_measured_with_its_own_single_draw(tmp_path):
+    """The mitigation prompt answers once (greedy) where the base prompt samples 2:
+    ``prompt_draws`` gives it its own curve of one rank and no missing-draws warning."""
+    rows = [
+        ("m", "clean", "s1", "s1", 0, 1, "10", "20"),
+        ("m", "clean", "s1", "s1", 1, 0, "30", "40"),
+        ("m", "clean", "s2", "s2", 0, 1, "5", "9"),
+        ("m", "clean", "s2", "s2", 1, 1, "7", "9"),
+    ]
+    base = _scored(rows)
+    greedy = _scored([r for r in rows if r[4] == 0])
+    greedy["prompt"] = greedy["prompt_setting"] = "p-mitigate"
+    scored = pd.concat([base, greedy], ignore_index=True)
+    spec = {
+        "dataset": "d",
+        "models": {"m": {"name": "M", "role": "reasoning"}},
+        "model_order": ["m"],
+        "clean_condition": "clean",
+        "draws": 2,
+        "prompt_draws": {"p": 2, "p-mitigate": 1},
+        "bootstrap": BOOT,
+    }
+    metrics, warnings = compute_idis_metrics(scored, read_idis_variants([]), spec)
+    assert not [w for w in warnings if "measured responses" in w]
+    ranks = metrics[metrics["metric"] == "rank_accuracy"]
+    assert sorted(ranks.loc[ranks["prompt"] == "p", "rank"]) == ["1", "2"]
+    mit = ranks[ranks["prompt"] == "p-mitigate"]
+    assert list(mit["rank"]) == ["1"] and mit.iloc[0]["value"] == 1.0
+    acc = metrics[(metrics["metric"] == "accuracy") & (metrics["prompt"] == "p-mitigate")]
+    assert acc.iloc[0]["value"] == 1.0 and acc.iloc[0]["n"] == 2
+    # without prompt_draws the greedy prompt has no question with 2 draws: warned
+    del spec["prompt_draws"]
+    _, warnings = compute_idis_metrics(scored, read_idis_variants([]), spec)
+    assert any("p-mitigate" in w and "2 measured responses" in w for w in warnings)
+
+
 def test_idis_metrics_warn_on_variants_without_params(tmp_path):
     scored = _scored([("m", "vis", "x", "s", 0, 1, "3", "5")])
     spec = {"dataset": "d", "models": {}, "model_order": ["m"], "clean_condition": "clean"}

@@ -335,6 +335,14 @@ def test_registry_names_and_versions():
         "idis-math",
         "waterbirds",
         "waterbirds-mitigate",
+        "idis-perception-vlmrobust",
+        "idis-perception-vlmrobust-mitigate",
+        "idis-perception-vlmrobust-budget-1024",
+        "idis-perception-vlmrobust-budget-2048",
+        "idis-perception-vlmrobust-budget-4096",
+        "idis-math-vlmrobust",
+        "waterbirds-vlmrobust",
+        "waterbirds-vlmrobust-mitigate",
         # lmms-eval's own task code (tests/test_harness_prompts.py)
         "lmms-mmmu",
         "lmms-mmstar",
@@ -415,26 +423,28 @@ def _in9() -> Sample:
     )
 
 
-def test_idis_perception_prompts():
+def test_idis_perception_own_prompts():
+    """Our wordings, kept under ``*-vlmrobust*`` (the paper names are the authors':
+    tests/test_prompts_idis.py)."""
     s = _in9()
-    p = build(s, "idis-perception")
-    assert (p.name, p.version) == ("idis-perception", PROMPTS["idis-perception"].version)
+    p = build(s, "idis-perception-vlmrobust")
+    assert (p.name, p.source) == ("idis-perception-vlmrobust", "vlmrobust")
     assert p.content == [
         {"type": "image", "path": "v0.png"},
         {"type": "text", "text": f"{IN9_QUESTION}\n{IDIS_LINE}"},
     ]
-    assert build(s, "idis-perception-mitigate").text == (
+    assert build(s, "idis-perception-vlmrobust-mitigate").text == (
         f"{IN9_QUESTION}\nFirst identify the main object. Base your reasoning only on that "
         f"object's own visual attributes. {IDIS_LINE}"
     )
     for n in (1024, 2048, 4096):
-        assert build(s, f"idis-perception-budget-{n}").text == (
+        assert build(s, f"idis-perception-vlmrobust-budget-{n}").text == (
             f"{IN9_QUESTION}\nThink for at most {n} tokens before answering. {IDIS_LINE}"
         )
     assert default_prompt("imagenet9", s) == "idis-perception"
 
 
-def test_idis_math_prompt_free_form_and_multiple_choice():
+def test_idis_math_own_prompt_free_form_and_multiple_choice():
     free = sample(
         sample_id="mathverse-3421",
         dataset="mathverse",
@@ -443,18 +453,18 @@ def test_idis_math_prompt_free_form_and_multiple_choice():
         answer_type="number",
     )
     line = "Solve the problem step by step and put the final answer in \\boxed{}."
-    assert build(free, "idis-math").text == f"The radius is 3 cm. Find L.\n{line}"
+    assert build(free, "idis-math-vlmrobust").text == f"The radius is 3 cm. Find L.\n{line}"
     q = "Find angle CED.\nChoices:\nA:40°\nB:60°"
     mc = sample(sample_id="mathverse-1", question=q, answer="B", choices=["40°", "60°"])
-    assert build(mc, "idis-math").text == (
+    assert build(mc, "idis-math-vlmrobust").text == (
         f"{q}\n{line} For a multiple-choice question, put only the option letter in \\boxed{{}}."
     )
     assert default_prompt("mathverse", free) == default_prompt("mathverse", mc) == "idis-math"
     # a textual distractor's question is the one asked
-    assert build(free, "idis-math", question="Changed?").text == f"Changed?\n{line}"
+    assert build(free, "idis-math-vlmrobust", question="Changed?").text == f"Changed?\n{line}"
 
 
-def test_waterbirds_prompts():
+def test_waterbirds_own_prompts():
     s = sample(
         sample_id="waterbirds-7",
         dataset="waterbirds",
@@ -467,8 +477,8 @@ def test_waterbirds_prompts():
         "Think step by step, then give your final answer as <answer>Landbird</answer> or "
         "<answer>Waterbird</answer>."
     )
-    assert build(s, "waterbirds").text == f"{s.question}\n{line}"
-    assert build(s, "waterbirds-mitigate").text == (
+    assert build(s, "waterbirds-vlmrobust").text == f"{s.question}\n{line}"
+    assert build(s, "waterbirds-vlmrobust-mitigate").text == (
         f"{s.question}\nFirst identify the bird. Base your reasoning only on the bird's own "
         f"visual attributes, not on the background. {line}"
     )

@@ -204,24 +204,26 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     print(f"paper DAG: {time.perf_counter() - t0:.1f} s")
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, flags=re.M))
     print(f"paper DAG: {jobs.get('total')} jobs")
-    assert jobs["samples"] == "15"
+    assert jobs["samples"] == "16"
     # 9 x (clean, corrupt) + Distract-Bench's distracted + VisArgs x (clean, 2 masks) +
-    # Idis: ImageNet-9 x 3, its 64-draw copy x 1, MathVerse x 4, LogicVista and
-    # Waterbirds x clean
-    assert jobs["variants"] == "32"
+    # Idis: ImageNet-9 x 3, its 64-draw copy x 1, its Gemini (App. G) copy x 2,
+    # MathVerse x 4, LogicVista and Waterbirds x clean
+    assert jobs["variants"] == "34"
     # 8 open models x (7 benchmarks x 2 conditions + MathVista x 3 prompts x 2) = 160,
     # plus Distract-Bench x 3 conditions for the 8 (24) and GPT-4o/GPT-5 (6, API), plus
     # CRM: VisArgs x 3 conditions x 2 stages for Qwen2.5-VL and Llama (12) and for
     # Gemini and GPT-4o (12, API), plus Idis for its 4 models: ImageNet-9 x 3
     # conditions x 5 prompts (60), MathVerse x 4 (16), Waterbirds x 2 prompts (8), and
-    # Qwen3-VL-Thinking's 64 draws of the visual distractors (1).
-    assert jobs["infer"] == "281" and jobs["infer_api"] == "18"
-    assert jobs["score"] == "299"
+    # Qwen3-VL-Thinking's 64 draws of the visual distractors (1); App. G: Gemini 3 Flash
+    # low and high x ImageNet-9 (clean, visual) (4, API).
+    assert jobs["infer"] == "281" and jobs["infer_api"] == "22"
+    assert jobs["score"] == "303"
     assert jobs["judge_mathverse"] == "16"
-    # every Idis output (85) by the four attribute extractors; areas of the released
-    # visual and typographic conditions; attention blocking for Qwen3-VL-Thinking
-    assert jobs["judge_attributes"] == str(85 * 4)
-    assert jobs["idis_areas"] == "5" and jobs["block_attention"] == "1"
+    # every Idis output (85 + Gemini's 4) by the four attribute extractors; areas of the
+    # released visual and typographic conditions; attention blocking for
+    # Qwen3-VL-Thinking
+    assert jobs["judge_attributes"] == str(89 * 4)
+    assert jobs["idis_areas"] == "6" and jobs["block_attention"] == "1"
     assert jobs["compare_masking"] == "8"  # 4 models x 2 mask conditions
     assert jobs["judge_hallucination"] == "8"  # each compared file judged once
     assert "demo_data" not in jobs

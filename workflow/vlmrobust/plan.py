@@ -40,6 +40,7 @@ NOT_SAMPLE_KEYS = frozenset(
         "temperature",
         "top_p",
         "n",
+        "prompt_decoding",
         "image_size",
         "generation_config",
         "shards",
@@ -376,25 +377,40 @@ class RunPlan:
         }
 
     def stage_decoding(self, prompt: str, dataset: str) -> tuple[float, int]:
-        """(temperature, max_new_tokens) of a prompt on a dataset: the CRM stages have
-        their own (config ``masking``), every other prompt the dataset's own settings
-        (``datasets.<d>.temperature``, ``max_new_tokens``), else the run's ``decoding``."""
+        """(temperature, max_new_tokens) of a prompt on a dataset: the prompt's own on
+        that dataset (``datasets.<d>.prompt_decoding.<prompt>``) first; then the CRM
+        stages have their own (config ``masking``), every other prompt the dataset's own
+        settings (``datasets.<d>.temperature``, ``max_new_tokens``), else the run's
+        ``decoding``."""
         decoding, masking = self.config["decoding"], self.config["masking"]
         ds = self.datasets[dataset]
         tokens = ds["max_new_tokens"] or decoding["max_new_tokens"]
+        own = self.prompt_decoding(prompt, dataset)
         if prompt == masking["cot_prompt"]:
-            return masking["cot_temperature"], masking["cot_max_new_tokens"] or tokens
-        if prompt == masking["answer_prompt"]:
-            return masking["answer_temperature"], masking["answer_max_new_tokens"] or tokens
-        own = ds["temperature"]
-        return (decoding["temperature"] if own is None else own), tokens
+            temperature = masking["cot_temperature"]
+            tokens = masking["cot_max_new_tokens"] or tokens
+        elif prompt == masking["answer_prompt"]:
+            temperature = masking["answer_temperature"]
+            tokens = masking["answer_max_new_tokens"] or tokens
+        else:
+            temperature = (
+                decoding["temperature"] if ds["temperature"] is None else ds["temperature"]
+            )
+        return own.get("temperature", temperature), int(own.get("max_new_tokens", tokens))
 
-    def draws(self, dataset: str) -> tuple[int, float]:
-        """(draws per question, top-p) of a dataset: its own or the run's ``decoding``."""
+    def prompt_decoding(self, prompt: str, dataset: str) -> dict[str, Any]:
+        """What ``datasets.<d>.prompt_decoding`` sets for ``prompt`` ({} = nothing)."""
+        own = (self.datasets[dataset].get("prompt_decoding") or {}).get(prompt) or {}
+        return {k: v for k, v in own.items() if v is not None}
+
+    def draws(self, dataset: str, prompt: str | None = None) -> tuple[int, float]:
+        """(draws per question, top-p) of a dataset, or of one prompt on it: the prompt's
+        own (``prompt_decoding``), else the dataset's, else the run's ``decoding``."""
         decoding, ds = self.config["decoding"], self.datasets[dataset]
+        own = self.prompt_decoding(prompt, dataset) if prompt is not None else {}
         n = ds["n"] if ds["n"] is not None else decoding["n"]
         top_p = ds["top_p"] if ds["top_p"] is not None else decoding["top_p"]
-        return int(n), float(top_p)
+        return int(own.get("n", n)), float(own.get("top_p", top_p))
 
     # ------------------------------------------------------------------ demo models
 
@@ -472,7 +488,7 @@ class RunPlan:
         no inference (:func:`vlmrobust.core.registry.inference_fields`)."""
         adapter = self.datasets[dataset]["adapter"]
         temperature, max_new_tokens = self.stage_decoding(prompt, dataset)
-        n, top_p = self.draws(dataset)
+        n, top_p = self.draws(dataset, prompt)
         spec = {
             "model": model,
             "model_spec": inference_fields(self.registry[model], prompt),

@@ -630,7 +630,32 @@ def _check_decoding(config: dict) -> None:
     for name, ds in config["datasets"].items():
         n = ds["n"] if ds["n"] is not None else decoding["n"]
         t = ds["temperature"] if ds["temperature"] is not None else decoding["temperature"]
-        if n > 1 and t <= 0:
+        own = {
+            p: {k: v for k, v in (settings or {}).items() if v is not None}
+            for p, settings in (ds.get("prompt_decoding") or {}).items()
+        }
+        prompts = ds["prompts"] or ["default"]
+        for prompt, settings in own.items():
+            where = f"config: datasets.{name}.prompt_decoding.{prompt}"
+            if prompt not in prompts:
+                raise ConfigError(
+                    f"{where}: {prompt!r} is not among the dataset's prompt settings "
+                    f"({', '.join(prompts)}), so it would change nothing"
+                )
+            pn, pt = settings.get("n", n), settings.get("temperature", t)
+            if pn > 1 and pt <= 0:
+                raise ConfigError(
+                    f"{where}: {pn} draws per question (n) at temperature 0 would all be "
+                    "the same; set its temperature above 0 or n: 1"
+                )
+        if (
+            n > 1
+            and t <= 0
+            and any(
+                (own.get(p) or {}).get("temperature", t) <= 0 and (own.get(p) or {}).get("n", n) > 1
+                for p in prompts
+            )
+        ):
             raise ConfigError(
                 f"config: datasets.{name}: {n} draws per question (n) at temperature 0 "
                 f"would all be the same; set datasets.{name}.temperature above 0"

@@ -63,26 +63,43 @@ Builders (``PROMPTS``)
                            as a short phrase". The CRM paper does not print its
                            templates; these are ours.
 
-    ``idis-perception``    the Idis perception prompt (ImageNet-9): the question (which
-                           lists the nine categories), then "Think step by step, then
-                           give your final answer as <answer>X</answer>, where X is one
-                           of the categories."
-    ``idis-perception-mitigate``  the same with "First identify the main object. Base
-                           your reasoning only on that object's own visual attributes."
-                           before the instruction.
-    ``idis-perception-budget-1024`` / ``-2048`` / ``-4096``  the same with "Think for at
-                           most N tokens before answering." before the instruction.
-    ``idis-math``          the Idis math prompt (MathVerse): the question, then "Solve
-                           the problem step by step and put the final answer in
-                           \\boxed{}." and, for a multiple-choice question (a letter
-                           answer), "For a multiple-choice question, put only the
-                           option letter in \\boxed{}."
-    ``waterbirds``         the question, then "Think step by step, then give your final
-                           answer as <answer>Landbird</answer> or
-                           <answer>Waterbird</answer>."
-    ``waterbirds-mitigate`` the same with "First identify the bird. Base your reasoning
-                           only on the bird's own visual attributes, not on the
-                           background." before the instruction.
+    The Idis prompts are the authors' (effl-lab/Idis at commit b0443df2, copied verbatim
+    into ``vlmrobust/prompts/idis.yaml`` with file and constant; each builder's
+    ``source`` names them). Every one is the image, then the text, no system prompt:
+
+    ``idis-perception``    ``PERCEPTION_BASE`` (inference/prompts.py): a fixed text that
+                           asks for the category among the nine and ``<answer>X</answer>``;
+                           the row's own question is not used (run_perception.py).
+    ``idis-perception-mitigate``  ``PERCEPTION_STRATEGY``: the attribute-guiding prompt
+                           (§6.3).
+    ``idis-perception-budget-1024`` / ``-2048`` / ``-4096``  our budget instruction
+                           ("You have a thinking budget of N tokens. ...",
+                           :data:`IDIS_BUDGET_INSTRUCTION`) on its own line BEFORE
+                           ``PERCEPTION_BASE`` (App. E: "we prepend an instruction";
+                           its wording is printed nowhere, so it is ours).
+    ``idis-math``          the question (MathVerse's ``question`` field, its
+                           ``Choices:`` block included; a textual distractor's question
+                           for that condition) + ``SUFFIX`` of
+                           inference/run_math_vllm.py (think in ``<think> </think>``,
+                           the final answer in ``\\boxed{}``), nothing in between.
+    ``waterbirds``         ``WATERBIRDS_BASE``; the row's question is not used.
+    ``waterbirds-mitigate`` ``WATERBIRDS_STRATEGY``.
+
+    The project's earlier wordings stay available, ours (source ``vlmrobust``):
+    ``idis-perception-vlmrobust`` (the question, then "Think step by step, then give
+    your final answer as <answer>X</answer>, where X is one of the categories."),
+    ``idis-perception-vlmrobust-mitigate`` ("First identify the main object. Base your
+    reasoning only on that object's own visual attributes." before it),
+    ``idis-perception-vlmrobust-budget-1024|2048|4096`` ("Think for at most N tokens
+    before answering." before it), ``idis-math-vlmrobust`` (the question, "Solve the
+    problem step by step and put the final answer in \\boxed{}." and, for a letter
+    answer, "For a multiple-choice question, put only the option letter in
+    \\boxed{}."), ``waterbirds-vlmrobust`` (the question, "Think step by step, then
+    give your final answer as <answer>Landbird</answer> or <answer>Waterbird</answer>.")
+    and ``waterbirds-vlmrobust-mitigate`` ("First identify the bird. Base your reasoning
+    only on the bird's own visual attributes, not on the background." before it).
+    The prompts never mention image size: the Idis protocol resizes images at
+    inference (the dataset's ``image_size``), not here.
 
     ``lmms-mmmu``, ``lmms-mmstar``, ``lmms-mathvision``, ``lmms-mathvision-reason``,
     ``lmms-hallusionbench``, ``lmms-chartqa``, ``lmms-textvqa``, ``lmms-infovqa``
@@ -90,12 +107,6 @@ Builders (``PROMPTS``)
                            pinned lmms-eval's task code for the answering model's
                            ``harness.lmms_eval`` name (:mod:`vlmrobust.core.harness`,
                            docs/prompts.md); their source is recorded per model.
-
-    The Idis paper gives the perception prompt; its Waterbirds and thinking-budget
-    prompt texts are not printed in its text, so those wordings (and the math
-    prompt's multiple-choice sentence) are ours. The prompts never mention image
-    size: the Idis protocol resizes images at inference (the dataset's
-    ``image_size``), not here.
 
 MathVista hints (``mathvista-*`` and ``distract-open``) follow MathVista's
 ``create_one_query``: question type ``multi_choice`` asks for the option letter;
@@ -123,7 +134,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from . import harness
 from .benchmarks import BENCHMARKS
@@ -525,6 +539,41 @@ def _crm_answer(sample: Sample, question: str, context: str) -> tuple[str, str |
 
 # --------------------------------------------------------------------------- Idis
 
+#: the Idis authors' prompt texts (vlmrobust/prompts/idis.yaml): repository, commit and,
+#: per constant name, its file and text
+IDIS_PROMPTS_FILE = Path(__file__).resolve().parent.parent / "prompts" / "idis.yaml"
+
+
+def _load_idis_texts(path: Path) -> tuple[str, dict[str, str], dict[str, str]]:
+    """(``owner/repo@commit8``, constant -> text, constant -> file) of the authors' prompts."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    prompts = data["prompts"]
+    ref = f"{data['repository']}@{str(data['commit'])[:8]}"
+    return (
+        ref,
+        {k: str(v["text"]) for k, v in prompts.items()},
+        {k: str(v["file"]) for k, v in prompts.items()},
+    )
+
+
+IDIS_REF, IDIS_TEXTS, IDIS_FILES = _load_idis_texts(IDIS_PROMPTS_FILE)
+
+
+def idis_source(constant: str) -> str:
+    """The ``prompt_source`` of an authors' constant: ``effl-lab/Idis@b0443df2
+    inference/prompts.py PERCEPTION_BASE``."""
+    return f"{IDIS_REF} {IDIS_FILES[constant]} {constant}"
+
+
+#: our wording of the App. E budget instruction, prepended (own line) to PERCEPTION_BASE
+IDIS_BUDGET_INSTRUCTION = (
+    "You have a thinking budget of {tokens} tokens. Keep your reasoning within at most "
+    "{tokens} tokens before giving your answer."
+)
+#: the thinking budgets (tokens) of the ``idis-perception-budget-N`` prompts
+IDIS_BUDGETS = (1024, 2048, 4096)
+
+# the project's own wordings (the ``*-vlmrobust*`` builders)
 IDIS_PERCEPTION_INSTRUCTION = (
     "Think step by step, then give your final answer as <answer>X</answer>, where X is one "
     "of the categories."
@@ -533,8 +582,6 @@ IDIS_PERCEPTION_MITIGATION = (
     "First identify the main object. Base your reasoning only on that object's own visual "
     "attributes."
 )
-#: the thinking budgets (tokens) of the ``idis-perception-budget-N`` prompts
-IDIS_BUDGETS = (1024, 2048, 4096)
 IDIS_MATH_INSTRUCTION = "Solve the problem step by step and put the final answer in \\boxed{}."
 IDIS_MATH_MC_NOTE = "For a multiple-choice question, put only the option letter in \\boxed{}."
 WATERBIRDS_INSTRUCTION = (
@@ -559,6 +606,24 @@ def prompt_role(name: str) -> tuple[str, int | None]:
     return "main", None
 
 
+def _fixed(constant: str, prefix: str | None = None) -> TextFn:
+    """The authors' text ``constant`` as is (the row's question is not used), with
+    ``prefix`` on its own line before it when given."""
+    text = IDIS_TEXTS[constant]
+    if prefix:
+        text = f"{prefix}\n{text}"
+
+    def build(sample: Sample, question: str) -> tuple[str, str | None]:
+        return text, None
+
+    return build
+
+
+def _idis_math(sample: Sample, question: str) -> tuple[str, str | None]:
+    """The question + the authors' ``SUFFIX`` (run_math_vllm.py: ``question + SUFFIX``)."""
+    return question + IDIS_TEXTS["SUFFIX"], None
+
+
 def _prefixed(instruction: str, prefix: str | None = None) -> TextFn:
     """The question, then ``instruction`` with ``prefix`` (when given) before it."""
     line = f"{prefix} {instruction}" if prefix else instruction
@@ -569,7 +634,7 @@ def _prefixed(instruction: str, prefix: str | None = None) -> TextFn:
     return build
 
 
-def _idis_math(sample: Sample, question: str) -> tuple[str, str | None]:
+def _idis_math_own(sample: Sample, question: str) -> tuple[str, str | None]:
     line = IDIS_MATH_INSTRUCTION
     if sample.answer_type == "letter":
         line = f"{line} {IDIS_MATH_MC_NOTE}"
@@ -579,8 +644,19 @@ def _idis_math(sample: Sample, question: str) -> tuple[str, str | None]:
 def _idis_budget(tokens: int) -> PromptBuilder:
     return PromptBuilder(
         f"idis-perception-budget-{tokens}",
+        "2",
+        f"Idis perception (authors' base prompt) after our instruction to think for at "
+        f"most {tokens} tokens",
+        _fixed("PERCEPTION_BASE", IDIS_BUDGET_INSTRUCTION.format(tokens=tokens)),
+        source=f"vlmrobust budget instruction + {idis_source('PERCEPTION_BASE')}",
+    )
+
+
+def _idis_budget_own(tokens: int) -> PromptBuilder:
+    return PromptBuilder(
+        f"idis-perception-vlmrobust-budget-{tokens}",
         "1",
-        f"Idis perception prompt asking to think for at most {tokens} tokens",
+        f"our Idis perception prompt asking to think for at most {tokens} tokens",
         _prefixed(
             IDIS_PERCEPTION_INSTRUCTION, f"Think for at most {tokens} tokens before answering."
         ),
@@ -644,30 +720,69 @@ PROMPTS: dict[str, PromptBuilder] = {
         ),
         PromptBuilder(
             "idis-perception",
-            "1",
-            "Idis perception: step by step, the category in <answer></answer>",
-            _prefixed(IDIS_PERCEPTION_INSTRUCTION),
+            "2",
+            "Idis perception, the authors' base prompt (PERCEPTION_BASE)",
+            _fixed("PERCEPTION_BASE"),
+            source=idis_source("PERCEPTION_BASE"),
         ),
         PromptBuilder(
             "idis-perception-mitigate",
-            "1",
-            "Idis perception with the instruction to reason on the main object only",
-            _prefixed(IDIS_PERCEPTION_INSTRUCTION, IDIS_PERCEPTION_MITIGATION),
+            "2",
+            "Idis perception, the authors' attribute-guiding prompt (PERCEPTION_STRATEGY)",
+            _fixed("PERCEPTION_STRATEGY"),
+            source=idis_source("PERCEPTION_STRATEGY"),
         ),
         *(_idis_budget(n) for n in IDIS_BUDGETS),
         PromptBuilder(
-            "idis-math", "1", "Idis math: step by step, the final answer in \\boxed{}", _idis_math
+            "idis-math",
+            "2",
+            "Idis math: the question + the authors' SUFFIX (<think>, \\boxed{})",
+            _idis_math,
+            source=idis_source("SUFFIX"),
         ),
         PromptBuilder(
             "waterbirds",
-            "1",
-            "Waterbirds: step by step, Landbird or Waterbird in <answer></answer>",
-            _prefixed(WATERBIRDS_INSTRUCTION),
+            "2",
+            "Waterbirds, the authors' base prompt (WATERBIRDS_BASE)",
+            _fixed("WATERBIRDS_BASE"),
+            source=idis_source("WATERBIRDS_BASE"),
         ),
         PromptBuilder(
             "waterbirds-mitigate",
+            "2",
+            "Waterbirds, the authors' attribute-guiding prompt (WATERBIRDS_STRATEGY)",
+            _fixed("WATERBIRDS_STRATEGY"),
+            source=idis_source("WATERBIRDS_STRATEGY"),
+        ),
+        PromptBuilder(
+            "idis-perception-vlmrobust",
             "1",
-            "Waterbirds with the instruction to reason on the bird, not the background",
+            "our Idis perception prompt: step by step, the category in <answer></answer>",
+            _prefixed(IDIS_PERCEPTION_INSTRUCTION),
+        ),
+        PromptBuilder(
+            "idis-perception-vlmrobust-mitigate",
+            "1",
+            "our Idis perception prompt with the instruction to reason on the main object only",
+            _prefixed(IDIS_PERCEPTION_INSTRUCTION, IDIS_PERCEPTION_MITIGATION),
+        ),
+        *(_idis_budget_own(n) for n in IDIS_BUDGETS),
+        PromptBuilder(
+            "idis-math-vlmrobust",
+            "1",
+            "our Idis math prompt: step by step, the final answer in \\boxed{}",
+            _idis_math_own,
+        ),
+        PromptBuilder(
+            "waterbirds-vlmrobust",
+            "1",
+            "our Waterbirds prompt: step by step, Landbird or Waterbird in <answer></answer>",
+            _prefixed(WATERBIRDS_INSTRUCTION),
+        ),
+        PromptBuilder(
+            "waterbirds-vlmrobust-mitigate",
+            "1",
+            "our Waterbirds prompt with the instruction to reason on the bird, not the background",
             _prefixed(WATERBIRDS_INSTRUCTION, WATERBIRDS_MITIGATION),
         ),
         *(_lmms_builder(name) for name in harness.HARNESS_TASKS),

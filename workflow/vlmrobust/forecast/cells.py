@@ -135,7 +135,7 @@ def build_cell(
 ) -> Cell:
     """A cell's requests and tokens (its engine time: :func:`time_cell`)."""
     model, dataset, condition, prompt = key
-    draws = plan.draws(dataset)[0]
+    draws = plan.draws(dataset, prompt)[0]
     texts, text_how = prompt_texts(plan, facts, cond, prompt)
     counted, counter = text_tokens(plan, model, texts)
     images = cond.images_per_variant

@@ -32,8 +32,9 @@ Metrics (columns of :data:`vlmrobust.metrics.core.METRIC_COLUMNS` plus
 ``questions``     the number of questions (variants) of the group (value and ``n``).
 ``rank_accuracy`` / ``rank_length``  the length-rank curve (the paper's §4): the
                   responses of each question are ranked by reasoning length, shortest
-                  first (``rank`` 1..D, D = the draws per question; equal lengths are
-                  ordered by draw index, so the ranking is total and reproducible);
+                  first (``rank`` 1..D, D = the prompt setting's draws per question;
+                  equal lengths are ordered by draw index, so the ranking is total and
+                  reproducible);
                   ``rank_accuracy`` = the accuracy of the rank-r responses over the
                   group's questions, ``rank_length`` = their mean length. Only questions
                   with all D draws answered and measured count (``n`` = those
@@ -414,6 +415,8 @@ class _Dataset:
     order: list[str]
     draws: int
     boot: Mapping[str, Any]
+    #: a prompt setting's own draws per question, where it differs from ``draws``
+    prompt_draws: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     #: (model, benchmark, condition) -> requests that failed after every retry
     failed: dict[tuple[str, str, str], int] = field(default_factory=dict)
@@ -429,7 +432,12 @@ class _Dataset:
             order=order,
             draws=int(spec.get("draws", 1)),
             boot=spec.get("bootstrap") or {},
+            prompt_draws={str(k): int(v) for k, v in (spec.get("prompt_draws") or {}).items()},
         )
+
+    def draws_of(self, prompt: str) -> int:
+        """Draws per question of one prompt setting (``prompt_draws``, else ``draws``)."""
+        return self.prompt_draws.get(prompt, self.draws)
 
     def head(self, model: str, prompt: str) -> dict[str, Any]:
         """The columns every row of one model and prompt setting starts with."""
@@ -451,7 +459,8 @@ def compute_idis_metrics(
     """The Idis metrics of one dataset (module docstring); returns (table, warnings).
 
     ``spec``: dataset, models (registry fields by id), model_order, clean_condition,
-    draws (responses per question), bootstrap {resamples, seed, level}, extractors
+    draws (responses per question), prompt_draws (a prompt setting's own draws, over
+    draws), bootstrap {resamples, seed, level}, extractors
     (attribute extractor names, the main one first; default: those in ``attributes``,
     sorted). ``judged``: the MathVerse judge's verdicts (:func:`read_math_judged`), which
     then decide correctness (:func:`apply_math_judge`). The analysis inputs, each
@@ -537,15 +546,16 @@ def _response_rows(
             base = {**head, **{c: key[c] for c in GROUP_COLUMNS}, "rank": ""}
             n_failed = ds.failed.get((model, f"{ds.dataset}:{prompt}", key["condition"]), 0)
             fnote = failed_note(n_failed) if n_failed else ""
-            group_rows = _group_rows(g, base, ds.draws, ds.boot, fnote)
+            draws = ds.draws_of(prompt)
+            group_rows = _group_rows(g, base, draws, ds.boot, fnote)
             rows += group_rows
             rows += _subset_rows(g, base, ds.boot, fnote)
             if with_areas:
                 rows += _area_rows(g, base)
-            if ds.draws > 1 and not any(r["metric"] == "rank_accuracy" for r in group_rows):
+            if draws > 1 and not any(r["metric"] == "rank_accuracy" for r in group_rows):
                 ds.warnings.append(
                     f"model {model}, dataset {ds.dataset}, prompt {prompt}, condition "
-                    f"{key['condition']}: no question has {ds.draws} measured responses; "
+                    f"{key['condition']}: no question has {draws} measured responses; "
                     "no length-rank curve"
                 )
         rows += _sampling_rows(mp, head)

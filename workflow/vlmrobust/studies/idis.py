@@ -109,6 +109,9 @@ class IdisStudy(Study):
             "kinds": self.kinds(plan, scope),
             "clean_condition": plan.clean,
             "draws": plan.draws(scope)[0],
+            # a prompt's own draws (datasets.<d>.prompt_decoding): the greedy mitigation
+            # prompt answers once where the base prompt samples 5
+            "prompt_draws": {p: plan.draws(scope, p)[0] for p in prompts},
             "main_prompt": prompts[0],
             "prompts": prompts,
             "mitigation_prompts": [p for p, (role, _) in roles.items() if role == "mitigation"],

@@ -578,6 +578,15 @@ def mitigation_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Table:
             "Aligned / conflicting: the distractor groups of that semantics (every number "
             "of distractors); overall: every distractor group (clean images left out)."
         )
+    draws = {
+        p: int((spec.get("prompt_draws") or {}).get(p, spec.get("draws", 1))) for p, _ in prompts
+    }
+    if len(set(draws.values())) > 1:
+        foot.append(
+            "Responses per question: "
+            + "; ".join(f"{p} {n}" for p, n in draws.items())
+            + " (each prompt's own decoding, datasets.<d>.prompt_decoding)."
+        )
     foot += notes.lines()
     if data.empty:
         foot.append(_missing_note("accuracy rows of the main or the mitigation prompt"))
