@@ -550,6 +550,30 @@ def test_mathvista_builders_equal_lmms_eval(tmp_path, prompt, task_yaml):
         built = build_prompt(s, _clean(s), prompt)
         assert built.text == theirs, row["pid"]
         assert built.content[0]["type"] == "image"
+        # sent through lmms-eval's chat wrapper: its system message for the model
+        for model in MODELS:
+            built = build_prompt(s, _clean(s), prompt, model=MODELS[model])
+            assert built.text == theirs
+            assert built.system == _system(model), (prompt, model)
+            assert ("chat wrapper" in built.source) == (model == "qwen3_vl")
+
+
+def test_distract_bench_prompt_takes_the_wrappers_system_message():
+    """The Distract-Bench release ran its open-ended prompt as an lmms-eval task: the
+    text is ``distract-open``'s, the Qwen3-VL wrapper adds its system message, and the
+    job of such a prompt depends on the model's ``harness`` entry."""
+    from vlmrobust.core.records import Sample
+    from vlmrobust.core.registry import inference_fields
+
+    s = Sample("db-1", "distract-bench", ["x.png"], "How many?", "3", "number")
+    for model, system in (("none", None), ("qwen2_5_vl", None), ("qwen3_vl", QWEN3_SYSTEM)):
+        built = build_prompt(s, _clean(s), "distract-open", model=MODELS[model])
+        assert built.system == system
+        assert built.text.startswith("Question: How many?")
+    spec = MODELS["qwen3_vl"]
+    assert inference_fields(spec, "distract-open")["harness"] == {"lmms_eval": "qwen3_vl"}
+    assert "harness" not in inference_fields(spec, "idis-perception")
+    assert build_prompt(s, _clean(s), "idis-perception", model=spec).system is None
 
 
 # --------------------------------------------------------------------------- the harness itself

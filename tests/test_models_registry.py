@@ -319,7 +319,9 @@ def test_the_harness_key_is_a_job_field_of_harness_prompts_only():
     assert models["gpt-4o"]["harness"] is None
     spec = models["qwen3-vl-8b-thinking"]
     assert "harness" not in inference_fields(spec)
-    assert "harness" not in inference_fields(spec, "distract-open")
+    assert "harness" not in inference_fields(spec, "idis-math")
+    # the prompts the papers sent through lmms-eval's chat wrapper take its system message
+    assert inference_fields(spec, "distract-open")["harness"] == {"lmms_eval": "qwen3_vl"}
     assert inference_fields(spec, "lmms-mmmu")["harness"] == {"lmms_eval": "qwen3_vl"}
     assert "harness" not in inference_fields(models["gpt-4o"], "lmms-mmmu")
     with pytest.raises(ConfigError, match="harness.lmms_eval"):

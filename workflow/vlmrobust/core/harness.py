@@ -67,6 +67,7 @@ from PIL import Image
 from .records import Sample
 
 __all__ = [
+    "CHAT_WRAPPED_PROMPTS",
     "CHAT_WRAPPERS",
     "HARNESS_TASKS",
     "LMMS_EVAL_COMMIT",
@@ -78,6 +79,7 @@ __all__ = [
     "lmms_eval_model",
     "lmms_eval_version",
     "select_kwargs",
+    "wrapper_system",
     "system_prompt",
     "task_config",
     "task_function",
@@ -234,6 +236,14 @@ class ChatWrapper:
     system: bool
 
 
+#: The project's own prompt settings whose text equals what the papers sent through
+#: lmms-eval (MathVista's three settings, lmms-eval's ``mathvista_testmini_*`` tasks; the
+#: Distract-Bench release's open-ended prompt, run as an lmms-eval task): the text is the
+#: builder's, but the chat wrapper still adds its system message for the model
+#: (:func:`wrapper_system`), as it did in the papers' runs.
+CHAT_WRAPPED_PROMPTS = ("mathvista-cot", "mathvista-format", "mathvista-solution", "distract-open")
+
+
 #: The chat wrappers the papers ran (lmms_eval/models/chat/ at 13fd645a).
 CHAT_WRAPPERS: dict[str, ChatWrapper] = {
     "qwen2_5_vl": ChatWrapper(
@@ -254,6 +264,13 @@ def lmms_eval_model(model: dict[str, Any] | None) -> str | None:
             f"({', '.join(CHAT_WRAPPERS)})"
         )
     return name
+
+
+def wrapper_system(model: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """The system message lmms-eval's chat wrapper adds for a registry entry, and the
+    wrapper's name: (None, None) for a model without ``harness.lmms_eval``."""
+    name = lmms_eval_model(model)
+    return system_prompt(name), name
 
 
 @cache

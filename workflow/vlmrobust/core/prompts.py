@@ -831,7 +831,12 @@ def build_prompt(
             raise ValueError(f"prompt {name!r} takes no context")
         text, system = builder.text(sample, question)  # type: ignore[call-arg]
     content = interleave(text, list(variant.images), sample.meta)
-    return BuiltPrompt(builder.name, builder.version, content, system, builder.source)
+    source = builder.source
+    if builder.name in harness.CHAT_WRAPPED_PROMPTS and system is None:
+        system, wrapper = harness.wrapper_system(model)
+        if system is not None:
+            source = f"{source}; system message of lmms-eval's {wrapper} chat wrapper"
+    return BuiltPrompt(builder.name, builder.version, content, system, source)
 
 
 _BY_ANSWER_TYPE = {

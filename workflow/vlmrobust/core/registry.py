@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .harness import HARNESS_TASKS
+from .harness import CHAT_WRAPPED_PROMPTS, HARNESS_TASKS
 
 __all__ = [
     "API_BACKENDS",
@@ -65,8 +65,11 @@ def inference_fields(spec: dict[str, Any], prompt: str | None = None) -> dict[st
     """The part of a registry entry an inference job depends on (``INFERENCE_KEYS``;
     null keys left out): the job's ``model_spec``, all that the backends read; for a
     harness prompt setting (``prompt`` in :data:`~vlmrobust.core.harness.HARNESS_TASKS`)
-    also ``HARNESS_KEYS``, which its builder reads."""
-    keys = INFERENCE_KEYS + (HARNESS_KEYS if prompt in HARNESS_TASKS else ())
+    or one the papers sent through lmms-eval's chat wrapper
+    (:data:`~vlmrobust.core.harness.CHAT_WRAPPED_PROMPTS`, which takes its system
+    message) also ``HARNESS_KEYS``, which its builder reads."""
+    reads_harness = prompt in HARNESS_TASKS or prompt in CHAT_WRAPPED_PROMPTS
+    keys = INFERENCE_KEYS + (HARNESS_KEYS if reads_harness else ())
     return {k: spec[k] for k in keys if spec.get(k) is not None}
 
 
