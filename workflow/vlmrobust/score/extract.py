@@ -438,10 +438,7 @@ def _hedged(span: str, letters: str, whole: bool) -> tuple[str, str] | None:
 def _hedge_result(pair: tuple[str, str], hedge: str) -> Extraction:
     if hedge == "last":
         return Extraction(pair[1], "hedge-last")
-    return _fail(
-        f"hedged answer: {pair[0]} or {pair[1]} (two options named, read as neither; "
-        "rule hedged)"
-    )
+    return _fail(f"hedged answer: {pair[0]} or {pair[1]} (two options named, read as neither)")
 
 
 def _option_text_search(text: str, choices: Sequence[str], letters: str) -> Extraction | None:

@@ -415,9 +415,7 @@ _NUMBER_WORDS = {
 _ARTICLES = {"a", "an", "the"}
 #: the EvalAI answer processor's contractions that can apply to lower-cased words
 #: (``written>contracted``; its capitalised keys "Im", "Ive", ... never match)
-_CONTRACTIONS = dict(
-    pair.split(">")
-    for pair in """
+_CONTRACTION_PAIRS = """
 'ow'sat>'ow's'at 'ows'at>'ow's'at aint>ain't arent>aren't cant>can't
 couldn'tve>couldn't've couldnt>couldn't couldnt've>couldn't've couldve>could've
 didnt>didn't doesnt>doesn't dont>don't hadn'tve>hadn't've hadnt>hadn't
@@ -444,8 +442,8 @@ wouldnt>wouldn't wouldnt've>wouldn't've wouldve>would've y'all'dve>y'all'd've
 y'alld've>y'all'd've y'allll>y'all'll yall>y'all yall'd've>y'all'd've
 yall'll>y'all'll you'dve>you'd've youd>you'd youd've>you'd've youll>you'll
 youre>you're youve>you've
-""".split()
-)
+"""
+_CONTRACTIONS = dict(pair.split(">", 1) for pair in _CONTRACTION_PAIRS.split())
 
 
 def vqa_normalize(text: str) -> str:
