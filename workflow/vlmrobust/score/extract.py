@@ -14,7 +14,8 @@ earlier guess). The markers, tried from the last to the first until one parses:
 - a final-answer cue: "answer is", "answer:", "final answer", "the correct option
   is", "answer would be", "the answer to the question is", "the correct answer choice
   is", ... followed by the answer (up to the end of the line or
-  sentence, or a whole ``\\[...\\]`` / ``\\(...\\)`` / ``$...$`` block) — method ``cue``.
+  sentence, or a whole ``\\[...\\]`` / ``\\(...\\)`` / ``$...$`` block; a cue inside a
+  group, ``\\[\\text{Answer: C}\\]``, ends where that group closes) — method ``cue``.
 
 Without a marker each extractor has its own fallbacks (in this order):
 
@@ -25,11 +26,18 @@ Without a marker each extractor has its own fallbacks (in this order):
   (``option-mention``, non-numeric options only), and — only in short texts (at
   most 20 words), where a capital letter is unlikely to be a point of a figure — the
   last standalone valid letter (``bare-letter``; an ``A`` followed by a lowercase word
-  is the article);
+  is the article). "option d" / "choice (b)" read as "option D" / "choice (B)" in
+  every rule. A hedged answer, "C or D" (a marker's answer, or the whole short text or
+  its last line), gives no letter (reason ``hedged answer``), or the later letter
+  (``hedge-last``) where the scorer asks for it (MMMU, as its official parser); MMMU's
+  option-content rule (``mmmu-option-text``) comes before ``option-mention`` where the
+  scorer asks for it;
 - number: the whole text is a number (``exact``), else the last number (``last-number``;
   exponents ``^2`` and subscripts ``x_1`` are skipped);
 - yes/no: the first word (``first-word``), the only one of yes/no that appears
-  (``only-mention``), the only one in the last line (``last-line``);
+  (``only-mention``), the only one in the last line (``last-line``); the "no" of "no
+  doubt", "no question", "no wonder", "no matter" is not read (method ``yesno-idiom``
+  where that changes the reading);
 - short answer: the whole text when it is one line (``whole``), else the last line
   (``last-line``);
 - list: the last bracketed list in the text (``last-list``);

@@ -26,11 +26,17 @@ failed generation (``error``) never is.
 Scoring choices, per scorer:
 
 ``mmmu``
-    multiple choice: the option letter (explicit cues first, then MMMU's mentions);
+    multiple choice: the option letter (explicit cues first, then MMMU's mentions); as
+    MMMU's ``parse_multi_choice_response``, a hedged "C or D" gives the letter named
+    last (rule ``hedge-last``), and when no letter is found a response of more than five
+    words names the option whose text it contains, the one found last (rule
+    ``mmmu-option-text``; numeric options too: "$7" -> the option "$7").
     open: MMMU's ``parse_open_response``/``eval_open``: the key sub-responses (after
     "is", "so", "therefore", "answer", "=" ...) or the final-answer marker when there
     is one, numbers rounded to 2 decimals, correct when a number equals a gold number
     or a gold string is a substring of a predicted string (gold may be a list literal).
+    The sub-responses are cut as MMMU cuts them: the response is lower-cased first, so
+    its sentence split (". " before a capital) never fires and only lines split.
 ``mathvista``
     multi_choice: letter -> option text, correct when it equals the answer text;
     free_form as MathVista's ``normalize_extracted_answer``: integer = ``int(float(x))``
@@ -41,11 +47,15 @@ Scoring choices, per scorer:
     1e-6 relative (``\\frac{a}{b}`` read as its value), lists item by item, other
     LaTeX compared after a light normalization (``$``, ``\\left``, ``\\text``, spaces).
 ``chartqa``
-    relaxed accuracy: when the gold answer is a number, correct if the predicted
-    number is within 5% of it, inclusive (``|p - g| <= 0.05 |g|``, with 1e-9 slack for
-    float error; a gold 0 needs exactly 0); ``%`` is stripped from both sides (not
-    divided by 100); otherwise case-insensitive exact match (outer punctuation,
-    LaTeX-light markup and repeated spaces ignored).
+    relaxed accuracy: the gold answer is a number only when the whole answer is one
+    (``float()`` of it, as the official rule: "9 years and younger", "5G", "2017/2018"
+    and "1,000" are text); then correct if the predicted number is within 5% of it,
+    inclusive (``|p - g| <= 0.05 |g|``, with 1e-9 slack for float error; a gold 0 needs
+    exactly 0). A percentage is divided by 100 on either side, as the official rule
+    reads "24%" (0.24): "24%" does not match a gold 24, it matches "24%" and 0.24 (a
+    number read from the middle of a sentence keeps its ``%``). Otherwise
+    case-insensitive exact match (outer punctuation, LaTeX-light markup and repeated
+    spaces ignored).
 ``infovqa``
     ANLS: score = max over the accepted answers of ``1 - NL`` (normalized Levenshtein
     distance on lowercased, space-collapsed text), set to 0 when below 0.5 (as
@@ -53,15 +63,20 @@ Scoring choices, per scorer:
     >= 0.5, i.e. score > 0. ``accuracy`` of InfoVQA in the summary is therefore the
     share of answers above the ANLS threshold; the paper-comparable number is ``score``.
 ``textvqa``
-    VQA accuracy: the prediction and the ten answers normalized as the VQA eval
-    (punctuation, number words, articles, contractions); score = mean over the ten
+    VQA accuracy: the prediction and the ten answers normalized as TextVQA's official
+    evaluation and lmms-eval do (the EvalAI answer processor, :func:`vqa_normalize`:
+    lower case, punctuation, a period no digit follows dropped so "2009." is "2009",
+    number words, articles, contractions); score = mean over the ten
     leave-one-out subsets of ``min(1, matches / 3)``; correct = score > 0 (at least one
     annotator gave this answer). Paper-comparable number: ``score``.
 ``hallusionbench``
-    yes/no extraction; correct when it equals the answer.
+    yes/no extraction; correct when it equals the answer. A "no" of an idiom ("no
+    doubt", "no question", "no wonder", "no matter") is no answer: "No doubt about it:
+    yes." is yes (rule ``yesno-idiom`` where this changes the reading).
 ``mmstar``
     the option letter (valid letters from the parsed options, else the letters the
-    question lists, else A-D).
+    question lists, else A-D); "option d" reads as D; a hedged "C or D" is unparsed
+    (reason ``hedged answer``), as for every letter question except ``mmmu``.
 ``distract-bench``
     by the row's source style: a letter answer -> the letter; a MathVista-style row
     -> the ``mathvista`` rules (option text for multi_choice); otherwise the value, as
