@@ -469,6 +469,20 @@ def _option_text_search(text: str, choices: Sequence[str], letters: str) -> Extr
     return Extraction(letters[best[0]], "mmmu-option-text")
 
 
+def _option_mention(text: str, choices: Sequence[str], letters: str) -> Extraction | None:
+    """The non-numeric option whose text (as words) the text mentions last."""
+    low = norm_text(text)
+    best: tuple[int, int] | None = None
+    for i, c in enumerate(choices):
+        key = norm_text(c)
+        if len(key) < 2 or to_number(c) is not None:
+            continue
+        hits = [m.start() for m in re.finditer(rf"(?<!\w){re.escape(key)}(?!\w)", low)]
+        if hits and (best is None or hits[-1] > best[1]):
+            best = (i, hits[-1])
+    return None if best is None else Extraction(letters[best[0]], "option-mention")
+
+
 def extract_letter(
     text: str,
     choices: Sequence[str] | None = None,
@@ -535,17 +549,9 @@ def extract_letter(
         if found is not None:
             return found
     if choices:
-        low = norm_text(text)
-        best: tuple[int, int] | None = None
-        for i, c in enumerate(choices):
-            key = norm_text(c)
-            if len(key) < 2 or to_number(c) is not None:
-                continue
-            hits = [m.start() for m in re.finditer(rf"(?<!\w){re.escape(key)}(?!\w)", low)]
-            if hits and (best is None or hits[-1] > best[1]):
-                best = (i, hits[-1])
-        if best is not None:
-            return Extraction(letters[best[0]], "option-mention")
+        found = _option_mention(text, choices, letters)
+        if found is not None:
+            return found
     if len(whole.split()) <= 20:
         bare = [
             m.group(1)
