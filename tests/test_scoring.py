@@ -287,7 +287,7 @@ def test_mathvision_letters_values_and_latex():
         ("94.99", "100", False),
         ("0.315", "0.3", True),  # 5% of 0.3 despite float error
         ("0.316", "0.3", False),
-        ("45%", "45", True),
+        ("45%", "45", False),  # the official rule reads "45%" as 0.45
         ("0", "0", True),
         ("0.01", "0", False),
         ("Yes.", "yes", True),
@@ -405,6 +405,119 @@ def test_generic_by_answer_type():
     assert get_scorer("demo") is SCORERS["generic"]
     with pytest.raises(ValueError, match="known scorers"):
         get_scorer("nope")
+
+
+# --------------------------------------------------------------------------- the official scorers' rules
+# Verbose answers where the extraction disagreed with the official scorers (MMMU's
+# eval_utils, ChartQA's relaxed accuracy, the TextVQA/EvalAI answer normalization).
+
+LONG = "Let me look at the figure and work through the problem step by step. " * 3
+
+
+@pytest.mark.parametrize(
+    "tail", ["\\[ \\boxed{\\text{Answer: C}} \\]", "\\[\\text{Answer: C}\\]", "$\\text{Answer: C}$"]
+)
+def test_mmmu_answer_cue_inside_latex_text(tail):
+    s = sample(dataset="mmmu", answer="C", choices=["1", "2", "3", "4"])
+    res = score("mmmu", s, LONG + tail)
+    assert (res.prediction, res.correct) == ("C", True)
+
+
+def test_chartqa_text_gold_starting_with_a_number_is_text():
+    for gold, pred in (("9 years and younger", "9"), ("5G", "5"), ("2017/2018", "1.0")):
+        assert relaxed_correct(pred, gold) is False
+    assert relaxed_correct("9 years and younger", "9 years and younger") is True
+    assert relaxed_correct("5g", "5G") is True
+    assert relaxed_correct("2017/2018", "2017/2018") is True
+    s = sample(dataset="chartqa", answer="9 years and younger", answer_type="text", choices=[])
+    res = score("chartqa", s, "The youngest group is the largest.\nThe answer is 9")
+    assert (res.prediction, res.correct) == ("9", False)
+
+
+def test_chartqa_percent_as_the_official_rule():
+    assert relaxed_correct("24%", "24") is False  # 0.24 vs 24
+    assert relaxed_correct("24%", "24%") is True
+    assert relaxed_correct("24", "24%") is False  # 24 vs 0.24
+    assert relaxed_correct("0.24", "24%") is True
+    s = sample(dataset="chartqa", answer="24", answer_type="number", choices=[])
+    res = score("chartqa", s, "Looking at the chart\nThe share in 2019 is 24%.")
+    assert (res.prediction, res.correct, res.rule) == ("24%", False, "last-number")
+    res = score("chartqa", s, "Looking at the chart\nThe share in 2019 is 24.")
+    assert (res.prediction, res.correct) == ("24", True)
+
+
+def test_textvqa_period_after_a_number_is_dropped():
+    assert vqa_normalize("2009.") == "2009"
+    assert vqa_normalize("3.5") == "3.5"
+    assert vqa_normalize("a.m.") == "am"
+    assert vqa_accuracy("2009", ["2009."] * 3 + ["2009"] * 7) == 1.0
+    assert vqa_accuracy("2009", ["2009."] * 3 + ["1999"] * 7) == pytest.approx(0.9)
+    s = sample(dataset="textvqa", answer="2009.", answer_type="text", choices=[])
+    s.meta["answers"] = ["2009."] * 3 + ["1999"] * 7
+    res = score("textvqa", s, "The sign reads a year. The answer is 2009.")
+    assert (res.score, res.correct) == (pytest.approx(0.9), True)
+
+
+def test_textvqa_normalization_as_the_evalai_processor():
+    assert vqa_normalize("Couldnt") == "couldn't"  # contractions of the official table
+    assert vqa_normalize("What's up?") == "what 's up"
+    assert vqa_normalize("Im") == "im"  # its "Im" key never matches a lower-cased word
+
+
+def test_mmmu_open_lowercases_before_splitting_sentences():
+    s = sample(dataset="mmmu", answer="12", answer_type="number", choices=[])
+    # MMMU lower-cases first, so ". S" does not split: one sub-response, key "14"
+    res = score("mmmu", s, "The area is 12. So the perimeter is 14.")
+    assert (res.prediction, res.correct, res.rule) == ("14", False, "mmmu-open")
+    res = score("mmmu", s, "The area is 12.\nSo the perimeter is 14.")  # a newline splits
+    assert (res.correct, res.rule) == (True, "mmmu-open")
+
+
+def test_mmmu_option_text_in_a_long_response():
+    s = sample(dataset="mmmu", answer="B", choices=["$5", "$7", "$9", "$11"])
+    text = "Adding the fixed and the variable parts, so the total of the costs incurred is $7."
+    res = score("mmmu", s, text)
+    assert (res.prediction, res.correct, res.rule) == ("B", True, "mmmu-option-text")
+    assert score("mmmu", s, "It is $7").prediction is None  # five words or fewer
+    # the option found last wins
+    res = score("mmmu", s, "First I got $9 but then rechecking, the total is $7 overall.")
+    assert (res.prediction, res.rule) == ("B", "mmmu-option-text")
+
+
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        ("The answer is option d, the tallest bar.", "cue"),
+        ("Therefore option d", "bare-letter"),
+        ("I pick choice (d).", "paren"),
+    ],
+)
+def test_mmstar_lower_case_option_letter(text, rule):
+    s = sample(dataset="mmstar", answer="D", choices=[], question="Which? A: x B: y C: z D: w")
+    res = score("mmstar", s, text)
+    assert (res.prediction, res.correct, res.rule) == ("D", True, rule)
+
+
+@pytest.mark.parametrize("text", ["C or D", "The answer is C or D.", "Answer: (C) or (D)"])
+def test_hedged_letters_are_unparsed(text):
+    for name in ("mmstar", "mathvision"):
+        res = score(name, sample(answer="D"), text)
+        assert (res.prediction, res.method) == (None, "none")
+        assert res.reason.startswith("hedged answer: C or D")
+    # MMMU's official parser takes the letter found last
+    res = score("mmmu", sample(dataset="mmmu", answer="D"), text)
+    assert (res.prediction, res.correct, res.rule) == ("D", True, "hedge-last")
+
+
+def test_hallusionbench_no_idioms_are_not_answers():
+    s = sample(dataset="hallusionbench", answer="yes", answer_type="yes/no", choices=[])
+    res = score("hallusionbench", s, "No doubt about it: yes.")
+    assert (res.prediction, res.correct, res.rule) == ("yes", True, "yesno-idiom")
+    res = score("hallusionbench", s, "No question, the two lines match. Yes.")
+    assert (res.prediction, res.rule) == ("yes", "yesno-idiom")
+    assert score("hallusionbench", s, "Not sure, but I think yes.").prediction == "yes"
+    assert score("hallusionbench", s, "No, no doubt about it.").prediction == "no"
+    assert score("hallusionbench", s, "No way.").prediction == "no"
 
 
 # --------------------------------------------------------------------------- failures and fallback

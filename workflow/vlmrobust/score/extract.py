@@ -14,7 +14,8 @@ earlier guess). The markers, tried from the last to the first until one parses:
 - a final-answer cue: "answer is", "answer:", "final answer", "the correct option
   is", "answer would be", "the answer to the question is", "the correct answer choice
   is", ... followed by the answer (up to the end of the line or
-  sentence, or a whole ``\\[...\\]`` / ``\\(...\\)`` / ``$...$`` block) — method ``cue``.
+  sentence, or a whole ``\\[...\\]`` / ``\\(...\\)`` / ``$...$`` block; a cue inside a
+  group, ``\\[\\text{Answer: C}\\]``, ends where that group closes) — method ``cue``.
 
 Without a marker each extractor has its own fallbacks (in this order):
 
@@ -25,11 +26,18 @@ Without a marker each extractor has its own fallbacks (in this order):
   (``option-mention``, non-numeric options only), and — only in short texts (at
   most 20 words), where a capital letter is unlikely to be a point of a figure — the
   last standalone valid letter (``bare-letter``; an ``A`` followed by a lowercase word
-  is the article);
+  is the article). "option d" / "choice (b)" read as "option D" / "choice (B)" in
+  every rule. A hedged answer, "C or D" (a marker's answer, or the whole short text or
+  its last line), gives no letter (reason ``hedged answer``), or the later letter
+  (``hedge-last``) where the scorer asks for it (MMMU, as its official parser); MMMU's
+  option-content rule (``mmmu-option-text``) comes before ``option-mention`` where the
+  scorer asks for it;
 - number: the whole text is a number (``exact``), else the last number (``last-number``;
   exponents ``^2`` and subscripts ``x_1`` are skipped);
 - yes/no: the first word (``first-word``), the only one of yes/no that appears
-  (``only-mention``), the only one in the last line (``last-line``);
+  (``only-mention``), the only one in the last line (``last-line``); the "no" of "no
+  doubt", "no question", "no wonder", "no matter" is not read (method ``yesno-idiom``
+  where that changes the reading);
 - short answer: the whole text when it is one line (``whole``), else the last line
   (``last-line``);
 - list: the last bracketed list in the text (``last-list``);
@@ -225,12 +233,9 @@ def to_number(text: str | None) -> float | None:
 _IN_TEXT = re.compile(rf"(-?)\\frac\s*\{{\s*({_NUM})\s*\}}\s*\{{\s*({_NUM})\s*\}}|(-?)({_NUM})")
 
 
-def find_numbers(text: str) -> list[float]:
-    """The numbers in a text, in order (``\\frac{a}{b}`` as one value; exponents ``^2``,
-    subscripts ``x_1`` and digits glued to a letter skipped; a ``-`` is a sign unless it
-    follows a letter, digit or closing bracket)."""
-    s = clean_latex(text)
-    out: list[float] = []
+def _number_spans(s: str) -> list[tuple[float, int]]:
+    """``(value, end)`` of each number of the cleaned text ``s`` (:func:`find_numbers`)."""
+    out: list[tuple[float, int]] = []
     for m in _IN_TEXT.finditer(s):
         sign = m.group(1) if m.group(2) is not None else m.group(4)
         before = s[: m.start()]
@@ -250,8 +255,15 @@ def find_numbers(text: str) -> list[float]:
         except (ValueError, OverflowError):
             continue
         if not math.isinf(value):
-            out.append(-value if negative else value)
+            out.append((-value if negative else value, m.end()))
     return out
+
+
+def find_numbers(text: str) -> list[float]:
+    """The numbers in a text, in order (``\\frac{a}{b}`` as one value; exponents ``^2``,
+    subscripts ``x_1`` and digits glued to a letter skipped; a ``-`` is a sign unless it
+    follows a letter, digit or closing bracket)."""
+    return [value for value, _ in _number_spans(clean_latex(text))]
 
 
 def fmt_number(value: float) -> str:
@@ -296,11 +308,37 @@ def _segment_after(text: str, end: int) -> str:
         if rest.startswith(opener):
             close = rest.find(closer, len(opener))
             return rest[len(opener) : close] if close >= 0 else rest[len(opener) :]
-    line = rest.split("\n", 1)[0]
+    line = _inside_group(rest.split("\n", 1)[0])
     m = re.search(r"\.(?=\s|$)", line)
     if m:
         line = line[: m.start()]
     return line.strip()
+
+
+def _inside_group(line: str) -> str:
+    """``line`` up to the end of the group the cue sits in: a ``}`` that closes a brace
+    opened before the cue (``\\text{Answer: C}``), or a ``\\]`` / ``\\)`` that closes a
+    math block opened before it (``\\[\\text{Answer: C}\\]``)."""
+    depth = 0
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            if depth == 0:
+                return line[:i]
+            depth -= 1
+        elif ch == "\\" and line[i + 1 : i + 2] in ("[", "("):
+            depth += 1
+            i += 1
+        elif ch == "\\" and line[i + 1 : i + 2] in ("]", ")"):
+            if depth == 0:
+                return line[:i]
+            depth -= 1
+            i += 1
+        i += 1
+    return line
 
 
 def final_markers(text: str) -> list[Marker]:
@@ -330,6 +368,7 @@ def _lines(text: str) -> list[str]:
 
 # --------------------------------------------------------------------------- letters
 
+_OPTION_WORD = re.compile(r"\b((?i:option|choice)\s*\(?)([a-z])(?![\w'])")
 _LEADING = re.compile(r"^\s*(?:\(([A-Z])\)|([A-Z])[.):])(?:\s|$)")
 _EXACT_LETTER = re.compile(r"^\(?([A-Za-z])\)?[.:]?$")
 
@@ -376,25 +415,112 @@ def _letter_from(segment: str, letters: str, choices: Sequence[str]) -> str | No
     return None
 
 
+def _upper_option_words(text: str, letters: str) -> str:
+    """``option d`` / ``choice (b)`` with the valid letter upper-cased, so that every rule
+    reads a lower-case option letter named by the word "option" as the upper-case one."""
+
+    def up(m: re.Match[str]) -> str:
+        letter = m.group(2)
+        return m.group(1) + (letter.upper() if letter.upper() in letters else letter)
+
+    return _OPTION_WORD.sub(up, text)
+
+
+def _hedge_pattern(letters: str) -> str:
+    one = rf"(?:(?:option|choice)\s+)?\(?([{letters}])\)?(?![A-Za-z0-9])"
+    return rf"(?:either\s+)?{one}\s*,?\s*(?:\bor\b|/)\s*{one}"
+
+
+def _hedged(span: str, letters: str, whole: bool) -> tuple[str, str] | None:
+    """The two letters of a hedged answer (``C or D``, ``(C)/(D)``, ``either option C or
+    D``): at the start of a marker's answer, or (``whole``) as the whole span."""
+    s = clean_latex(span).strip()
+    s = re.sub(r"^(?:(?:the\s+)?(?:final\s+)?answer\s*(?:is\s*)?[:：]?\s*)", "", s, flags=re.I)
+    pattern = _hedge_pattern(letters)
+    m = re.fullmatch(rf"\W*{pattern}[\s.!?*]*", s) if whole else re.match(pattern, s)
+    if m and m.group(1) != m.group(2):
+        return m.group(1), m.group(2)
+    return None
+
+
+def _hedge_result(pair: tuple[str, str], hedge: str) -> Extraction:
+    if hedge == "last":
+        return Extraction(pair[1], "hedge-last")
+    return _fail(f"hedged answer: {pair[0]} or {pair[1]} (two options named, read as neither)")
+
+
+def _option_text_search(text: str, choices: Sequence[str], letters: str) -> Extraction | None:
+    """MMMU's ``parse_multi_choice_response`` option-content rule: in a response of more
+    than five words, the option whose text (case-insensitive, as given) occurs in it,
+    the one found last when several do (the first option on a tie)."""
+    low = text.lower()
+    if len(text.split()) <= 5:
+        return None
+    best: tuple[int, int] | None = None
+    for i, choice in enumerate(choices[: len(letters)]):
+        key = choice.lower()
+        if not key.strip():
+            continue
+        pos = low.rfind(key)
+        if pos >= 0 and (best is None or pos > best[1]):
+            best = (i, pos)
+    if best is None:
+        return None
+    return Extraction(letters[best[0]], "mmmu-option-text")
+
+
+def _option_mention(text: str, choices: Sequence[str], letters: str) -> Extraction | None:
+    """The non-numeric option whose text (as words) the text mentions last."""
+    low = norm_text(text)
+    best: tuple[int, int] | None = None
+    for i, c in enumerate(choices):
+        key = norm_text(c)
+        if len(key) < 2 or to_number(c) is not None:
+            continue
+        hits = [m.start() for m in re.finditer(rf"(?<!\w){re.escape(key)}(?!\w)", low)]
+        if hits and (best is None or hits[-1] > best[1]):
+            best = (i, hits[-1])
+    return None if best is None else Extraction(letters[best[0]], "option-mention")
+
+
 def extract_letter(
-    text: str, choices: Sequence[str] | None = None, letters: str | None = None
+    text: str,
+    choices: Sequence[str] | None = None,
+    letters: str | None = None,
+    *,
+    hedge: str = "unparsed",
+    option_search: str = "mention",
 ) -> Extraction:
     """The option letter a response gives (see the module docstring for the rules).
 
     ``letters`` are the valid letters (default: one per choice, else ``ABCD``).
+    ``hedge``: what a hedged answer (``C or D``) gives: ``unparsed`` (the default: no
+    letter, reason ``hedged answer``) or ``last`` (the later letter, method
+    ``hedge-last``: MMMU's official parser). ``option_search``: ``mention`` (the
+    default: option texts as words, non-numeric options only) or ``mmmu`` (MMMU's
+    option-content rule first, method ``mmmu-option-text``).
     """
     choices = [str(c) for c in (choices or [])]
     letters = letters or letters_for(len(choices)) or "ABCD"
-    text = str(text or "")
+    text = _upper_option_words(str(text or ""), letters)
     if not text.strip():
         return _fail("empty output")
     whole = clean_latex(text)
     m = _EXACT_LETTER.match(whole)
     if m and m.group(1).upper() in letters:
         return Extraction(m.group(1).upper(), "exact")
-    marked = _from_markers(text, lambda segment: _letter_from(segment, letters, choices))
-    if marked is not None:
-        return marked
+    for cand in final_markers(text):
+        pair = _hedged(cand.segment, letters, whole=False)
+        if pair is not None:
+            return _hedge_result(pair, hedge)
+        value = _letter_from(cand.segment, letters, choices)
+        if value:
+            return Extraction(value, cand.method)
+    lines = _lines(text)
+    for span in ([text] if len(whole.split()) <= 20 else []) + lines[-1:]:
+        pair = _hedged(span, letters, whole=True)
+        if pair is not None:
+            return _hedge_result(pair, hedge)
     reverse = list(
         re.finditer(
             rf"(?:\b(?:option|choice)\s+)?\(?\b([{letters}])\b\)?\**\s+is\s+(?:the\s+)?"
@@ -407,7 +533,6 @@ def extract_letter(
     m = _LEADING.match(whole)
     if m and (m.group(1) or m.group(2)) in letters:
         return Extraction(m.group(1) or m.group(2), "leading")
-    lines = _lines(text)
     if lines:
         m = _EXACT_LETTER.match(clean_latex(lines[-1]))
         if m and m.group(1).isupper() and m.group(1) in letters:
@@ -419,18 +544,14 @@ def extract_letter(
     parens = [m.group(1) for m in re.finditer(r"\(([A-Z])\)", text) if m.group(1) in letters]
     if parens:
         return Extraction(parens[-1], "paren")
+    if choices and option_search == "mmmu":
+        found = _option_text_search(text, choices, letters)
+        if found is not None:
+            return found
     if choices:
-        low = norm_text(text)
-        best: tuple[int, int] | None = None
-        for i, c in enumerate(choices):
-            key = norm_text(c)
-            if len(key) < 2 or to_number(c) is not None:
-                continue
-            hits = [m.start() for m in re.finditer(rf"(?<!\w){re.escape(key)}(?!\w)", low)]
-            if hits and (best is None or hits[-1] > best[1]):
-                best = (i, hits[-1])
-        if best is not None:
-            return Extraction(letters[best[0]], "option-mention")
+        found = _option_mention(text, choices, letters)
+        if found is not None:
+            return found
     if len(whole.split()) <= 20:
         bare = [
             m.group(1)
@@ -446,32 +567,47 @@ def extract_letter(
 # --------------------------------------------------------------------------- numbers
 
 
-def _number_from(segment: str) -> float | None:
+def _percent_after(s: str, end: int) -> str:
+    """``%`` when the number ending at ``end`` of ``s`` is written as a percentage."""
+    return "%" if s[end:].lstrip().startswith("%") else ""
+
+
+def _number_from(segment: str) -> tuple[float, str] | None:
     s = clean_latex(segment)
     if "=" in s:
         s = s.rsplit("=", 1)[1]
+    spans = _number_spans(s)
     value = to_number(s)
-    if value is None:
-        nums = find_numbers(s)
-        value = nums[0] if nums else None
-    return value
+    if value is not None:
+        return value, "%" if re.search(r"\d\s*%", s) else ""
+    if spans:
+        return spans[0][0], _percent_after(s, spans[0][1])
+    return None
 
 
-def extract_number(text: str) -> Extraction:
-    """The numeric answer: last marker, else the whole text, else the last number."""
+def extract_number(text: str, keep_percent: bool = False) -> Extraction:
+    """The numeric answer: last marker, else the whole text, else the last number.
+
+    With ``keep_percent`` a number written as a percentage keeps its ``%`` (``24%``), for
+    a scorer that reads a percentage differently from the bare number (``chartqa``)."""
     text = str(text or "")
     if not text.strip():
         return _fail("empty output")
+
+    def out(value: float, percent: str, method: str) -> Extraction:
+        return Extraction(fmt_number(value) + (percent if keep_percent else ""), method)
+
     for cand in final_markers(text):
-        value = _number_from(cand.segment)
-        if value is not None:
-            return Extraction(fmt_number(value), cand.method)
+        found = _number_from(cand.segment)
+        if found is not None:
+            return out(*found, cand.method)
     value = to_number(text)
     if value is not None:
-        return Extraction(fmt_number(value), "exact")
-    nums = find_numbers(text)
-    if nums:
-        return Extraction(fmt_number(nums[-1]), "last-number")
+        return out(value, "%" if re.search(r"\d\s*%", clean_latex(text)) else "", "exact")
+    s = clean_latex(text)
+    spans = _number_spans(s)
+    if spans:
+        return out(spans[-1][0], _percent_after(s, spans[-1][1]), "last-number")
     return _fail("no number found")
 
 
@@ -485,11 +621,28 @@ def _yesno_from(segment: str) -> str | None:
     return m.group(1) if m else None
 
 
+#: a "no" that is part of an idiom, not an answer ("No doubt about it: yes.")
+_NO_IDIOM = re.compile(r"\bno\s+(?:doubt|question|wonder|matter)\b", re.I)
+
+
 def extract_yesno(text: str) -> Extraction:
-    """``yes`` or ``no``: last marker, first word, the only one mentioned, last line."""
+    """``yes`` or ``no``: last marker, first word, the only one mentioned, last line.
+
+    A "no" of an idiom (``no doubt``, ``no question``, ``no wonder``, ``no matter``) is
+    not read as an answer; when that changes the reading the method is ``yesno-idiom``."""
     text = str(text or "")
     if not text.strip():
         return _fail("empty output")
+    masked = _NO_IDIOM.sub(lambda m: "~" * len(m.group(0)), text)
+    if masked == text:
+        return _read_yesno(text)
+    found = _read_yesno(masked)
+    if found.ok and found.value != _read_yesno(text).value:
+        return Extraction(found.value, "yesno-idiom")
+    return found
+
+
+def _read_yesno(text: str) -> Extraction:
     marked = _from_markers(text, _yesno_from)
     if marked is not None:
         return marked

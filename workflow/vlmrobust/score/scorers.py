@@ -26,11 +26,17 @@ failed generation (``error``) never is.
 Scoring choices, per scorer:
 
 ``mmmu``
-    multiple choice: the option letter (explicit cues first, then MMMU's mentions);
+    multiple choice: the option letter (explicit cues first, then MMMU's mentions); as
+    MMMU's ``parse_multi_choice_response``, a hedged "C or D" gives the letter named
+    last (rule ``hedge-last``), and when no letter is found a response of more than five
+    words names the option whose text it contains, the one found last (rule
+    ``mmmu-option-text``; numeric options too: "$7" -> the option "$7").
     open: MMMU's ``parse_open_response``/``eval_open``: the key sub-responses (after
     "is", "so", "therefore", "answer", "=" ...) or the final-answer marker when there
     is one, numbers rounded to 2 decimals, correct when a number equals a gold number
     or a gold string is a substring of a predicted string (gold may be a list literal).
+    The sub-responses are cut as MMMU cuts them: the response is lower-cased first, so
+    its sentence split (". " before a capital) never fires and only lines split.
 ``mathvista``
     multi_choice: letter -> option text, correct when it equals the answer text;
     free_form as MathVista's ``normalize_extracted_answer``: integer = ``int(float(x))``
@@ -41,11 +47,15 @@ Scoring choices, per scorer:
     1e-6 relative (``\\frac{a}{b}`` read as its value), lists item by item, other
     LaTeX compared after a light normalization (``$``, ``\\left``, ``\\text``, spaces).
 ``chartqa``
-    relaxed accuracy: when the gold answer is a number, correct if the predicted
-    number is within 5% of it, inclusive (``|p - g| <= 0.05 |g|``, with 1e-9 slack for
-    float error; a gold 0 needs exactly 0); ``%`` is stripped from both sides (not
-    divided by 100); otherwise case-insensitive exact match (outer punctuation,
-    LaTeX-light markup and repeated spaces ignored).
+    relaxed accuracy: the gold answer is a number only when the whole answer is one
+    (``float()`` of it, as the official rule: "9 years and younger", "5G", "2017/2018"
+    and "1,000" are text); then correct if the predicted number is within 5% of it,
+    inclusive (``|p - g| <= 0.05 |g|``, with 1e-9 slack for float error; a gold 0 needs
+    exactly 0). A percentage is divided by 100 on either side, as the official rule
+    reads "24%" (0.24): "24%" does not match a gold 24, it matches "24%" and 0.24 (a
+    number read from the middle of a sentence keeps its ``%``). Otherwise
+    case-insensitive exact match (outer punctuation, LaTeX-light markup and repeated
+    spaces ignored).
 ``infovqa``
     ANLS: score = max over the accepted answers of ``1 - NL`` (normalized Levenshtein
     distance on lowercased, space-collapsed text), set to 0 when below 0.5 (as
@@ -53,15 +63,20 @@ Scoring choices, per scorer:
     >= 0.5, i.e. score > 0. ``accuracy`` of InfoVQA in the summary is therefore the
     share of answers above the ANLS threshold; the paper-comparable number is ``score``.
 ``textvqa``
-    VQA accuracy: the prediction and the ten answers normalized as the VQA eval
-    (punctuation, number words, articles, contractions); score = mean over the ten
+    VQA accuracy: the prediction and the ten answers normalized as TextVQA's official
+    evaluation and lmms-eval do (the EvalAI answer processor, :func:`vqa_normalize`:
+    lower case, punctuation, a period no digit follows dropped so "2009." is "2009",
+    number words, articles, contractions); score = mean over the ten
     leave-one-out subsets of ``min(1, matches / 3)``; correct = score > 0 (at least one
     annotator gave this answer). Paper-comparable number: ``score``.
 ``hallusionbench``
-    yes/no extraction; correct when it equals the answer.
+    yes/no extraction; correct when it equals the answer. A "no" of an idiom ("no
+    doubt", "no question", "no wonder", "no matter") is no answer: "No doubt about it:
+    yes." is yes (rule ``yesno-idiom`` where this changes the reading).
 ``mmstar``
     the option letter (valid letters from the parsed options, else the letters the
-    question lists, else A-D).
+    question lists, else A-D); "option d" reads as D; a hedged "C or D" is unparsed
+    (reason ``hedged answer``), as for every letter question except ``mmmu``.
 ``distract-bench``
     by the row's source style: a letter answer -> the letter; a MathVista-style row
     -> the ``mathvista`` rules (option text for multi_choice); otherwise the value, as
@@ -150,6 +165,7 @@ __all__ = [
     "Score",
     "Scorer",
     "anls",
+    "chartqa_gold_number",
     "get_scorer",
     "levenshtein",
     "math_value",
@@ -300,9 +316,11 @@ def _valid_letters(sample: Sample) -> str:
     return letters if len(letters) >= 2 else "ABCD"
 
 
-def _judge_letter(sample: Sample, text: str) -> Score:
+def _judge_letter(
+    sample: Sample, text: str, hedge: str = "unparsed", option_search: str = "mention"
+) -> Score:
     letters = _valid_letters(sample)
-    ext = extract_letter(text, sample.choices, letters)
+    ext = extract_letter(text, sample.choices, letters, hedge=hedge, option_search=option_search)
     if not ext.ok:
         return _failed(ext.reason or "no option letter found")
     return _verdict(ext.value, ext.value == sample.answer.strip().upper(), ext)
@@ -389,7 +407,12 @@ def _judge_label(sample: Sample, text: str) -> Score:
 
 _PUNCT = list(';/[]"{}()=+\\_->@`,?!<')
 _COMMA_STRIP = re.compile(r"(\d)(,)(\d)")
-_PERIOD_STRIP = re.compile(r"(?<!\d)\.(?!\d)")
+#: a period that no digit follows (the official ``periodStrip`` ``(?!<=\d)(\.)(?!\d)``,
+#: whose first group is a lookahead that always holds: "2009." -> "2009", "3.5" kept)
+_PERIOD_STRIP = re.compile(r"\.(?!\d)")
+#: the official ``periodStrip.sub("", text, re.UNICODE)`` passes re.UNICODE (32) as the
+#: count: at most 32 periods are removed
+_PERIOD_COUNT = 32
 _NUMBER_WORDS = {
     "none": "0",
     "zero": "0",
@@ -405,39 +428,48 @@ _NUMBER_WORDS = {
     "ten": "10",
 }
 _ARTICLES = {"a", "an", "the"}
-_CONTRACTIONS = {
-    "aint": "ain't",
-    "arent": "aren't",
-    "cant": "can't",
-    "couldnt": "couldn't",
-    "didnt": "didn't",
-    "doesnt": "doesn't",
-    "dont": "don't",
-    "hadnt": "hadn't",
-    "hasnt": "hasn't",
-    "havent": "haven't",
-    "hes": "he's",
-    "im": "i'm",
-    "ive": "i've",
-    "isnt": "isn't",
-    "itll": "it'll",
-    "lets": "let's",
-    "shouldnt": "shouldn't",
-    "thats": "that's",
-    "theres": "there's",
-    "theyre": "they're",
-    "wasnt": "wasn't",
-    "werent": "weren't",
-    "whats": "what's",
-    "wont": "won't",
-    "wouldnt": "wouldn't",
-    "youre": "you're",
-}
+#: the EvalAI answer processor's contractions that can apply to lower-cased words
+#: (``written>contracted``; its capitalised keys "Im", "Ive", ... never match)
+_CONTRACTION_PAIRS = """
+'ow'sat>'ow's'at 'ows'at>'ow's'at aint>ain't arent>aren't cant>can't
+couldn'tve>couldn't've couldnt>couldn't couldnt've>couldn't've couldve>could've
+didnt>didn't doesnt>doesn't dont>don't hadn'tve>hadn't've hadnt>hadn't
+hadnt've>hadn't've hasnt>hasn't havent>haven't he'dve>he'd've hed>he'd
+hed've>he'd've hes>he's howd>how'd howll>how'll hows>how's isnt>isn't it'dve>it'd've
+itd>it'd itd've>it'd've itll>it'll maam>ma'am mightn'tve>mightn't've
+mightnt>mightn't mightnt've>mightn't've mightve>might've mustnt>mustn't
+mustve>must've neednt>needn't notve>not've oclock>o'clock oughtnt>oughtn't
+ow's'at>'ow's'at shant>shan't she'dve>she'd've shed've>she'd've
+shouldn'tve>shouldn't've shouldnt>shouldn't shouldnt've>shouldn't've
+shouldve>should've somebody'd>somebodyd somebody'dve>somebody'd've
+somebodyd've>somebody'd've somebodyll>somebody'll somebodys>somebody's
+someone'dve>someone'd've someoned>someone'd someoned've>someone'd've
+someonell>someone'll someones>someone's something'dve>something'd've
+somethingd>something'd somethingd've>something'd've somethingll>something'll
+thats>that's there'dve>there'd've thered>there'd thered've>there'd've
+therere>there're theres>there's they'dve>they'd've theyd>they'd theyd've>they'd've
+theyll>they'll theyre>they're theyve>they've twas>'twas wasnt>wasn't we'dve>we'd've
+wed've>we'd've werent>weren't weve>we've whatll>what'll whatre>what're whats>what's
+whatve>what've whens>when's whered>where'd wheres>where's whereve>where've
+who'dve>who'd've whod>who'd whod've>who'd've wholl>who'll whos>who's whove>who've
+whyll>why'll whyre>why're whys>why's wont>won't wouldn'tve>wouldn't've
+wouldnt>wouldn't wouldnt've>wouldn't've wouldve>would've y'all'dve>y'all'd've
+y'alld've>y'all'd've y'allll>y'all'll yall>y'all yall'd've>y'all'd've
+yall'll>y'all'll you'dve>you'd've youd>you'd youd've>you'd've youll>you'll
+youre>you're youve>you've
+"""
+_CONTRACTIONS = dict(pair.split(">", 1) for pair in _CONTRACTION_PAIRS.split())
 
 
 def vqa_normalize(text: str) -> str:
-    """The VQA eval's answer normalization (punctuation, number words, articles)."""
-    s = str(text).replace("\n", " ").replace("\t", " ").strip()
+    """The answer normalization of the TextVQA evaluation (the EvalAI answer processor
+    that TextVQA's official evaluation and lmms-eval apply to the prediction and to each
+    of the ten answers): lower-case, ``,`` and ``?`` dropped, ``'s`` split off; the
+    VQA eval's punctuation rule (a mark next to a space is dropped, else it becomes a
+    space); a period that no digit follows dropped ("2009." -> "2009"); number words to
+    digits, articles dropped, contractions restored ("dont" -> "don't")."""
+    s = str(text).lower().replace(",", "").replace("?", "").replace("'s", " 's").strip()
+    s = s.replace("\n", " ").replace("\t", " ").strip()
     keep_joined = bool(_COMMA_STRIP.search(s))
     out = s
     for p in _PUNCT:
@@ -445,7 +477,7 @@ def vqa_normalize(text: str) -> str:
             out = out.replace(p, "")
         else:
             out = out.replace(p, " ")
-    out = _PERIOD_STRIP.sub("", out)
+    out = _PERIOD_STRIP.sub("", out, count=_PERIOD_COUNT)
     words = []
     for word in out.lower().split():
         word = _NUMBER_WORDS.get(word, word)
@@ -507,11 +539,37 @@ def anls(prediction: str, answers: list[str], threshold: float = 0.5) -> float:
     return best if best >= threshold else 0.0
 
 
+def chartqa_gold_number(target: str) -> float | None:
+    """The value of a ChartQA gold answer when the whole answer is a number, as the
+    official relaxed accuracy reads it (``float()`` of the whole text; a trailing ``%``
+    divides by 100: ``"24%"`` is 0.24); None for a text answer (``"9 years and younger"``,
+    ``"5G"``, ``"2017/2018"``, ``"1,000"``)."""
+    s = str(target).strip()
+    percent = s.endswith("%")
+    try:
+        value = float(s.rstrip("%")) if percent else float(s)
+    except ValueError:
+        return None
+    if not math.isfinite(value):
+        return None
+    return value / 100.0 if percent else value
+
+
+def _chartqa_prediction(prediction: str) -> float | None:
+    """The value of a predicted ChartQA answer: one number (units and currency allowed,
+    :func:`to_number`), divided by 100 when it is written with ``%`` (as the official
+    rule reads ``"24%"``)."""
+    value = to_number(prediction)
+    if value is None:
+        return None
+    return value / 100.0 if re.search(r"\d\s*%", clean_latex(prediction)) else value
+
+
 def relaxed_correct(prediction: str, target: str, tolerance: float = 0.05) -> bool:
     """ChartQA relaxed accuracy (see the module docstring)."""
-    gold = to_number(target)
+    gold = chartqa_gold_number(target)
     if gold is not None:
-        pred = to_number(prediction)
+        pred = _chartqa_prediction(prediction)
         if pred is None:
             return False
         if gold == 0:
@@ -571,9 +629,10 @@ _MMMU_KEYS = ("could be ", "so ", "is ", "thus ", "therefore ", "final ", "answe
 
 
 def _mmmu_key_responses(text: str) -> list[str]:
+    # As MMMU's get_key_subresponses: lower-case first, then split on ". " before an
+    # upper-case letter or a newline; after lower-casing only the newlines split.
     response = text.strip().strip(".").lower()
-    parts = re.split(r"\.\s(?=[A-Z])|\n", text.strip().strip("."))
-    parts = [p.lower() for p in parts] if parts else [response]
+    parts = re.split(r"\.\s(?=[A-Z])|\n", response)
     keys: list[str] = []
     for k, part in enumerate(parts):
         indicators = list(_MMMU_KEYS) + (["="] if k == len(parts) - 1 else [])
@@ -593,7 +652,10 @@ class MMMUScorer(Scorer):
 
     def judge(self, sample: Sample, text: str) -> Score:
         if sample.answer_type == "letter":
-            return _judge_letter(sample, text)
+            # MMMU's parse_multi_choice_response: a response naming two letters ("C or
+            # D") gives the one found last (hedge "last"), and an option's text found in
+            # a response of more than five words names that option (the last found).
+            return _judge_letter(sample, text, hedge="last", option_search="mmmu")
         marked = final_markers(text)
         if marked:
             keys = [clean_latex(marked[0].segment).lower()]
@@ -696,8 +758,9 @@ class ChartQAScorer(Scorer):
 
     def judge(self, sample: Sample, text: str) -> Score:
         ext = extract_short(text)
-        if to_number(sample.answer) is not None and (not ext.ok or to_number(ext.value) is None):
-            ext = extract_number(text)
+        numeric = chartqa_gold_number(sample.answer) is not None
+        if numeric and (not ext.ok or to_number(ext.value) is None):
+            ext = extract_number(text, keep_percent=True)
         if not ext.ok:
             return _failed(ext.reason or "no answer found")
         return _verdict(ext.value, relaxed_correct(ext.value, sample.answer), ext)
