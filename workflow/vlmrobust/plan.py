@@ -43,6 +43,7 @@ NOT_SAMPLE_KEYS = frozenset(
         "prompt_decoding",
         "image_size",
         "generation_config",
+        "pixels",
         "shards",
         "scorer",
         "unparsed_choice",
@@ -509,7 +510,23 @@ class RunPlan:
         # registry's options.generation_config, part of model_spec) keeps its spec
         if self.datasets[dataset].get("generation_config") is not None:
             spec["generation_config"] = str(self.datasets[dataset]["generation_config"])
+        # only where the dataset sets limits for this model: the others keep their spec
+        pixels = self.pixel_limits(model, dataset)
+        if pixels is not None:
+            spec["pixels"] = pixels
         return spec
+
+    def pixel_limits(self, model: str, dataset: str) -> dict[str, int] | None:
+        """The pixel limits a dataset shows ``model``'s images at instead of the
+        registry's ``options.min_pixels`` / ``max_pixels``: with ``datasets.<d>.pixels:
+        harness``, the defaults of the lmms-eval chat wrapper the model was run through
+        (``harness.lmms_eval``; :func:`vlmrobust.core.harness.wrapper_pixels`); None (the
+        model's own) otherwise, and for a model without one."""
+        if self.datasets[dataset].get("pixels") != "harness":
+            return None
+        from .core.harness import harness_pixels
+
+        return harness_pixels(self.registry[model])
 
     def shard_path(
         self, model: str, dataset: str, condition: str, prompt: str, shard: int, shards: int

@@ -26,6 +26,9 @@ code, and this module calls it instead of retyping its strings:
 5. System prompt. The Qwen3-VL chat wrapper inserts its ``system_prompt`` (the
    default of its ``__init__``, read from the installed class) as a system message;
    the Qwen2.5-VL chat wrapper inserts none (:data:`CHAT_WRAPPERS`).
+6. Pixel limits. The chat wrappers' ``min_pixels`` / ``max_pixels`` defaults
+   (:func:`wrapper_pixels`, read from the installed source), which a dataset with
+   ``pixels: harness`` shows a model with ``harness.lmms_eval`` its images at.
 
 The lmms-eval document a task function reads is rebuilt from the sample and its
 variant (``_*_doc``): the question is the variant's (a textual perturbation may have
@@ -47,6 +50,7 @@ restored afterwards.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import importlib
@@ -76,9 +80,11 @@ __all__ = [
     "HarnessPromptError",
     "ImageRef",
     "harness_messages",
+    "harness_pixels",
     "lmms_eval_model",
     "lmms_eval_version",
     "select_kwargs",
+    "wrapper_pixels",
     "wrapper_system",
     "system_prompt",
     "task_config",
@@ -285,6 +291,87 @@ def system_prompt(model_name: str | None) -> str | None:
     with _openai_placeholder():
         cls = getattr(importlib.import_module(wrapper.module), wrapper.cls)
     return inspect.signature(cls.__init__).parameters["system_prompt"].default
+
+
+# --------------------------------------------------------------------------- pixel limits
+
+#: The chat wrappers' image-size arguments (their ``__init__`` defaults).
+PIXEL_ARGUMENTS = ("min_pixels", "max_pixels")
+
+
+@cache
+def wrapper_pixels(model_name: str) -> dict[str, int]:
+    """The pixel limits the chat wrapper ``model_name`` shows images at: the defaults of
+    its class's ``min_pixels`` / ``max_pixels`` arguments (``qwen2_5_vl``, ``qwen3_vl``:
+    ``256*28*28`` = 200,704 and 1,605,632), which the papers' runs left as they were.
+
+    Read from the installed source, not by importing the class (the Qwen wrappers'
+    modules need decord, a video library, to import): the class in the wrapper's module,
+    else the base class it imports (the chat wrappers inherit the ``simple`` ones'
+    ``__init__``)."""
+    wrapper = CHAT_WRAPPERS[model_name]
+    found = _init_defaults(wrapper.module, wrapper.cls, PIXEL_ARGUMENTS)
+    missing = [a for a in PIXEL_ARGUMENTS if a not in found]
+    if missing:
+        raise ValueError(
+            f"lmms-eval {model_name}: {wrapper.module}.{wrapper.cls}.__init__ has no default "
+            f"for {', '.join(missing)} (lmms-eval {lmms_eval_version()})"
+        )
+    return found
+
+
+def _init_defaults(module: str, cls: str, names: tuple[str, ...], depth: int = 0) -> dict[str, int]:
+    """The integer defaults of ``names`` in ``module.cls.__init__`` (or the first base
+    class that defines ``__init__``), from the module's source."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None or depth > 4:
+        raise ValueError(f"lmms-eval: module {module} is not installed ({_DIST})")
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    imported = {
+        alias.asname or alias.name: (node.module, alias.name)
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    if node is None:
+        raise ValueError(f"lmms-eval: {module} defines no class {cls}")
+    init = next(
+        (f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+    )
+    if init is not None:
+        args = init.args.args[len(init.args.args) - len(init.args.defaults) :]
+        pairs = [
+            *zip(args, init.args.defaults, strict=True),
+            *zip(init.args.kwonlyargs, init.args.kw_defaults, strict=True),
+        ]
+        return {a.arg: _int_value(d) for a, d in pairs if a.arg in names and d is not None}
+    for base in node.bases:
+        if isinstance(base, ast.Name) and base.id in imported:
+            found = _init_defaults(*imported[base.id], names, depth + 1)
+            if found:
+                return found
+    return {}
+
+
+def _int_value(node: ast.expr) -> int:
+    """An integer default written as a literal or a product/sum of literals (``256 * 28 * 28``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return int(node.value)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add | ast.Sub):
+        left, right = _int_value(node.left), _int_value(node.right)
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        return left + right if isinstance(node.op, ast.Add) else left - right
+    raise ValueError(f"lmms-eval: a default that is not a whole number ({ast.dump(node)[:80]})")
+
+
+def harness_pixels(model: dict[str, Any] | None) -> dict[str, int] | None:
+    """The pixel limits the papers' harness showed a registry entry's images at: its
+    chat wrapper's (:func:`wrapper_pixels`), or None for a model without
+    ``harness.lmms_eval``."""
+    name = lmms_eval_model(model)
+    return None if name is None else dict(wrapper_pixels(name))
 
 
 # --------------------------------------------------------------------------- task config

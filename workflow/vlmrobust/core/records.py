@@ -156,6 +156,11 @@ class OutputRow:
     #: ``repetition_penalty``, ...; API models: ``sent``, the request's decoding
     #: fields as sent); None for imported rows
     generation: dict[str, Any] | None = None
+    #: the pixel limits the images were shown at (Qwen-VL processors): ``min_pixels``,
+    #: ``max_pixels`` and ``set_by`` (``dataset``: the dataset's ``pixels`` setting over
+    #: the registry's options; ``model``: the registry's ``options``); None where the
+    #: backend applies none (API models) or nothing sets any (processor defaults)
+    pixels: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

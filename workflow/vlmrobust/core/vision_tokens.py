@@ -250,9 +250,10 @@ def image_tokens(size: tuple[int, int], processor: Processor) -> int:
     raise ValueError(f"unknown processor kind {processor.kind!r}")
 
 
-def processor_of(entry: dict[str, Any]) -> Processor | None:
+def processor_of(entry: dict[str, Any], limits: dict[str, Any] | None = None) -> Processor | None:
     """A registry entry's rule: its family's, with the entry's ``options.min_pixels`` /
-    ``max_pixels`` (a ``smart-resize`` family); None for a family without a rule. A
+    ``max_pixels`` (a ``smart-resize`` family), ``limits`` (a dataset's: ``min_pixels`` /
+    ``max_pixels``) over them; None for a family without a rule. A
     checkpoint the workflow builds (``demo_seed``) is a demo Qwen2-VL whatever family
     it names (the stand-ins of the papers' run keep the paper models' families): the
     ``demo`` rule."""
@@ -260,7 +261,7 @@ def processor_of(entry: dict[str, Any]) -> Processor | None:
     processor = PROCESSORS.get(family)
     if processor is None or processor.kind != "smart-resize":
         return processor
-    options = entry.get("options") or {}
+    options = {**(entry.get("options") or {}), **(limits or {})}
     return replace(
         processor,
         min_pixels=int(options.get("min_pixels") or processor.min_pixels),

@@ -10,7 +10,8 @@ model generates.
   (:data:`TEMPLATE_TOKENS`, :data:`IMAGE_MARKER_TOKENS` per image). Before the samples
   exist the question is ``images.yaml``'s length of filler text.
 - **Vision**: every image's size under the model's processor rule and pixel limits
-  (:mod:`vlmrobust.core.vision_tokens`); a dataset's ``image_size`` shows every image
+  (:mod:`vlmrobust.core.vision_tokens`; a dataset's ``pixels`` setting replaces the
+  registry's limits where it sets any); a dataset's ``image_size`` shows every image
   at that square (a ``resize`` variant keeps its own).
 - **Context**: a second-stage prompt (CRM's final answer) carries the model's own
   first-stage answer: that cell's generated tokens.
@@ -139,8 +140,10 @@ def text_tokens(plan: RunPlan, model: str, texts: list[str]) -> tuple[float, str
 
 
 def vision_tokens(plan: RunPlan, model: str, cond: ConditionFacts) -> float:
-    """Mean vision tokens of one request of ``cond`` for ``model`` (all its images)."""
-    processor = processor_of(plan.registry[model])
+    """Mean vision tokens of one request of ``cond`` for ``model`` (all its images), at
+    the dataset's pixel limits for the model (``pixels: harness``) where it sets any,
+    else the registry's."""
+    processor = processor_of(plan.registry[model], plan.pixel_limits(model, cond.dataset))
     if processor is None:
         family = plan.registry[model].get("family")
         raise MissingEntry(

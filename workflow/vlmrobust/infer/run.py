@@ -68,6 +68,9 @@ class Job:
     # the dataset's generation-config choice (explicit | checkpoint); None: the model's
     # (registry options.generation_config, else explicit): see `generation`
     generation_config: str | None = None
+    # the dataset's pixel limits for this model ({min_pixels, max_pixels}; datasets.<d>.
+    # pixels: harness); None: the model's (registry options.min_pixels / max_pixels)
+    pixels: dict[str, int] | None = None
 
     @property
     def generation(self) -> str:
@@ -222,6 +225,8 @@ def plan_requests(
                 seed=seed,
                 system=built.system,
                 generation_config=job.generation,
+                min_pixels=(job.pixels or {}).get("min_pixels"),
+                max_pixels=(job.pixels or {}).get("max_pixels"),
             )
             planned.append(
                 Planned(
@@ -259,7 +264,17 @@ def _reusable(row: dict[str, Any], plan: Planned, job: Job) -> bool:
         and row.get("image_size") == job.image_size
         # a row from before the choice was recorded was decoded explicitly
         and ((row.get("generation") or {}).get("config") or "explicit") == r.generation_config
+        and dataset_pixels(row) == r.pixels
     )
+
+
+def dataset_pixels(row: dict[str, Any]) -> dict[str, int] | None:
+    """The pixel limits an output row's request set itself (``pixels`` with ``set_by:
+    dataset``), or None: the model's own (a row from before rows recorded them too)."""
+    pixels = row.get("pixels") or {}
+    if pixels.get("set_by") != "dataset":
+        return None
+    return {k: int(pixels[k]) for k in ("min_pixels", "max_pixels") if pixels.get(k) is not None}
 
 
 def read_partial(path: Path) -> list[dict[str, Any]]:
@@ -338,6 +353,7 @@ def to_row(result: Result, plan: Planned, job: Job, backend: Backend) -> OutputR
         model_spec_sha256=model_spec_sha256(job),
         image_size=job.image_size,
         generation=generation_record(result, r),
+        pixels=backend.pixel_limits(r),
     )
 
 

@@ -50,6 +50,10 @@ class Request:
     ``top_k``, ...) apply to the fields the request does not set (``checkpoint``), or
     decoding is exactly the request's (``explicit``); backends without a checkpoint
     (APIs) send the request's fields either way.
+    ``min_pixels`` / ``max_pixels`` bound every image's area as the Qwen-VL processors
+    resize it, over the registry's ``options.min_pixels`` / ``max_pixels`` (None: the
+    model's own); backends that show the model no processor-resized image ignore them
+    (:attr:`Backend.applies_pixel_limits`).
     """
 
     key: str
@@ -60,6 +64,19 @@ class Request:
     seed: int | None = None
     system: str | None = None
     generation_config: str = "explicit"
+    min_pixels: int | None = None
+    max_pixels: int | None = None
+
+    @property
+    def pixels(self) -> dict[str, int] | None:
+        """The request's own pixel limits (``min_pixels`` / ``max_pixels``, those set),
+        or None: the model's."""
+        limits = {
+            k: int(v)
+            for k, v in (("min_pixels", self.min_pixels), ("max_pixels", self.max_pixels))
+            if v is not None
+        }
+        return limits or None
 
     @property
     def image_paths(self) -> list[str]:
@@ -104,6 +121,9 @@ class Backend(abc.ABC):
     #: Requests per :meth:`generate` batch the caller should group (the runner slices
     #: its requests into chunks of this size so progress is written after each).
     default_batch_size: int = 1
+    #: Whether a request's ``min_pixels`` / ``max_pixels`` reach the model's image
+    #: processor (local checkpoints, a vLLM server); API models ignore them.
+    applies_pixel_limits: bool = False
 
     def __init__(self, model_id: str, spec: dict[str, Any]) -> None:
         self.model_id = model_id
@@ -129,6 +149,23 @@ class Backend(abc.ABC):
         the workflow knows of). Checked before the model is loaded, so a job whose
         variants need more stops before any row is written."""
         return None
+
+    def pixel_limits(self, request: Request) -> dict[str, int] | None:
+        """The pixel limits ``request``'s images were shown at, as an output row records
+        them (``pixels``): the request's own over the registry's ``options``
+        (``min_pixels`` / ``max_pixels``) with ``set_by`` ``dataset`` where the request set
+        any, else ``model``; None for a backend that applies none, or where neither sets
+        any (the processor's defaults)."""
+        if not self.applies_pixel_limits:
+            return None
+        own = {
+            k: int(self.options[k])
+            for k in ("min_pixels", "max_pixels")
+            if self.options.get(k) is not None
+        }
+        if request.pixels is not None:
+            return {**own, **request.pixels, "set_by": "dataset"}
+        return {**own, "set_by": "model"} if own else None
 
     def count_tokens(self, text: str) -> int | None:
         """Tokens of ``text`` with the model's own tokenizer (the reasoning length of a

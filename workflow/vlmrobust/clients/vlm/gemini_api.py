@@ -4,7 +4,8 @@ The SDK's own retries are off (``HttpRetryOptions(attempts=1)``); the chat clien
 families share (:class:`~vlmrobust.clients.chat.ChatClient`) retries on top. This module
 says only what is Gemini's: the options, the request config and contents and how a
 response is read. ``base_url`` (registry) overrides the endpoint, which is how the tests
-point the SDK at a local fake server.
+point the SDK at a local fake server. A request's ``min_pixels`` / ``max_pixels`` (a
+dataset's ``pixels`` setting) are not sent: Gemini resizes images its own way.
 
 Registry ``options`` (all optional):
 

@@ -12,7 +12,9 @@ Registry ``options`` read here (all optional):
 ``min_pixels``, ``max_pixels``
     Image-size bounds of Qwen-VL processors (pixels per image; the image is resized so
     its area falls in between, keeping the aspect ratio). Passed as the image
-    processor's ``size={"shortest_edge": min, "longest_edge": max}`` on every call.
+    processor's ``size={"shortest_edge": min, "longest_edge": max}`` on every call; a
+    request's own ``min_pixels`` / ``max_pixels`` (a dataset's ``pixels`` setting)
+    replace them for that request (batches hold requests of the same limits).
 ``dtype``
     ``bfloat16``, ``float16``, ``float32`` or ``auto`` (the checkpoint's); default
     bf16 on a GPU, float32 on the CPU.
@@ -231,6 +233,7 @@ class HFBackend(Backend):
     """A transformers image-text-to-text model, batched with left padding."""
 
     name = "hf"
+    applies_pixel_limits = True
 
     def __init__(self, model_id: str, spec: dict[str, Any]) -> None:
         super().__init__(model_id, spec)
@@ -428,11 +431,12 @@ class HFBackend(Backend):
         return local_revision(self.source, self.spec.get("revision"))
 
     def generate(self, requests: list[Request]) -> Iterator[Result]:
-        """Batches of equal ``max_new_tokens`` and ``generation_config`` (order kept),
-        ``default_batch_size`` each."""
-        groups: dict[tuple[int, str], list[Request]] = {}
+        """Batches of equal ``max_new_tokens``, ``generation_config`` and pixel limits
+        (order kept), ``default_batch_size`` each."""
+        groups: dict[tuple[Any, ...], list[Request]] = {}
         for req in requests:
-            groups.setdefault((int(req.max_new_tokens), req.generation_config), []).append(req)
+            key = (int(req.max_new_tokens), req.generation_config, req.min_pixels, req.max_pixels)
+            groups.setdefault(key, []).append(req)
         for group in groups.values():
             for batch in chunks(group, self.default_batch_size):
                 yield from self._generate_batch(batch)
@@ -516,8 +520,17 @@ class HFBackend(Backend):
     @property
     def images_kwargs(self) -> dict[str, Any]:
         """The image-processor arguments of every processor call (``min_pixels`` and
-        ``max_pixels`` as ``size``)."""
+        ``max_pixels`` as ``size``) of a request without limits of its own."""
         return dict(self._images_kwargs)
+
+    def request_images_kwargs(self, req: Request) -> dict[str, Any]:
+        """The image-processor arguments of ``req``: its own ``min_pixels`` /
+        ``max_pixels`` over the registry's options, else :attr:`images_kwargs`."""
+        if req.min_pixels is None and req.max_pixels is None:
+            return dict(self._images_kwargs)
+        low = req.min_pixels if req.min_pixels is not None else self.options.get("min_pixels")
+        high = req.max_pixels if req.max_pixels is not None else self.options.get("max_pixels")
+        return self._pixel_limits(low, high)
 
     def decode_completion(self, ids: list[int]) -> tuple[str, int, str]:
         """``(text, completion_tokens, finish_reason)`` of one row of generated ids.
@@ -634,12 +647,15 @@ class HFBackend(Backend):
         reqs = [it[0] for it in items]
         texts = [it[1] for it in items]
         images = [img for it in items for img in it[2]]
+        limits = {(r.min_pixels, r.max_pixels) for r in reqs}
+        if len(limits) > 1:
+            raise ValueError("a batch mixes pixel limits")
         inputs = self.processor(
             text=texts,
             images=images or None,
             padding=True,
             return_tensors="pt",
-            **self._images_kwargs,
+            **self.request_images_kwargs(reqs[0]),
         ).to(self.device)
         max_new = reqs[0].max_new_tokens
         mode = reqs[0].generation_config
@@ -708,7 +724,10 @@ class HFBackend(Backend):
             if mark in prefill:
                 raise ValueError(f"request {req.key!r}: the prefill holds the media mark {mark!r}")
         inputs = self.processor(
-            text=[prompt], images=images or None, return_tensors="pt", **self._images_kwargs
+            text=[prompt],
+            images=images or None,
+            return_tensors="pt",
+            **self.request_images_kwargs(req),
         )
         enc = self.tokenizer(prefill, add_special_tokens=False, return_offsets_mapping=True)
         ids = torch.tensor([enc["input_ids"]], dtype=inputs["input_ids"].dtype)

@@ -38,6 +38,12 @@ Registry ``options`` (all optional):
     The server's image limit (vLLM's ``--limit-mm-per-prompt``); a job whose variants
     carry more images stops before its first request.
 
+Pixel limits: a request's own ``min_pixels`` / ``max_pixels`` (a dataset's ``pixels``
+setting) go to a server of the entry's ``base_url`` (a vLLM server) as
+``extra_body={"mm_processor_kwargs": {...}}``, over any ``mm_processor_kwargs`` of
+``options.extra_body``; the OpenAI API itself (no ``base_url``) resizes images its own
+way and is sent none.
+
 Results: ``text`` is the message content; when the server returns the reasoning in a
 separate field (``reasoning_content`` as vLLM/SGLang/DeepSeek, or ``reasoning`` as
 Ollama/OpenRouter) it is prepended as ``<think>...</think>`` so the common thinking
@@ -219,6 +225,22 @@ class OpenAIBackend(APIBackend):
         limit = (spec.get("options") or {}).get("max_images_per_prompt")
         return None if limit is None else int(limit)
 
+    def __init__(self, model_id: str, spec: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(model_id, spec, **kwargs)
+        # a server of our own (vLLM's) takes a request's pixel limits; OpenAI's does not
+        self.applies_pixel_limits = bool(spec.get("base_url"))
+
+    def request_kwargs(self, request: Request) -> dict[str, Any]:
+        """The chat-completions fields of ``request`` besides its messages: the
+        decoding fields, and its pixel limits as ``extra_body.mm_processor_kwargs``
+        where the server takes them."""
+        kwargs = self.chat.request_kwargs(request_decoding(request))
+        if self.applies_pixel_limits and request.pixels is not None:
+            extra = dict(kwargs.get("extra_body") or {})
+            mm = {**(extra.get("mm_processor_kwargs") or {}), **request.pixels}
+            kwargs["extra_body"] = {**extra, "mm_processor_kwargs": mm}
+        return kwargs
+
     def count_tokens(self, text: str) -> int | None:
         """With ``options.tokenizer``: tokens of ``text`` with that tokenizer."""
         name = self.options.get("tokenizer")
@@ -241,10 +263,10 @@ class OpenAIBackend(APIBackend):
     def sent_decoding(self, request: Request) -> dict[str, Any]:
         """The decoding fields of the chat-completions request (``extra_body`` as its
         fields, which the SDK merges into the body)."""
-        kwargs = self.chat.request_kwargs(request_decoding(request))
+        kwargs = self.request_kwargs(request)
         extra = kwargs.pop("extra_body", None) or {}
         return {**kwargs, **extra}
 
     def _send(self, request: Request, describe: str) -> Completion:
-        kwargs = self.chat.request_kwargs(request_decoding(request))
+        kwargs = self.request_kwargs(request)
         return self.chat.call({"messages": self._messages(request), **kwargs}, describe=describe)

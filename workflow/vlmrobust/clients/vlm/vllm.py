@@ -14,7 +14,9 @@ Registry ``options`` read here (all optional): ``batch_size`` (64: requests per 
 of ``LLM.generate``; vLLM schedules them itself), ``max_model_len``,
 ``tensor_parallel_size`` (1), ``gpu_memory_utilization`` (0.9), ``dtype``
 (``bfloat16``), ``max_images_per_prompt`` (8; vLLM's ``limit_mm_per_prompt``),
-``min_pixels`` / ``max_pixels`` (Qwen-VL processors; vLLM's ``mm_processor_kwargs``),
+``min_pixels`` / ``max_pixels`` (Qwen-VL processors; vLLM's ``mm_processor_kwargs``;
+a request's own limits, a dataset's ``pixels`` setting, go with its prompt as that
+prompt's ``mm_processor_kwargs``),
 ``trust_remote_code`` (false), ``enforce_eager`` (false), ``chat_template_kwargs``,
 ``generation`` (extra ``SamplingParams`` fields, e.g. ``repetition_penalty``),
 ``engine`` (any further ``LLM(...)`` keyword arguments).
@@ -186,7 +188,10 @@ def build_vllm_request(
     ``prompt`` is the chat-templated text with one image placeholder per image in
     content order; ``multi_modal_data`` is ``{"image": [PIL images in that order]}``
     (absent without images); ``sampling_params`` are ``SamplingParams`` keyword
-    arguments (``checkpoint``: the checkpoint's defaults, :func:`sampling_params`).
+    arguments (``checkpoint``: the checkpoint's defaults, :func:`sampling_params`);
+    ``mm_processor_kwargs`` (only where the request sets pixel limits of its own) are
+    its ``min_pixels`` / ``max_pixels`` over the engine's (the registry's options),
+    which vLLM applies to this prompt alone.
     Raises when an image cannot be read (the message names the file).
     """
     options = options or {}
@@ -204,7 +209,22 @@ def build_vllm_request(
     images = load_images(req.image_paths)
     if images:
         out["multi_modal_data"] = {"image": images}
+        mm = prompt_processor_kwargs(req, options)
+        if mm:
+            out["mm_processor_kwargs"] = mm
     return out
+
+
+def prompt_processor_kwargs(req: Request, options: dict[str, Any] | None = None) -> dict[str, int]:
+    """A prompt's own ``mm_processor_kwargs``: the request's ``min_pixels`` /
+    ``max_pixels`` over the registry's ``options`` (the engine's), or {} for a request
+    without limits of its own (the engine's apply). Both limits are sent, so the pair a
+    prompt is processed with never depends on how vLLM merges them."""
+    if req.pixels is None:
+        return {}
+    options = options or {}
+    own = {k: int(options[k]) for k in ("min_pixels", "max_pixels") if options.get(k) is not None}
+    return {**own, **req.pixels}
 
 
 def build_vllm_requests(
@@ -323,6 +343,7 @@ class VLLMBackend(Backend):
     """vLLM's offline engine; one ``LLM.generate`` call per batch of requests."""
 
     name = "vllm"
+    applies_pixel_limits = True
 
     @classmethod
     def image_limit(cls, model_id: str, spec: dict[str, Any]) -> int | None:
@@ -457,6 +478,8 @@ class VLLMBackend(Backend):
             prompt: dict[str, Any] = {"prompt": item["prompt"]}
             if "multi_modal_data" in item:
                 prompt["multi_modal_data"] = item["multi_modal_data"]
+            if "mm_processor_kwargs" in item:
+                prompt["mm_processor_kwargs"] = item["mm_processor_kwargs"]
             prompts.append(prompt)
         params = [self._sampling_cls(**item["sampling_params"]) for item in batch]
         t0 = time.perf_counter()
