@@ -32,6 +32,12 @@ echo "vllm-env: making the ${build} vLLM environment in ${dir}"
 "$python" -m venv "$dir"
 "$dir/bin/pip" install --quiet --upgrade pip
 "$dir/bin/pip" install --quiet -r "envs/vllm-${build}.txt"
+# The papers' harness, whose task code builds the `lmms-*` prompts (docs/prompts.md):
+# the release the project pins, without its ~50 declared requirements (its evaluation
+# stack would pull packages vLLM pins differently), plus what its task modules import.
+lmms="$(grep -o 'lmms-eval==[0-9.]*' pyproject.toml)"
+"$dir/bin/pip" install --quiet --no-deps "$lmms"
+"$dir/bin/pip" install --quiet -r envs/vllm-harness.txt
 
 if [ "$build" = cpu ]; then
     "$dir/bin/pip" uninstall --quiet -y torchaudio torchcodec || true
@@ -46,6 +52,7 @@ fi
 # The check: what the vllm backend imports, with the processors it needs.
 "$dir/bin/python" - <<'EOF'
 import torch, torchvision, transformers, vllm  # noqa: E401
+import lmms_eval  # noqa: F401  (the harness the lmms-* prompts are built with)
 from transformers import Qwen2VLImageProcessor, Qwen2VLVideoProcessor  # noqa: F401
 
 print(

@@ -489,3 +489,50 @@ def test_workflow_runs_demo_vllm_through_rule_infer_vllm(tmp_path):
     # the job answered through the model's service: one vLLM engine, pooling its clients
     service_log = (workdir / "logs/services/demo-vllm.log").read_text()
     assert service_log.count(" loaded in ") == 1 and "(vllm, revision" in service_log
+
+
+def test_harness_prompts_build_the_same_in_the_vllm_environment(tmp_path):
+    """A `backend: vllm` job builds its prompts in the vLLM environment: the `lmms-*`
+    settings need lmms-eval there (envs/vllm-env.sh installs it with what its task code
+    imports) and give what the project's environment gives, system prompt included."""
+    require_vllm()
+    img = tmp_path / "a.png"
+    Image.new("RGB", (32, 32), "white").save(img)
+    samples = {
+        "lmms-mmstar": Sample(
+            "mmstar-0", "mmstar", [str(img)], "Which color?", "A", "letter", ["red", "blue"],
+            meta={"raw_question": "Which color?\nOptions: A: red, B: blue"},
+        ),
+        "lmms-textvqa": Sample(
+            "textvqa-0", "textvqa", [str(img)], "what does the sign say?", "stop", "text",
+            meta={"ocr_tokens": ["STOP"]},
+        ),
+        "distract-open": Sample("db-1", "distract-bench", [str(img)], "How many?", "3", "number"),
+    }  # fmt: skip
+    model = {"backend": "vllm", "harness": {"lmms_eval": "qwen3_vl"}}
+    code = (
+        "import json, sys\n"
+        "from vlmrobust.core.prompts import build_prompt\n"
+        "from vlmrobust.core.records import Sample, Variant\n"
+        "out = {}\n"
+        "for name, s in json.loads(sys.argv[1]).items():\n"
+        "    s = Sample(**s)\n"
+        "    v = Variant(s.sample_id, s.sample_id, s.dataset, 'clean', 'none', s.images, [], None)\n"
+        "    b = build_prompt(s, v, name, model=json.loads(sys.argv[2]))\n"
+        "    out[name] = [b.content, b.system, b.source]\n"
+        "print(json.dumps(out))\n"
+    )
+    arg = json.dumps({k: dataclasses.asdict(s) for k, s in samples.items()})
+    proc = subprocess.run(
+        [*vllm_cli()[:1], "-c", code, arg, json.dumps(model)],
+        capture_output=True, text=True, env=vllm_env_vars(), timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    from vlmrobust.core.prompts import build_prompt
+
+    for name, s in samples.items():
+        v = Variant(s.sample_id, s.sample_id, s.dataset, "clean", "none", s.images, [], None)
+        ours = build_prompt(s, v, name, model=model)
+        assert theirs[name] == [ours.content, ours.system, ours.source], name
+    assert theirs["lmms-mmstar"][1] == "You are a helpful assistant."
