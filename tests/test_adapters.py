@@ -152,9 +152,11 @@ def _mmmu_row(id_, question, options, answer, qtype, **images):
     return row
 
 
-def test_mmmu(tmp_path):
-    red_png, blue_jpg, green_png = img_bytes(RED), img_bytes(BLUE, "JPEG"), img_bytes(GREEN)
-    rows = [
+def _mmmu_rows(red_png: bytes, blue_jpg: bytes, green_png: bytes) -> list[dict]:
+    """Four MMMU validation rows: two images referenced out of order, an open number
+    question, images as options (with a third image nobody references), an open text
+    question."""
+    return [
         _mmmu_row(
             "validation_Art_1",
             "Compare <image 2> with <image 1>. Which is blue?",
@@ -191,6 +193,11 @@ def test_mmmu(tmp_path):
             image_1=struct(red_png),
         ),
     ]
+
+
+def test_mmmu(tmp_path):
+    red_png, blue_jpg, green_png = img_bytes(RED), img_bytes(BLUE, "JPEG"), img_bytes(GREEN)
+    rows = _mmmu_rows(red_png, blue_jpg, green_png)
     folder = tmp_path / "mmmu"
     write_parquet(folder / "data" / "validation-00000-of-00001.parquet", rows)
     # another split beside it must not be read
