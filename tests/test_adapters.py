@@ -1324,10 +1324,11 @@ def test_distract_precision_from_the_answer_and_whole_query_checks():
     from vlmrobust.data.adapters import float_precision, split_whole_query
     from vlmrobust.data.base import RowProblem
 
-    assert float_precision("13.8", None) == 1
-    assert float_precision("0.330", "no hint here") == 3
-    assert float_precision("7", None) is None
-    assert float_precision("7", "... a floating-point number with two decimal places ...") == 2
+    assert float_precision("13.8", None) == (1, "answer")
+    assert float_precision("0.330", "no hint here") == (3, "answer")
+    assert float_precision("7", None) == (None, None)
+    hint = "... a floating-point number with two decimal places ..."
+    assert float_precision("7", hint) == (2, "query")
     assert split_whole_query("What is x?", ["1", "2"]) is None
     whole = "Hint: Pick one.\nQuestion: What is x?\nChoices:\n(A) 1\n(B) 2"
     assert split_whole_query(whole, ["1", "2"]) == ("What is x?", "Hint: Pick one.")

@@ -664,10 +664,24 @@ def test_importing_the_harness_keeps_truncated_images_an_error():
     assert out.stdout.strip().splitlines()[-1] == "False"
 
 
+def test_the_version_follows_the_supplied_templates(monkeypatch):
+    """The version of an lmms-* setting carries a digest of the supplied template text,
+    so a change to it reruns the jobs of that setting."""
+    from vlmrobust.core.prompts import _lmms_builder
+
+    before = _lmms_builder("lmms-textvqa").version
+    key = next(iter(harness.MISSING_TEMPLATES))
+    changed = {**harness.MISSING_TEMPLATES, key: harness.MISSING_TEMPLATES[key] + "\n# x"}
+    monkeypatch.setattr(harness, "MISSING_TEMPLATES", changed)
+    after = _lmms_builder("lmms-textvqa").version
+    assert after != before
+    assert f"-templates-{harness.templates_digest()}+" in after
+
+
 def test_the_version_is_in_the_label_and_the_source():
     for name in harness.HARNESS_TASKS:
         builder = PROMPTS[name]
-        assert builder.version.startswith("1-lmms-eval-0.7.2+"), name
+        assert builder.version.startswith("1-lmms-eval-0.7.2-templates-"), name
         assert builder.source.startswith("lmms-eval 0.7.2 (= 13fd645a) tasks/"), name
 
 

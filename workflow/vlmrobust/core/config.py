@@ -21,7 +21,7 @@ from .harness import CHAT_WRAPPERS
 from .paths import CONSTRUCTION, DEMO_IDIS_ROOT, DEMO_ROOT, NAME
 from .paths import path as fill_template
 from .prompts import DEFAULT_PROMPT
-from .registry import API_BACKENDS, model_resources
+from .registry import API_BACKENDS, GENERATION_CONFIGS, model_resources
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 
@@ -353,9 +353,10 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
                 "without a GPU; leave gpu null or 0"
             )
         choice = (m.get("options") or {}).get("generation_config")
-        if choice is not None and choice not in ("explicit", "checkpoint"):
+        if choice is not None and choice not in GENERATION_CONFIGS:
             raise ConfigError(
-                f"{where}.options.generation_config: {choice!r} is not one of explicit, checkpoint"
+                f"{where}.options.generation_config: {choice!r} is not one of "
+                f"{', '.join(GENERATION_CONFIGS)}"
             )
         m["resources"] = model_resources(m)
     return registry
@@ -630,36 +631,36 @@ def _check_decoding(config: dict) -> None:
     for name, ds in config["datasets"].items():
         n = ds["n"] if ds["n"] is not None else decoding["n"]
         t = ds["temperature"] if ds["temperature"] is not None else decoding["temperature"]
-        own = {
-            p: {k: v for k, v in (settings or {}).items() if v is not None}
-            for p, settings in (ds.get("prompt_decoding") or {}).items()
-        }
-        prompts = ds["prompts"] or ["default"]
-        for prompt, settings in own.items():
-            where = f"config: datasets.{name}.prompt_decoding.{prompt}"
-            if prompt not in prompts:
-                raise ConfigError(
-                    f"{where}: {prompt!r} is not among the dataset's prompt settings "
-                    f"({', '.join(prompts)}), so it would change nothing"
-                )
-            pn, pt = settings.get("n", n), settings.get("temperature", t)
-            if pn > 1 and pt <= 0:
-                raise ConfigError(
-                    f"{where}: {pn} draws per question (n) at temperature 0 would all be "
-                    "the same; set its temperature above 0 or n: 1"
-                )
-        if (
-            n > 1
-            and t <= 0
-            and any(
-                (own.get(p) or {}).get("temperature", t) <= 0 and (own.get(p) or {}).get("n", n) > 1
-                for p in prompts
-            )
-        ):
+        own = _check_prompt_decoding(name, ds, n, t)
+        # a prompt without decoding of its own draws the dataset's n at its temperature
+        if n > 1 and t <= 0 and any(p not in own for p in ds["prompts"] or ["default"]):
             raise ConfigError(
                 f"config: datasets.{name}: {n} draws per question (n) at temperature 0 "
                 f"would all be the same; set datasets.{name}.temperature above 0"
             )
+
+
+def _check_prompt_decoding(name: str, ds: dict, n: int, t: float) -> set[str]:
+    """``datasets.<name>.prompt_decoding`` names prompts of the dataset and gives none of
+    them several draws at temperature 0 (over the dataset's ``n`` and temperature);
+    returns the prompts it sets."""
+    prompts = ds["prompts"] or ["default"]
+    own = ds.get("prompt_decoding") or {}
+    for prompt, settings in own.items():
+        where = f"config: datasets.{name}.prompt_decoding.{prompt}"
+        if prompt not in prompts:
+            raise ConfigError(
+                f"{where}: {prompt!r} is not among the dataset's prompt settings "
+                f"({', '.join(prompts)}), so it would change nothing"
+            )
+        settings = {k: v for k, v in (settings or {}).items() if v is not None}
+        pn, pt = settings.get("n", n), settings.get("temperature", t)
+        if pn > 1 and pt <= 0:
+            raise ConfigError(
+                f"{where}: {pn} draws per question (n) at temperature 0 would all be "
+                "the same; set its temperature above 0 or n: 1"
+            )
+    return set(own)
 
 
 def _check_models(config: dict, registry: dict) -> None:

@@ -53,6 +53,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import copy
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -110,6 +111,13 @@ def lmms_eval_version() -> str:
         return importlib.metadata.version(_DIST)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+def templates_digest() -> str:
+    """8 hex digits of a sha256 over :data:`MISSING_TEMPLATES`: part of the version of
+    every ``lmms-*`` setting, so a change to a supplied template reruns its jobs."""
+    text = "\n".join(f"{k}\n{v}" for k, v in sorted(MISSING_TEMPLATES.items()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
 
 
 def version_note() -> str:
@@ -322,11 +330,12 @@ def wrapper_pixels(model_name: str) -> dict[str, int]:
 
 def _init_defaults(module: str, cls: str, names: tuple[str, ...], depth: int = 0) -> dict[str, int]:
     """The integer defaults of ``names`` in ``module.cls.__init__`` (or the first base
-    class that defines ``__init__``), from the module's source."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None or depth > 4:
+    class that defines ``__init__``), from the module's source file (found without
+    importing lmms-eval's packages)."""
+    path = tasks_dir().parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    if not module.startswith("lmms_eval.") or not path.is_file() or depth > 4:
         raise ValueError(f"lmms-eval: module {module} is not installed ({_DIST})")
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = {
         alias.asname or alias.name: (node.module, alias.name)
         for node in tree.body
@@ -742,18 +751,14 @@ def harness_messages(
 def messages_builder(setting: str) -> Any:
     """The whole-message builder of prompt setting ``setting``
     (:class:`vlmrobust.core.prompts.PromptBuilder` ``messages``): it returns (content,
-    system, source). Its closure holds the supplied templates and the lmms-eval
-    release, so the prompt's fingerprint changes with either."""
+    system, source). The builder's label carries the lmms-eval release and
+    :func:`templates_digest` (the prompt's fingerprint hashes this function only)."""
     if setting not in HARNESS_TASKS:
         raise KeyError(f"no lmms-eval task for prompt setting {setting!r}")
-    templates = dict(MISSING_TEMPLATES)
-    release = lmms_eval_version()
 
     def build(
         sample: Sample, question: str, images: list[str], model: dict[str, Any] | None
     ) -> tuple[list[dict[str, str]], str | None, str]:
-        if templates != MISSING_TEMPLATES or release != lmms_eval_version():
-            raise RuntimeError("the supplied templates or lmms-eval changed since the build")
         return harness_messages(setting, sample, question, images, model)
 
     return build

@@ -196,12 +196,14 @@ ContextTextFn = Callable[[Sample, str, str], tuple[str, str | None]]
 
 
 #: A whole-message builder: (sample, question, image paths, model spec or None) ->
-#: (user content parts, system prompt or None), or (content, system, source) where the
-#: source depends on the model (the harness's per-model arguments and chat wrapper; it
-#: then replaces the builder's ``source`` in the output rows). Used where the image
-#: placement is the builder's own (a harness's ``doc_to_messages``) or the text depends
-#: on the model.
-MessageFn = Callable[[Sample, str, list[str], "dict[str, Any] | None"], tuple[Any, ...]]
+#: (user content parts, system prompt or None, source or None); a source replaces the
+#: builder's ``source`` in the output rows (the harness's per-model arguments and chat
+#: wrapper). Used where the image placement is the builder's own (a harness's
+#: ``doc_to_messages``) or the text depends on the model.
+MessageFn = Callable[
+    [Sample, str, list[str], "dict[str, Any] | None"],
+    tuple[list[dict[str, str]], str | None, str | None],
+]
 
 
 #: module-level values a prompt text may read, fingerprinted by their repr
@@ -675,11 +677,12 @@ def _harness_text(sample: Sample, question: str) -> tuple[str, str | None]:
 def _lmms_builder(name: str) -> PromptBuilder:
     """The prompt setting ``name`` of :data:`vlmrobust.core.harness.HARNESS_TASKS`: the
     pinned lmms-eval's own task code builds it (docs/prompts.md). Its label carries the
-    lmms-eval release, so another release reruns the jobs that use it."""
+    lmms-eval release and the digest of the supplied templates, so another release or a
+    changed template reruns the jobs that use it."""
     task = harness.HARNESS_TASKS[name]
     return PromptBuilder(
         name,
-        f"1-lmms-eval-{harness.lmms_eval_version()}",
+        f"1-lmms-eval-{harness.lmms_eval_version()}-templates-{harness.templates_digest()}",
         task.description,
         _harness_text,
         source=f"{harness.version_note()} tasks/{task.yaml}",
@@ -814,10 +817,9 @@ def build_prompt(
     if builder.messages is not None:
         if context is not None:
             raise ValueError(f"prompt {name!r} takes no context")
-        built = builder.messages(sample, question, [str(p) for p in variant.images], model)
-        content, system = built[0], built[1]
-        source = built[2] if len(built) > 2 else builder.source
-        return BuiltPrompt(builder.name, builder.version, content, system, source)
+        images = [str(p) for p in variant.images]
+        content, system, source = builder.messages(sample, question, images, model)
+        return BuiltPrompt(builder.name, builder.version, content, system, source or builder.source)
     if builder.needs is not None:
         if context is None:
             raise ValueError(

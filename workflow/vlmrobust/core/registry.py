@@ -13,6 +13,30 @@ from typing import Any
 
 from .harness import CHAT_WRAPPED_PROMPTS, HARNESS_TASKS
 
+#: How a local checkpoint decodes (registry ``options.generation_config``, run config
+#: ``datasets.<name>.generation_config``): ``explicit`` = only the request's fields
+#: (greedy, or temperature/top-p sampling; every other field neutral), ``checkpoint`` =
+#: the checkpoint's ``generation_config.json`` fills the fields the request does not set,
+#: as ``transformers``' ``model.generate`` and vLLM's ``generation_config="auto"`` do.
+GENERATION_CONFIGS = ("explicit", "checkpoint")
+
+
+def generation_config_of(spec: dict[str, Any], override: str | None = None, who: str = "?") -> str:
+    """The generation-config choice of a job: ``override`` (a dataset's), else the
+    registry entry's ``options.generation_config``, else ``explicit``; a ValueError
+    naming ``who`` for another value."""
+    value = override
+    if value is None:
+        value = (spec.get("options") or {}).get("generation_config")
+    value = "explicit" if value is None else value
+    if value not in GENERATION_CONFIGS:
+        raise ValueError(
+            f"{who}: generation_config must be one of {', '.join(GENERATION_CONFIGS)}, "
+            f"got {value!r}"
+        )
+    return str(value)
+
+
 __all__ = [
     "API_BACKENDS",
     "HARNESS_KEYS",

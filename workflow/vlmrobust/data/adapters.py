@@ -526,32 +526,24 @@ def split_whole_query(question: str, options: list[str]) -> tuple[str, str] | No
     return match.group("question").strip(), match.group("hint").strip()
 
 
-def float_precision(answer: str, query: Any) -> int | None:
-    """The decimals a float answer is asked with when its row gives no precision: the
-    ones the row's MathVista ``query`` hint names ("... with two decimal places"), else
-    the answer's own decimals (``13.8`` -> 1); None for an answer without any."""
+def float_precision(answer: str, query: Any) -> tuple[int | None, str | None]:
+    """(decimals, where from) a float answer is asked with when its row gives no
+    precision: the ones the row's MathVista ``query`` hint names ("... with two decimal
+    places": ``query``), else the answer's own decimals (``13.8`` -> 1: ``answer``);
+    (None, None) for an answer without any. Eight released rows (final_id 32, 78, 232,
+    ...) have no precision, and their runs asked for the decimals the hint names."""
     if isinstance(query, str):
         match = _QUERY_DECIMALS.search(query)
         if match:
             word = match.group(1).lower()
             if word in _DECIMAL_WORDS:
-                return _DECIMAL_WORDS[word]
+                return _DECIMAL_WORDS[word], "query"
             if word.isdigit():
-                return int(word)
+                return int(word), "query"
     text = answer.strip()
     if re.fullmatch(r"[+-]?\d*\.\d+", text):
-        return len(text.split(".")[1])
-    return None
-
-
-def _released_precision(answer: str, query: Any) -> tuple[int | None, str | None]:
-    """(precision, where from: ``query`` or ``answer``) of a float row without one:
-    eight released rows (final_id 32, 78, 232, ...) have none, and their runs asked for
-    the decimals the query's hint names (= the answer's)."""
-    precision = float_precision(answer, query)
-    if precision is None:
-        return None, None
-    return precision, "query" if _QUERY_DECIMALS.search(str(query or "")) else "answer"
+        return len(text.split(".")[1]), "answer"
+    return None, None
 
 
 def _option_of_text(answer: str, options: list[str]) -> int:
@@ -721,7 +713,7 @@ class DistractBench(Adapter):
                 answer_type = "number"
             precision = to_int(row.get("precision"))
             if atype == "float" and precision is None:
-                precision, precision_from = _released_precision(answer, row.get("query"))
+                precision, precision_from = float_precision(answer, row.get("query"))
         whole = split_whole_query(question, options) if options else None
         if whole is not None:
             # three released rows (final_id 29, 150, 385) hold MathVista's whole query;

@@ -74,9 +74,9 @@ class Job:
 
     @property
     def generation(self) -> str:
-        """Whose decoding defaults apply (:data:`~vlmrobust.clients.vlm.base.GENERATION_CONFIGS`):
+        """Whose decoding defaults apply (:data:`~vlmrobust.core.registry.GENERATION_CONFIGS`):
         the dataset's choice, else the model's, else ``explicit``."""
-        from ..clients.vlm.base import generation_config_of
+        from ..core.registry import generation_config_of
 
         return generation_config_of(
             self.model_spec, self.generation_config, who=f"models.{self.model}"

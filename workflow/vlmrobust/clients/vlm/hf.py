@@ -83,8 +83,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...core.registry import GENERATION_CONFIGS
 from .base import (
-    GENERATION_CONFIGS,
     Backend,
     Request,
     Result,

@@ -51,6 +51,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...core.registry import GENERATION_CONFIGS
 from .base import Backend, Request, Result, chunks, template_messages
 from .checkpoint import hub_commit, local_revision
 from .media import load_images
@@ -134,10 +135,10 @@ def sampling_params(
     params: dict[str, Any] = {"repetition_penalty": 1.0}
     if req.generation_config == "checkpoint":
         params.update(checkpoint or {})
-    elif req.generation_config != "explicit":
+    elif req.generation_config not in GENERATION_CONFIGS:
         raise ValueError(
-            f"request {req.key!r}: generation_config must be explicit or checkpoint, "
-            f"got {req.generation_config!r}"
+            f"request {req.key!r}: generation_config must be one of "
+            f"{', '.join(GENERATION_CONFIGS)}, got {req.generation_config!r}"
         )
     params.update(
         {
