@@ -93,6 +93,8 @@ def prepare(
     copy_repo(workdir)
     cmd = [str(BIN / "vlmrobust"), "demo-standins", "--out", "standins"]
     cmd += ["--shared", str(SHARED_DATA)]
+    if datasets is not None:
+        cmd += ["--datasets", *datasets]
     for key, value in sizes.items():
         cmd += [f"--{key.replace('_', '-')}", str(value)]
     env = {**os.environ, "PYTHONPATH": str(workdir / "workflow"), "VLMROBUST_SERVICE_OWNER": "off"}

@@ -78,7 +78,13 @@ def demo_seeds(out: str) -> None:
 
 
 def demo_standins(
-    config: str, out: str, shared: str | None, rows: int, max_new_tokens: int, max_draws: int
+    config: str,
+    out: str,
+    shared: str | None,
+    rows: int,
+    max_new_tokens: int,
+    max_draws: int,
+    datasets: list[str] | None = None,
 ) -> None:
     """Stand-ins of a run (config/paper.yaml) at small size: its datasets, conditions,
     prompts and studies, every model answered by a demo checkpoint of its own with the
@@ -88,7 +94,8 @@ def demo_standins(
     sizes = {"rows": rows, "max_new_tokens": max_new_tokens, "max_draws": max_draws}
     from vlmrobust.core.paths import real_data
 
-    paths = write_stand_ins(config, Path(out), Path(shared) if shared else real_data(), **sizes)
+    folder = Path(shared) if shared else real_data()
+    paths = write_stand_ins(config, Path(out), folder, only=datasets, **sizes)
     log.info("wrote %s", ", ".join(map(str, paths)))
 
 
@@ -149,6 +156,13 @@ DEMO_COMMANDS: dict[str, Command] = {
             arg("--rows", type=int, default=2, help="samples per answered dataset"),
             arg("--max-new-tokens", type=int, default=16, help="longest answer"),
             arg("--max-draws", type=int, default=2, help="sampled draws per question"),
+            arg(
+                "--datasets",
+                nargs="+",
+                default=None,
+                help="only these of the run's datasets (default: all; the real data is "
+                "needed only where one of them reads it)",
+            ),
         ),
     ),
     "demo-seeds": Command(

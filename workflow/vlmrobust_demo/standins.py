@@ -230,11 +230,19 @@ def stand_in_run(
     rows: int = 2,
     max_new_tokens: int = 16,
     max_draws: int = 2,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
     """The stand-in configuration of ``config`` (see the module's docstring); its
-    registry is written to ``registry_file`` by the caller (``stand_in_models``)."""
+    registry is written to ``registry_file`` by the caller (``stand_in_models``).
+    ``only``: these of the run's datasets (their real data alone is then needed)."""
     sizes = {"rows": rows, "max_new_tokens": max_new_tokens, "max_draws": max_draws}
-    datasets = stand_in_datasets(config["datasets"], shared, sizes)
+    chosen = config["datasets"]
+    if only is not None:
+        unknown = sorted(set(only) - set(chosen))
+        if unknown:
+            raise ValueError(f"--datasets: {', '.join(unknown)} not in the run's datasets")
+        chosen = {name: spec for name, spec in chosen.items() if name in only}
+    datasets = stand_in_datasets(chosen, shared, sizes)
     out = {k: copy.deepcopy(v) for k, v in config.items() if k not in ("datasets", "conditions")}
     out["model_registry"] = registry_file
     out.update(_offline_steps(config, max_new_tokens))
@@ -248,9 +256,12 @@ def stand_in_run(
     return out
 
 
-def write_stand_ins(config_file: str, out: Path, shared: Path, **sizes: int) -> tuple[Path, Path]:
+def write_stand_ins(
+    config_file: str, out: Path, shared: Path, only: list[str] | None = None, **sizes: int
+) -> tuple[Path, Path]:
     """Write ``out/config.yaml`` and ``out/models.yaml``: the stand-ins of the run
-    ``config_file`` (paths in them are relative to the folder the run starts in)."""
+    ``config_file`` (paths in them are relative to the folder the run starts in);
+    ``only``: these of its datasets."""
     import yaml
 
     from vlmrobust.core.config import load_yaml, validate_registry
@@ -265,6 +276,7 @@ def write_stand_ins(config_file: str, out: Path, shared: Path, **sizes: int) -> 
         registry,
         registry_file=str(registry_out),
         shared=shared,
+        only=only,
         **sizes,
     )
     models = stand_in_models(config["models"], registry)
