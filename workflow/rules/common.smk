@@ -508,7 +508,7 @@ def study_title(wildcards):
 
 def study_spec(wildcards):
     study, scope = STUDY_FOLDERS[wildcards.folder]
-    return spec_json(study.spec(PLAN, scope))
+    return spec_json(study.run_spec(PLAN, scope))
 
 
 def study_inputs(wildcards):

@@ -17,10 +17,15 @@ rule score:
         fallback=score_param("fallback"),
         unparsed_choice=score_param("unparsed_choice"),
         cache_dir=score_param("cache_dir"),
+        mode=score_param("mode"),
+        compare=score_param("compare_modes"),
+        seed=score_param("seed"),
+        judge=score_param("judge"),
     shell:
         "vlmrobust score --outputs {input.outputs} --samples {input.samples}"
         " --scorer {params.scorer} --fallback {params.fallback:q} {params.released}"
         " --unparsed-choice {params.unparsed_choice}"
+        " --mode {params.mode} {params.compare} --seed {params.seed} --judge {params.judge:q}"
         " --cache-dir {params.cache_dir} --out {output} > {log} 2>&1"
 
 

@@ -287,6 +287,19 @@ COMMANDS: dict[str, Command] = {
             CACHE,
             arg("--use-released", action="store_true", help="keep released correctness"),
             required("--out", help="scored CSV"),
+            arg(
+                "--mode",
+                choices=["extract", "harness"],
+                default="extract",
+                help="scoring.mode: the project's extraction, or the papers' harness",
+            ),
+            arg(
+                "--compare-modes",
+                action="store_true",
+                help="scoring.compare_modes: also the other mode's verdict",
+            ),
+            arg("--seed", type=int, default=0, help="seed of the harness's random guesses"),
+            arg("--judge", help="scoring.harness_judge as JSON (null: offline rules)"),
         ),
     ),
     "score-summary": Command(

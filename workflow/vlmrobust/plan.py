@@ -354,15 +354,44 @@ class RunPlan:
             self.datasets[dataset]["unparsed_choice"] or self.config["scoring"]["unparsed_choice"]
         )
 
+    def scoring_modes(self, datasets: list[str]) -> dict[str, Any]:
+        """How ``datasets`` are scored (``scoring.mode``): the mode, the datasets scored
+        by the harness and by the project's extraction, those of the harness's that its
+        LLM judge would score and that are scored by offline rules instead (no
+        ``scoring.harness_judge``), and whether the other mode is compared."""
+        from .core.harness import HARNESS_JUDGED, HARNESS_SCORED
+
+        scoring = self.config["scoring"]
+        harness = scoring["mode"] == "harness"
+        known = [d for d in datasets if d in self.datasets]
+        by_harness = [d for d in known if harness and self.datasets[d]["scorer"] in HARNESS_SCORED]
+        offline = [
+            d
+            for d in by_harness
+            if self.datasets[d]["scorer"] in HARNESS_JUDGED and not scoring["harness_judge"]
+        ]
+        return {
+            "mode": scoring["mode"],
+            "harness": by_harness,
+            "extract": [d for d in known if d not in by_harness],
+            "offline": offline,
+            "compare": bool(scoring["compare_modes"]),
+        }
+
     def score_params(self, dataset: str) -> dict[str, Any]:
         """What scoring a dataset's outputs needs: its scorer, the LLM extraction fallback
-        (``scoring.llm_fallback``, None: none), what an unparsed choice becomes and the
-        LLM cache."""
+        (``scoring.llm_fallback``, None: none), what an unparsed choice becomes, the LLM
+        cache, and the scoring mode (``scoring.mode``, ``compare_modes``, the run's
+        seed for the harness's random guesses, ``scoring.harness_judge``)."""
         return {
             "scorer": self.datasets[dataset]["scorer"],
             "fallback": self.config["scoring"]["llm_fallback"],
             "unparsed_choice": self.unparsed_choice(dataset),
             "cache_dir": self.llm_cache_dir,
+            "mode": self.config["scoring"]["mode"],
+            "compare_modes": "--compare-modes" if self.config["scoring"]["compare_modes"] else "",
+            "seed": self.config["seed"],
+            "judge": self.config["scoring"]["harness_judge"],
         }
 
     def reference_judge_spec(self) -> dict[str, Any]:

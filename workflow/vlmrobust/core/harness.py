@@ -74,6 +74,8 @@ from .records import Sample
 __all__ = [
     "CHAT_WRAPPED_PROMPTS",
     "CHAT_WRAPPERS",
+    "HARNESS_JUDGED",
+    "HARNESS_SCORED",
     "HARNESS_TASKS",
     "LMMS_EVAL_COMMIT",
     "MISSING_TEMPLATES",
@@ -182,6 +184,23 @@ HARNESS_TASKS: dict[str, HarnessTask] = {
         "infovqa_val", "infovqa/infovqa_val.yaml", "single", "lmms-eval infovqa_val"
     ),
 }
+
+
+#: The benchmarks (scorer names) whose verdicts ``scoring.mode: harness`` takes from
+#: lmms-eval's task code (:mod:`vlmrobust.score.harness`), and that code.
+HARNESS_SCORED: dict[str, str] = {
+    "mmmu": "tasks/mmmu/utils.py mmmu_process_results + evaluate_mmmu",
+    "mmstar": "tasks/mmstar/utils.py mmstar_process_results",
+    "mathvision": "tasks/mathvision/utils.py mathvision_process_results",
+    "mathvista": "tasks/mathvista/utils.py mathvista_process_results",
+    "chartqa": "tasks/chartqa/utils.py chartqa_process_results",
+    "textvqa": "tasks/textvqa/utils.py textvqa_process_results",
+    "infovqa": "api/metrics.py anls",
+    "hallusionbench": "tasks/hallusion_bench/utils.py evaluate_by_chatgpt + assign_correctness",
+}
+#: of those, the ones whose harness asks an LLM (GPT-4): without scoring.harness_judge
+#: they are scored by offline rules
+HARNESS_JUDGED = ("hallusionbench", "mathvista")
 
 
 #: Template files of lmms-eval at 13fd645a that the 0.7.2 wheel lacks (their names

@@ -36,6 +36,13 @@ _COLUMNS: tuple[tuple[str, bool], ...] = (
     ("error", False),
     ("thinking_tokens", False),
     ("completion_tokens", False),
+    # scoring.mode: which mode gave the verdict (extract | harness), the harness bug
+    # the row's verdict reproduces and the verdict without it, and the other mode's
+    # verdict (scoring.compare_modes); docs/scoring.md
+    ("mode", False),
+    ("harness_bug", False),
+    ("corrected", False),
+    ("other_correct", False),
 )
 SCORED_COLUMNS: tuple[str, ...] = tuple(name for name, _ in _COLUMNS)
 SCORED_REQUIRED: tuple[str, ...] = tuple(name for name, needed in _COLUMNS if needed)

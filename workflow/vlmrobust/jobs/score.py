@@ -79,8 +79,13 @@ def score(
     cache_dir: str | None,
     use_released: bool,
     out: str,
+    mode: str = "extract",
+    compare_modes: bool = False,
+    seed: int = 0,
+    judge: str | None = None,
 ) -> None:
-    """Score every answer of one outputs file with the benchmark's rules."""
+    """Score every answer of one outputs file with the benchmark's rules (``mode``
+    extract) or as the papers' harness did (``mode`` harness)."""
     from ..core.io import read_jsonl
     from ..core.records import OutputRow, read_samples
     from ..score import score_outputs, write_scored
@@ -93,15 +98,42 @@ def score(
         from ..score import llm_extractor
 
         extractor = llm_extractor(make_llm(fallback_spec, LLMCache(Path(cache_dir or LLM_CACHE))))
+    judge_spec = json_arg(judge, "--judge") if judge else None
     by_id = {s.sample_id: s for s in read_samples(samples)}
     rows = [OutputRow.from_dict(r) for r in read_jsonl(outputs)]
     scored = score_outputs(
-        by_id, rows, scorer, fallback=extractor, unparsed_choice=unparsed_choice or "wrong"
+        by_id,
+        rows,
+        scorer,
+        fallback=extractor,
+        unparsed_choice=unparsed_choice or "wrong",
+        mode=mode,
+        compare=compare_modes,
+        seed=seed,
+        judge=harness_judge(judge_spec, cache_dir) if judge_spec else None,
     )
     if use_released:
         use_released_correctness(scored, rows)
     write_scored(Path(out), scored)
     log.info("%s: %d rows, %d correct", out, len(scored), sum(r["correct"] for r in scored))
+
+
+def harness_judge(spec: dict, cache_dir: str | None):
+    """``scoring.harness_judge`` as the harness's judge: (prompt, max_tokens) -> the
+    reply, at temperature 0, through the cached LLM client; a failed call raises
+    :class:`~vlmrobust.score.harness.HarnessJudgeError`."""
+    from ..clients.llm import LLMCache, make_llm
+    from ..score.harness import HarnessJudgeError
+
+    llm = make_llm(spec, LLMCache(Path(cache_dir or LLM_CACHE)))
+
+    def ask(prompt: str, max_tokens: int) -> str:
+        response = llm.complete(prompt, temperature=0.0, max_tokens=max_tokens)
+        if getattr(response, "error", None):
+            raise HarnessJudgeError(str(response.error))
+        return getattr(response, "text", "") or ""
+
+    return ask
 
 
 def score_summary(out: str, scored: list[str]) -> None:

@@ -37,7 +37,7 @@ def _spec_and_inputs(
                 f"{config}: study {study.name} has no scope {scope!r} (scopes: {known})"
             )
         # exactly the spec the rule passes (sorted JSON), so the files are the same
-        resolved = json.loads(spec_json(study.spec(plan, scope)))
+        resolved = json.loads(spec_json(study.run_spec(plan, scope)))
         files = study.metrics_inputs(plan, scope) if kind == "metrics" else None
         return resolved, files if files is not None else study.view_inputs(plan, scope)
     if spec is None:

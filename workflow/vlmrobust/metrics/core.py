@@ -274,6 +274,8 @@ class _Run:
     benches: dict[str, _Bench] = field(default_factory=dict)
     #: (model, benchmark, condition) -> requests that failed after every retry
     failed: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    #: (model, benchmark, condition) -> what its scoring mode did (scoring_notes)
+    scoring: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     @property
     def conditions(self) -> list[str]:
@@ -363,8 +365,66 @@ def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.
     df["setting"] = setting
     df["benchmark"] = _benchmarks(df, run, warnings, "prompt_setting" in scored)
     df = drop_failed_requests(df, run.failed, warnings)
+    run.scoring.update(scoring_notes(df, warnings))
+    df = df.drop(columns=[c for c in SCORING_COLUMNS if c in df.columns])
     _check_unique(df, run)
     return df.reset_index(drop=True)
+
+
+#: the scored columns of the scoring mode that the notes read (core.scored)
+SCORING_COLUMNS = ("mode", "method", "harness_bug", "corrected", "other_correct")
+
+
+def _flags(series: pd.Series) -> pd.Series:
+    return pd.to_numeric(series.astype(object).where(series.notna(), np.nan), errors="coerce")
+
+
+def scoring_notes(df: pd.DataFrame, warnings: list[str]) -> dict[tuple[str, str, str], str]:
+    """What the scoring mode did per (model, benchmark, condition), as an accuracy note
+    and a warning line each: the harness's seeded random options, its verdicts made by
+    offline rules (no ``scoring.harness_judge``), the verdicts a reproduced harness bug
+    changed with the accuracy without them, and the verdicts the other scoring mode
+    gives differently (``scoring.compare_modes``). Rows without these columns (files
+    of an older version, released verdicts) give no note."""
+    if "mode" not in df.columns:
+        return {}
+    key = "benchmark" if "benchmark" in df.columns else "dataset"
+    method = _text(df["method"]) if "method" in df.columns else pd.Series("", index=df.index)
+    fixed = _flags(df["corrected"]) if "corrected" in df.columns else None
+    other = _flags(df["other_correct"]) if "other_correct" in df.columns else None
+    notes: dict[tuple[str, str, str], str] = {}
+    for (m, b, c), idx in df.groupby(["model", key, "condition"], sort=True).groups.items():
+        rows = df.loc[idx]
+        parts = []
+        guesses = int((method.loc[idx] == "random").sum())
+        if guesses:
+            parts.append(
+                f"{guesses} answer(s) the harness read as no option got its random option (seeded)"
+            )
+        offline = int((method.loc[idx] == "offline-rule").sum())
+        if offline:
+            parts.append(f"{offline} verdict(s) by the harness's offline rules (no harness_judge)")
+        if fixed is not None and fixed.loc[idx].notna().any():
+            f = fixed.loc[idx]
+            changed = int((f.notna() & (f != rows["correct"])).sum())
+            corrected = float(f.fillna(rows["correct"]).mean())
+            bugs = ", ".join(sorted(set(_text(rows["harness_bug"])) - {""})) or "harness bug"
+            parts.append(
+                f"{bugs}: {changed} verdict(s) the harness gets wrong by its own bug "
+                f"(kept); accuracy without it {corrected * 100:.1f}%"
+            )
+        if other is not None and other.loc[idx].notna().any():
+            o = other.loc[idx]
+            differ = int((o.notna() & (o != rows["correct"])).sum())
+            modes = "/".join(sorted(set(_text(rows["mode"])) - {""}))
+            parts.append(
+                f"{differ} of {int(o.notna().sum())} verdict(s) differ in the other scoring mode than {modes}"
+            )
+        if parts:
+            note = "; ".join(parts)
+            notes[(str(m), str(b), str(c))] = note
+            warnings.append(f"model {m}, benchmark {b}, condition {c}: {note}")
+    return notes
 
 
 def _study_rows(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.DataFrame:
@@ -376,7 +436,7 @@ def _study_rows(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.Data
             f"scored rows lack the column(s) {', '.join(lacking)}; expected the columns "
             "of vlmrobust.core.scored.SCORED_COLUMNS (a scored CSV)"
         )
-    optional = [c for c in ("prompt_setting", "error") if c in scored.columns]
+    optional = [c for c in ("prompt_setting", "error", *SCORING_COLUMNS) if c in scored.columns]
     cols = list(SCORED_REQUIRED) + optional
     df = scored.loc[:, cols].copy()
     for c in ("variant_id", "sample_id", "dataset", "condition", "prompt", "model"):
@@ -723,7 +783,10 @@ def _accuracy_rows(df, run, order, rank, bench_rank, cond_rank, rows) -> dict[Ac
                     condition=c,
                     value=acc[(m, b, c)][pos],
                     n=acc[(m, b, c)][2],
-                    note=failed_note(run.failed[(m, b, c)]) if (m, b, c) in run.failed else "",
+                    note=join_notes(
+                        failed_note(run.failed[(m, b, c)]) if (m, b, c) in run.failed else "",
+                        run.scoring.get((m, b, c), ""),
+                    ),
                 )
             )
     return acc

@@ -39,11 +39,13 @@ from ..core.io import atomic_write
 from ..core.records import OutputRow, Sample
 from ..core.scored import SCORED_COLUMNS, SCORED_NUMBERS
 from .extract import Extraction
+from .harness import HARNESS_BENCHMARKS, HarnessVerdict, Judge, harness_verdict
 from .scorers import SCORERS, UNPARSED_CHOICE, Score, Scorer, get_scorer
 
 __all__ = [
     "RAW_TAIL_CHARS",
     "SCORERS",
+    "SCORING_MODES",
     "UNPARSED_CHOICE",
     "Extraction",
     "Score",
@@ -59,6 +61,9 @@ __all__ = [
 
 #: how much of the raw output is read when the answer text is empty
 RAW_TAIL_CHARS = 2000
+
+#: the scoring modes (config ``scoring.mode``; docs/scoring.md)
+SCORING_MODES = ("extract", "harness")
 
 
 def _as_row(row: OutputRow | Mapping[str, Any]) -> OutputRow:
@@ -92,23 +97,80 @@ def score_row(
     return result
 
 
+def harness_row(
+    sample: Sample, row: OutputRow, benchmark: str, seed: int, judge: Judge | None
+) -> HarnessVerdict:
+    """The harness's verdict on one output row (:mod:`vlmrobust.score.harness`); a
+    failed generation is wrong with its reason, as in extract mode."""
+    if row.error:
+        reason = f"generation failed: {row.error}"
+        return HarnessVerdict(None, False, 0.0, "none", HARNESS_BENCHMARKS[benchmark], reason)
+    return harness_verdict(benchmark, sample, row.raw_text, seed=f"{seed}:{row.key}", judge=judge)
+
+
+def _as_score(verdict: HarnessVerdict) -> Score:
+    return Score(
+        verdict.prediction,
+        verdict.correct,
+        verdict.score,
+        verdict.method,
+        verdict.reason,
+        verdict.rule,
+    )
+
+
+def _verdicts(
+    sample: Sample,
+    row: OutputRow,
+    sc: Scorer,
+    extract: tuple[Callable[[Sample, str], str | None] | None, str],
+    how: tuple[str, bool, int, Judge | None],
+) -> tuple[HarnessVerdict | None, Score, bool | None]:
+    """(the harness's verdict or None, the row's score, the other mode's verdict or
+    None) of one row (:func:`score_outputs`)."""
+    fallback, unparsed_choice = extract
+    mode, compare, seed, judge = how
+    harness = sc.name in HARNESS_BENCHMARKS
+    if mode == "harness" and harness:
+        verdict = harness_row(sample, row, sc.name, seed, judge)
+        other = score_row(sample, row, sc, None, unparsed_choice).correct if compare else None
+        return verdict, _as_score(verdict), other
+    result = score_row(sample, row, sc, fallback, unparsed_choice)
+    if compare and harness:
+        return None, result, harness_row(sample, row, sc.name, seed, None).correct
+    return None, result, None
+
+
 def score_outputs(
     samples: Mapping[str, Sample],
     rows: Iterable[OutputRow | Mapping[str, Any]],
     scorer: str,
     fallback: Callable[[Sample, str], str | None] | None = None,
     unparsed_choice: str = "wrong",
+    *,
+    mode: str = "extract",
+    compare: bool = False,
+    seed: int = 0,
+    judge: Judge | None = None,
 ) -> list[dict[str, Any]]:
     """One scored dict per output row (columns: :data:`SCORED_COLUMNS`).
 
     ``samples`` maps sample_id -> Sample; ``scorer`` is a key of ``SCORERS`` (or
     ``demo``); ``unparsed_choice`` one of :data:`UNPARSED_CHOICE`. A row whose sample is
-    missing is an error naming both.
+    missing is an error naming both. ``mode`` (:data:`SCORING_MODES`): ``extract`` reads
+    the final answer by the project's rules; ``harness`` gives the verdict of the
+    papers' harness (:mod:`vlmrobust.score.harness`; ``seed`` seeds its random guesses,
+    ``judge`` is its LLM judge) where the benchmark has one, else the project's (the
+    row's ``mode`` says which). ``compare``: also the other mode's verdict
+    (``other_correct``; the harness without its judge, the project without its LLM
+    fallback, so a comparison costs no LLM call).
     """
     if unparsed_choice not in UNPARSED_CHOICE:
         raise ValueError(
             f"unparsed_choice {unparsed_choice!r} is not one of {', '.join(UNPARSED_CHOICE)}"
         )
+    if mode not in SCORING_MODES:
+        raise ValueError(f"scoring mode {mode!r} is not one of {', '.join(SCORING_MODES)}")
     sc = get_scorer(scorer)
     out: list[dict[str, Any]] = []
     for raw in rows:
@@ -120,7 +182,9 @@ def score_outputs(
                 f"{row.sample_id!r}, which is not among the {len(samples)} samples given; "
                 "score the outputs against the samples file of the same dataset"
             )
-        result = score_row(sample, row, sc, fallback, unparsed_choice)
+        verdict, result, other = _verdicts(
+            sample, row, sc, (fallback, unparsed_choice), (mode, compare, seed, judge)
+        )
         out.append(
             {
                 "key": row.key,
@@ -143,9 +207,17 @@ def score_outputs(
                 "error": row.error,
                 "thinking_tokens": row.thinking_tokens,
                 "completion_tokens": row.completion_tokens,
+                "mode": "harness" if verdict is not None else "extract",
+                "harness_bug": verdict.bug if verdict is not None else None,
+                "corrected": _flag(verdict.corrected if verdict is not None else None),
+                "other_correct": _flag(other),
             }
         )
     return out
+
+
+def _flag(value: bool | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def summarize(scored_rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -153,8 +225,8 @@ def summarize(scored_rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     extraction_failures (no prediction although the generation succeeded),
     extraction_failure_rate (over n), llm_extractions, most_similar_guesses (unparsed
     multiple-choice answers mapped to the most similar option, ``scoring.unparsed_choice:
-    most-similar``; not extraction failures), errors (failed generations).
-    Groups are sorted by their keys."""
+    most-similar``; not extraction failures), errors (failed generations), and the
+    scoring mode's counts (:func:`mode_counts`). Groups are sorted by their keys."""
     groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
     for row in scored_rows:
         key = (str(row["model"]), str(row["dataset"]), str(row["condition"]), str(row["prompt"]))
@@ -180,9 +252,47 @@ def summarize(scored_rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "llm_extractions": sum(1 for r in rows if r.get("method") == "llm"),
                 "most_similar_guesses": sum(1 for r in rows if r.get("method") == "most-similar"),
                 "errors": errors,
+                **mode_counts(rows),
             }
         )
     return out
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None or value == "" else int(value)
+
+
+def mode_counts(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """What scoring.mode adds to a group's summary: ``mode`` (the modes of its rows,
+    ``harness``, ``extract`` or both joined by ``+``), ``random_guesses`` (the harness's
+    seeded random options), ``offline_rules`` (harness verdicts made without its LLM
+    judge), ``harness_bug_rows`` (rows whose verdict a reproduced harness bug changed),
+    ``corrected_accuracy`` (the accuracy without those bugs; empty when none applies)
+    and ``mode_differences`` (rows whose other mode's verdict differs; empty when the
+    other mode was not computed)."""
+    n = len(rows)
+    modes = sorted({str(r.get("mode") or "extract") for r in rows})
+    changed, fixed_correct, has_bug = 0, 0, False
+    differ, compared = 0, False
+    for r in rows:
+        correct = int(r["correct"])
+        fixed = _int_or_none(r.get("corrected"))
+        if fixed is not None:
+            has_bug = True
+            changed += int(fixed != correct)
+        fixed_correct += correct if fixed is None else fixed
+        other = _int_or_none(r.get("other_correct"))
+        if other is not None:
+            compared = True
+            differ += int(other != correct)
+    return {
+        "mode": "+".join(modes),
+        "random_guesses": sum(1 for r in rows if r.get("method") == "random"),
+        "offline_rules": sum(1 for r in rows if r.get("method") == "offline-rule"),
+        "harness_bug_rows": changed,
+        "corrected_accuracy": fixed_correct / n if has_bug and n else None,
+        "mode_differences": differ if compared else None,
+    }
 
 
 SUMMARY_COLUMNS = (
@@ -199,6 +309,12 @@ SUMMARY_COLUMNS = (
     "llm_extractions",
     "most_similar_guesses",
     "errors",
+    "mode",
+    "random_guesses",
+    "offline_rules",
+    "harness_bug_rows",
+    "corrected_accuracy",
+    "mode_differences",
 )
 
 

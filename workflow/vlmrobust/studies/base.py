@@ -21,6 +21,7 @@ module under :mod:`vlmrobust.studies` defining a :class:`Study` subclass and ``S
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -84,6 +85,15 @@ class Study(ABC):
     @abstractmethod
     def spec(self, plan: RunPlan, scope: str) -> dict[str, Any]:
         """What the metrics and views need from the configuration and the registry."""
+
+    def run_spec(self, plan: RunPlan, scope: str) -> dict[str, Any]:
+        """The spec the rules pass: :meth:`spec` plus how its datasets were scored
+        (``scoring``: :meth:`RunPlan.scoring_modes`), which every table states."""
+        spec = self.spec(plan, scope)
+        datasets = spec.get("datasets")
+        names = list(datasets) if isinstance(datasets, Mapping) else ([scope] if scope else [])
+        spec["scoring"] = plan.scoring_modes(names)
+        return spec
 
     @abstractmethod
     def inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
@@ -207,7 +217,7 @@ class Study(ABC):
 
     def write_table(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
         table = self._view("table", name, metrics, inputs, spec)
-        return write_table(table, Path(out_dir) / name)
+        return write_table(with_scoring_note(table, spec), Path(out_dir) / name)
 
     def write_figure(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
         import matplotlib.style
@@ -233,7 +243,7 @@ class Study(ABC):
         paths: list[Path] = []
         tables = self.tables(frame, inputs, spec) if self.table_names(spec) else {}
         for name in self.table_names(spec):
-            paths += write_table(tables[name], out_dir / "tables" / name)
+            paths += write_table(with_scoring_note(tables[name], spec), out_dir / "tables" / name)
         if self.figure_names(spec):
             with matplotlib.style.context("default"):
                 figures = self.figures(frame, inputs, spec)
@@ -256,6 +266,37 @@ MODEL_FIELDS = ("name", "family", "role", "base")
 def model_fields(plan: RunPlan, models: list[str]) -> dict[str, dict[str, Any]]:
     """The study-relevant registry fields of ``models``, in order."""
     return {m: {k: plan.models[m].get(k) for k in MODEL_FIELDS} for m in models}
+
+
+def scoring_note(scoring: Mapping[str, Any] | None) -> str:
+    """The footnote that says how a table's verdicts were made (``spec["scoring"]``)."""
+    if not scoring:
+        return ""
+    if scoring.get("mode") != "harness":
+        line = "Scoring: the project's answer extraction (scoring.mode extract)"
+    else:
+        from ..core.harness import version_note
+
+        line = f"Scoring: the papers' harness, {version_note()} task code (scoring.mode harness)"
+        if scoring.get("harness"):
+            line += " on " + ", ".join(scoring["harness"])
+        if scoring.get("extract"):
+            line += "; the project's answer extraction on " + ", ".join(scoring["extract"])
+            line += " (no harness scorer)"
+        if scoring.get("offline"):
+            line += "; without the harness's GPT-4 judge on " + ", ".join(scoring["offline"])
+            line += " (offline rules, counted in the notes)"
+    if scoring.get("compare"):
+        line += "; the other mode's differing verdicts are counted in the notes"
+    return line + "."
+
+
+def with_scoring_note(table: Table, spec: Mapping[str, Any]) -> Table:
+    """``table`` with :func:`scoring_note` as its last footnote."""
+    note = scoring_note(spec.get("scoring"))
+    if not note:
+        return table
+    return dataclasses.replace(table, footnotes=(*table.footnotes, note))
 
 
 def spec_json(spec: Mapping[str, Any]) -> str:
