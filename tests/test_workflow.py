@@ -186,6 +186,20 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
     assert sorted(rerun) == sorted(expected)
 
 
+def test_a_changed_scoring_mode_reruns_scoring_never_inference(demo_run):
+    """scoring.mode (and compare_modes) are parameters of the score jobs: switching to
+    harness reruns every score job and what reads them, and no variants, inference or
+    engine job."""
+    scoring = json.dumps({"mode": "harness", "compare_modes": True})
+    proc = snakemake(demo_run, "-n", "--config", DEMO, f"scoring={scoring}")
+    out = proc.stdout + proc.stderr
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
+    scored = list(demo_run.glob("results/scored/*/*/*/*.csv"))
+    assert int(jobs["score"]) == len(scored) > 0
+    assert not {"variants", "infer", "engine", "gather_outputs", "samples"} & set(jobs)
+    assert {"score_summary", "metrics"} <= set(jobs)
+
+
 def test_bad_config_stops_before_any_job(demo_run, tmp_path):
     proc = snakemake(demo_run, "--config", "seed=-1", check=False)
     assert proc.returncode != 0

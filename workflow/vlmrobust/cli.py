@@ -358,6 +358,18 @@ COMMANDS: dict[str, Command] = {
             arg("--model", default="released", help="model id recorded in the rows"),
             arg("--condition", default="clean", help="condition recorded in the rows"),
             arg("--out", required=True, help="scored CSV"),
+            arg(
+                "--mode",
+                choices=["extract", "harness"],
+                default="extract",
+                help="the project's extraction (default), or the papers' harness "
+                "(lmms-eval's task code; docs/scoring.md)",
+            ),
+            arg(
+                "--compare-modes",
+                action="store_true",
+                help="also the other mode's verdict (column other_correct)",
+            ),
         ),
     ),
     "judge-reference": Command(

@@ -172,9 +172,12 @@ def score_released(
     model: str,
     condition: str,
     out: str,
+    mode: str = "extract",
+    compare_modes: bool = False,
 ) -> None:
     """Score a released lmms-eval / VLMEvalKit / MathVista / LogicVista file with this
-    project's rules; prints what was scored."""
+    project's rules (or as the papers' harness did: ``mode`` harness); prints what was
+    scored."""
     from ..data.released import load_questions
     from ..score.released import format_released_summary, released_summary
     from ..score.released import score_released as score_file
@@ -191,5 +194,7 @@ def score_released(
         unparsed_choice=unparsed_choice or "wrong",
         response_field=response_field,
         extraction_field=extraction_field,
+        mode=mode,
+        compare=compare_modes,
     )
     print(f"{out}: {format_released_summary(released_summary(rows))}")

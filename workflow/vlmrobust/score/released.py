@@ -56,7 +56,7 @@ from ..clients.vlm.thinking import split_thinking
 from ..core.io import atomic_write, read_jsonl, read_utf8
 from ..core.records import OutputRow, Sample, Variant, missing, output_key
 from ..core.released import Questions, load_released_references, skipped_by_reason
-from . import score_outputs
+from . import mode_counts, score_outputs
 
 __all__ = [
     "FORMATS",
@@ -755,6 +755,7 @@ def released_summary(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
         "agree_with_released_labels": sum(
             1 for r in labelled if int(r["correct"]) == int(r["released_correct"])
         ),
+        **(mode_counts(list(rows)) if n else {}),
     }
 
 
@@ -784,7 +785,27 @@ def format_released_summary(summary: Mapping[str, Any]) -> str:
     if summary.get("released_labels"):
         k, m = summary["agree_with_released_labels"], summary["released_labels"]
         parts.append(f"agrees with the released labels on {k}/{m} ({k / m:.1%})")
+    parts += _mode_parts(summary)
     return "; ".join(parts)
+
+
+def _mode_parts(summary: Mapping[str, Any]) -> list[str]:
+    """What :func:`format_released_summary` says of the scoring mode."""
+    if summary.get("mode", "extract") == "extract" and summary.get("mode_differences") is None:
+        return []
+    parts = [f"scoring mode {summary['mode']}"]
+    if summary.get("random_guesses"):
+        parts.append(f"the harness's random options {summary['random_guesses']} (seeded)")
+    if summary.get("offline_rules"):
+        parts.append(f"verdicts by offline rules {summary['offline_rules']}")
+    if summary.get("corrected_accuracy") is not None:
+        parts.append(
+            f"verdicts a harness bug changed {summary['harness_bug_rows']} (accuracy "
+            f"without them {summary['corrected_accuracy']:.1%})"
+        )
+    if summary.get("mode_differences") is not None:
+        parts.append(f"verdicts the other mode gives differently {summary['mode_differences']}")
+    return parts
 
 
 RELEASED_COLUMNS = (
@@ -801,6 +822,10 @@ RELEASED_COLUMNS = (
     "reason",
     "error",
     "released_correct",
+    "mode",
+    "harness_bug",
+    "corrected",
+    "other_correct",
 )
 
 
@@ -866,6 +891,10 @@ def _released_csv_row(
         "reason": s["reason"],
         "error": s["error"],
         "released_correct": None if s["key"] not in labels else int(labels[s["key"]]),
+        "mode": s.get("mode"),
+        "harness_bug": s.get("harness_bug"),
+        "corrected": s.get("corrected"),
+        "other_correct": s.get("other_correct"),
     }
 
 
@@ -892,8 +921,12 @@ def score_released(
     unparsed_choice: str = "wrong",
     response_field: str | None = None,
     extraction_field: str | None = None,
+    mode: str = "extract",
+    compare: bool = False,
 ) -> ReleasedRows:
-    """Rescore a released results file with this project's rules; write ``out_csv``.
+    """Rescore a released results file with this project's rules (``mode`` extract) or
+    as the papers' harness scored it (``mode`` harness; ``compare``: also the other
+    mode's verdict, column ``other_correct``); write ``out_csv``.
 
     ``dataset`` is the adapter name (``distract-bench``, ``mathvista``, ...), which also
     picks the scorer. ``questions`` are the dataset's samples keyed by its own id
@@ -917,7 +950,9 @@ def score_released(
     )  # fmt: skip
     by_key = {s.sample_id: s for s in questions.values()}
     labels = {o.key: o.released["correct"] for o in outputs if o.released}
-    scored = score_outputs(by_key, outputs, dataset, fallback, unparsed_choice)
+    scored = score_outputs(
+        by_key, outputs, dataset, fallback, unparsed_choice, mode=mode, compare=compare
+    )
     skipped = getattr(questions, "skipped", [])
     rows = ReleasedRows(
         scored_text=(
