@@ -9,7 +9,9 @@ and scorer names from the registry (that core imports no stage is import-linter'
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+import sys
 
 import pytest
 
@@ -32,7 +34,7 @@ from vlmrobust.core.records import ANSWER_TYPES, Sample
 from vlmrobust.data import ADAPTERS
 from vlmrobust.score import SCORERS, get_scorer
 
-from .conftest import REPO
+from .conftest import REPO, run
 
 NAMES = list(BENCHMARKS)
 
@@ -171,8 +173,11 @@ def test_a_benchmark_is_a_data_file(tmp_path):
     )
     record = load_record(path)
     assert (record.name, record.answer_types, record.hub_id, record.default_prompt) == (
-        "my-bench", ("letter", "number"), "org/my-bench", None,
-    )  # fmt: skip
+        "my-bench",
+        ("letter", "number"),
+        "org/my-bench",
+        None,
+    )
     assert [r.name for r in load_records(tmp_path)] == ["my-bench"]
     path.write_text("description: x\nanswer_types: [letter]\nscorer: generic\nsplitt: test\n")
     with pytest.raises(ValueError, match=r"my-bench\.yaml: unknown field\(s\) splitt"):
@@ -200,3 +205,88 @@ def test_a_record_states_its_rows_per_split(tmp_path):
         load_record(path)
     assert BENCHMARKS["mathvision"].rows_of("test") == 3040
     assert BENCHMARKS["imagenet9"].rows_of(None) == 4050
+
+
+# ---------------------------------------------------------------- benchmarks/official_verdicts.py
+
+OFFICIAL_VERDICTS = REPO / "benchmarks" / "official_verdicts.py"
+OFFICIAL_SETS = ("mmmu", "mmmu-pro", "mmstar", "chartqa")
+
+
+def _official_verdicts(*args: str, check: bool = True):
+    return run([sys.executable, str(OFFICIAL_VERDICTS), *args], REPO, check=check, timeout=120)
+
+
+def test_official_verdicts_help_names_every_set():
+    top = _official_verdicts("--help").stdout
+    assert all(name in top for name in OFFICIAL_SETS)
+    for name in OFFICIAL_SETS:
+        text = _official_verdicts(name, "--help").stdout
+        assert f"official_verdicts.py {name}" in text and "--out" in text
+    assert "--demo" in _official_verdicts("chartqa", "--help").stdout
+    assert _official_verdicts(check=False).returncode == 2  # a set is required
+
+
+def test_official_verdicts_runs_stand_in_scorers(tmp_path):
+    """The plumbing on stand-in scorer files: pix2struct's unused imports are stubbed,
+    demo.py's function is taken out of a file that imports torch, ids count per split,
+    releaser_demo_correct only with --demo; MMMU-Pro rows where the scorer drew a random
+    answer are flagged."""
+    metrics = tmp_path / "p2s" / "pix2struct" / "metrics.py"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text(
+        "from pycocoevalcap.cider.cider import Cider\nimport editdistance\n\n"
+        "def relaxed_correctness(target, prediction):\n    return target == prediction\n"
+    )
+    demo = tmp_path / "demo.py"
+    demo.write_text(
+        "import torch\n\n"
+        "def relaxed_correctness(target: Optional[str], prediction: str) -> bool:\n"
+        "    return target.strip() == prediction.strip()\n"
+    )
+    results = [
+        {"imgname": "a.png", "query": "q", "prediction": p, "answer": "1", "split": s}
+        for p, s in [("1", "test_human"), (" 1", "test_augmented"), ("2", "test_augmented")]
+    ]
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    common = ["chartqa", "--pix2struct", str(tmp_path / "p2s"), "--results"]
+    common += [str(tmp_path / "results.json"), "--out"]
+    _official_verdicts(*common, str(tmp_path / "plain.jsonl"))
+    _official_verdicts(*common, str(tmp_path / "demo.jsonl"), "--demo", str(demo))
+    plain = [json.loads(line) for line in (tmp_path / "plain.jsonl").read_text().splitlines()]
+    with_demo = [json.loads(line) for line in (tmp_path / "demo.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in plain] == ["test_human_0", "test_augmented_0", "test_augmented_1"]
+    assert [r["official_correct"] for r in plain] == [1, 0, 0]
+    assert "releaser_demo_correct" not in plain[0] and list(plain[0])[-1] == "random"
+    assert [r["releaser_demo_correct"] for r in with_demo] == [1, 1, 0]
+
+    evaluate = tmp_path / "mmmu" / "mmmu-pro" / "evaluate.py"
+    evaluate.parent.mkdir(parents=True)
+    evaluate.write_text(
+        "import random\n\ndef mmmu_process_results(results):\n"
+        "    pred = results['response'] or random.choice(['A', 'B'])\n"
+        "    results['pred_indexs'] = pred\n"
+        "    results['if_right'] = pred == results['answer']\n"
+        "    return results\n"
+    )
+    released = [
+        {"id": f"r{i}", "subject": "s", "response": resp, "options": "['x', 'y']", "answer": "A"}
+        | {"pred_indexs": resp, "if_right": resp == "A"}
+        for i, resp in enumerate(["A", ""])
+    ]
+    (evaluate.parent / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in released))
+    _official_verdicts(
+        "mmmu-pro",
+        "--repo",
+        str(tmp_path / "mmmu"),
+        "--file",
+        "mmmu-pro/out.jsonl",
+        "--out",
+        str(tmp_path / "pro.jsonl"),
+    )
+    pro = [json.loads(line) for line in (tmp_path / "pro.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["random"], r["released_if_right"]) for r in pro] == [
+        ("r0", False, True),
+        ("r1", True, False),
+    ]
+    assert pro[0]["official_correct"] == 1 and pro[1]["parsed_pred"] in ("A", "B")
