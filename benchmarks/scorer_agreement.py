@@ -71,12 +71,10 @@ def _sample(sid, dataset, question, answer, answer_type, choices, meta) -> Sampl
 
 def _mmmu_sample(row: dict[str, Any], sid: str) -> Sample:
     qtype = row.get("question_type", "multiple-choice")
-    if "index2ans" in row:
-        options = (
-            [row["index2ans"][k] for k in sorted(row["index2ans"])]
-            if qtype == "multiple-choice"
-            else []
-        )
+    if qtype != "multiple-choice":
+        options = []
+    elif "index2ans" in row:
+        options = [row["index2ans"][k] for k in sorted(row["index2ans"])]
     else:  # MMMU-Pro: the options as the hub's string
         options = ast.literal_eval(row["options"])
     gold = row["gold"]

@@ -290,3 +290,33 @@ def test_official_verdicts_runs_stand_in_scorers(tmp_path):
         ("r1", True, False),
     ]
     assert pro[0]["official_correct"] == 1 and pro[1]["parsed_pred"] in ("A", "B")
+
+
+SCORER_AGREEMENT = REPO / "benchmarks" / "scorer_agreement.py"
+
+
+def test_scorer_agreement_counts_both_modes_against_the_official_verdicts(tmp_path):
+    """Hand-made official verdicts: an MMMU letter both modes read (agree), an open
+    answer the harness loses to its bug (harness disagrees, corrected agrees), a row the
+    official scorer guessed (left out); a ChartQA "24%" that every side scores wrong."""
+    mmmu = [
+        {"id": "validation_Art_1", "question_type": "multiple-choice", "response": "(B)",
+         "index2ans": {"A": "x", "B": "y"}, "gold": "B", "official_correct": 1, "random": False},
+        {"id": "validation_Math_2", "question_type": "open", "response": "So the answer is 24.",
+         "gold": "24", "official_correct": 1, "random": False},
+        {"id": "validation_Art_3", "question_type": "multiple-choice", "response": "hmm",
+         "index2ans": {"A": "x", "B": "y"}, "gold": "A", "official_correct": 0, "random": True},
+    ]  # fmt: skip
+    chartqa = [{"id": "test_human_0", "split": "test_human", "question": "q", "response": "24%",
+                "gold": "24", "official_correct": 0}]  # fmt: skip
+    files = []
+    for name, rows in (("mmmu_x.jsonl", mmmu), ("chartqa_x.jsonl", chartqa)):
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        files.append(str(path))
+    proc = run([sys.executable, str(SCORER_AGREEMENT), *files], REPO, timeout=300)
+    lines = proc.stdout.splitlines()
+    assert "mmmu_x.jsonl | 3 | 1 | 1/2 (50.00%) | 2/2 (100.00%) | 2/2 (100.00%) | 66.67%" in lines
+    assert (
+        "chartqa_x.jsonl | 1 | 0 | 1/1 (100.00%) | 1/1 (100.00%) | 1/1 (100.00%) | 0.00%" in lines
+    )
