@@ -107,6 +107,64 @@ def test_api_run_retries_and_never_writes_the_key(tmp_path):
     assert "local-api" in summary
 
 
+def _api_entry(server: FakeAPIServer) -> dict:
+    return {
+        "backend": "openai",
+        "api_model": "fake-vlm",
+        "base_url": f"{server.url}/v1",
+        "api_key_env": "VLMROBUST_TEST_KEY",
+        "family": "fake",
+        "role": "base",
+        "options": {"max_retries": 1, "base_delay": 0.01, "timeout_s": 5, "concurrency": 1},
+    }
+
+
+def _run_files(workdir: Path) -> dict[str, bytes]:
+    """Every table, scored file and output text of a run (the rows' timings aside)."""
+    files = {}
+    for path in sorted((workdir / "results").rglob("*")):
+        rel = str(path.relative_to(workdir))
+        if path.is_file() and ("/tables/" in rel or rel.startswith("results/scored/")):
+            files[rel] = path.read_bytes()
+    for path in sorted((workdir / "results/outputs").rglob("*.jsonl")):
+        texts = [(r["key"], r["raw_text"], r["error"]) for r in read_jsonl(path)]
+        files[str(path.relative_to(workdir))] = json.dumps(texts).encode()
+    return files
+
+
+def test_a_rerun_after_failed_requests_asks_only_them_and_completes(tmp_path):
+    """One request fails after every retry: the run writes every table, then fails at
+    its last check; the next snakemake (the server healthy again) asks that request and
+    no other, completes, and every table, scored file and answer equals an
+    uninterrupted run's (issue: a failed request left a run that could not recover)."""
+    runs = {}
+    for name, faults in (("uninterrupted", 0), ("failed", 2)):
+        workdir = copy_repo(tmp_path / name)
+        with FakeAPIServer() as server:
+            server.reply_fn = lambda text, body: "The answer is yes."
+            for _ in range(faults):  # both attempts of the first request (max_retries 1)
+                server.add_fault("500")
+            registry = _registry_with(workdir, "local-api", _api_entry(server))
+            configfile = _config(workdir, registry, ["local-api"])
+            cmd = [str(BIN / "snakemake"), "--cores", "1", "--configfile", configfile]
+            env = {"VLMROBUST_TEST_KEY": SENTINEL}
+            first = run(cmd, workdir, env=env, check=not faults)
+            if faults:
+                assert first.returncode != 0
+                text = first.stdout + first.stderr
+                assert "1 request(s) failed after every retry" in text
+                asked = server.count
+                second = run(cmd, workdir, env=env)
+                assert "Nothing to be done" not in second.stdout + second.stderr
+                assert server.count - asked == 1  # exactly the failed request again
+                third = run([*cmd, "-n"], workdir, env=env)
+                assert "Nothing to be done" in third.stdout + third.stderr
+        runs[name] = _run_files(workdir)
+    assert runs["failed"].keys() == runs["uninterrupted"].keys()
+    assert any("/tables/" in k for k in runs["failed"])
+    assert runs["failed"] == runs["uninterrupted"]
+
+
 @pytest.fixture(scope="module")
 def demo_inputs(tmp_path_factory) -> Path:
     workdir = copy_repo(tmp_path_factory.mktemp("kill") / "repo")

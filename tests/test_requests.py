@@ -40,6 +40,8 @@ def test_fail_mode_fails_with_the_count_and_asks_again_next_time(tmp_path):
     # the shard that holds them is removed, so the next run regenerates it (resuming
     # from its partial file: only the failed requests are asked); no report is written
     assert not shard.exists() and clean_shard.exists() and not report.exists()
+    # and the output gathered from it (Snakemake rebuilds no shard while it exists)
+    assert not out.exists() and clean.exists()
     assert shards_of(clean) == [clean_shard]
 
 

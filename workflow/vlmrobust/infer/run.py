@@ -549,10 +549,11 @@ def _answer_shard(
     own_backend = backend is None and bool(todo)
     if own_backend:
         backend = open_backend(job, service)
-    if backend is not None:
+    if backend is not None and backend.revision_before_answers:
         # rows another revision of the checkpoint wrote (the same settings, new weights);
         # with nothing left to generate the model is not loaded just to ask, and the
-        # settings' fingerprint alone decides
+        # settings' fingerprint alone decides (so does it for an API, whose model is
+        # named only in its answers)
         other = [k for k, row in done.items() if row.get("model_revision") != backend.revision]
         for key in other:
             del done[key]

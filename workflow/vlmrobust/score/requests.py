@@ -4,9 +4,9 @@ A failed request is no answer. Scoring marks its row (``error``), the metrics ex
 from every number and count it (notes, warnings.txt); this module is the run's last
 check (rule ``check_requests``): it lists every failed request by output file and, with
 ``scoring.on_request_error: fail``, fails the run with the count and removes the shard
-files that hold them, so that the next run asks those requests again, and only them (the
-answered rows of each shard wait in ``<shard>.partial``, see
-:func:`vlmrobust.infer.run.run_inference`).
+files that hold them and the outputs gathered from them, so that the next run gathers
+them again after asking those requests again, and only them (the answered rows of each
+shard wait in ``<shard>.partial``, see :func:`vlmrobust.infer.run.run_inference`).
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def check_requests(outputs: Iterable[str | Path], mode: str, report: Path) -> tu
     for path in found:
         for shard in shards_of(path):
             shard.unlink()
+        # the gathered file too: while it exists Snakemake would not rebuild its shards
+        Path(path).unlink(missing_ok=True)
     return 2, (
         message + ". The tables exclude them and say so; the run fails "
         "(scoring.on_request_error: fail): run snakemake again to ask only those requests "

@@ -51,6 +51,10 @@ class APIBackend(Backend):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_id={self.model_id!r}, api_model={self.api_model!r})"
 
+    # the server names its model in its answers only: a resumed job cannot compare it
+    # with its rows' before asking (the registry entry's fingerprint decides)
+    revision_before_answers = False
+
     @property
     def revision(self) -> str:
         """The model the server reported (fallback: the registry revision or api_model)."""

@@ -107,6 +107,10 @@ class Backend(abc.ABC):
         self.spec = spec
         self.options: dict[str, Any] = dict(spec.get("options") or {})
 
+    #: whether :attr:`revision` is known before the first answer (a loaded checkpoint:
+    #: yes; an API: only once the server has reported its model)
+    revision_before_answers = True
+
     @property
     def revision(self) -> str:
         """What exactly answers: a checkpoint commit or hash, or the API model name."""
