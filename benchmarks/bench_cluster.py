@@ -14,17 +14,17 @@ dataset) into a copy of the working tree, and runs `snakemake --profile slurm
 --profile tests/slurm-gpu` there while the scheduler's records are kept (JobRecorder).
 
 The faulted run (a second copy, the same configuration) gets, in this order: `scancel`
-of an engine group job once its model is generating; `kill -9` of Snakemake once
+of an engine job with a shard half written; `kill -9` of Snakemake once
 another engine generates, then `snakemake --unlock` and the same command again
 (`--rerun-incomplete`); a slurmctld restart (down `--down-s` seconds) while jobs run;
 the node drained while jobs run, resumed `--drain-s` seconds later. Then every table and
 figure must be byte-identical to the uninterrupted run's, every output file hold the
-same rows (no key lost, none twice), and no job, service or runner be left.
+same rows (no key lost, none twice), no job left and no shard unfinished.
 
 Measured (printed, and written as JSON to --out): the makespan; the SLURM jobs
 submitted; the engines started (model loads inside SLURM jobs) against the GPUs
 declared; the GPU-seconds allocated to engine jobs (their run time times their GPUs)
-against busy (the service generating, summed from its own log, times its GPUs); the
+against busy (the engine generating, summed from its own log, times its GPUs); the
 jobs that waited on the scheduler (submit to start, and the reasons recorded).
 """
 
@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "workflow"))
 
 from tests import cluster_run as cr  # noqa: E402
-from tests.conftest import helper_processes  # noqa: E402
+from tests.conftest import job_processes  # noqa: E402
 from tests.slurm_cluster import (  # noqa: E402
     JobRecorder,
     SlurmCluster,
@@ -56,7 +56,7 @@ from tests.slurm_cluster import (  # noqa: E402
     stop_cluster,
 )
 
-GROUP = "rule_engine_engine_infer"  # the plugin's comment on an engine group job
+ENGINE = "rule_engine_"  # how the plugin's comment on an engine job starts
 
 
 def wait_for(predicate, timeout: float, interval: float = 1.0, proc=None):
@@ -73,39 +73,41 @@ def wait_for(predicate, timeout: float, interval: float = 1.0, proc=None):
 
 def running_groups(cluster: SlurmCluster) -> list[str]:
     out = cluster.run("squeue", "--noheader", "--states=RUNNING", "--format=%i|%k", check=False)
-    return [line.split("|")[0] for line in out.split() if line.endswith("|" + GROUP)]
+    return [line.split("|")[0] for line in out.split() if "|" + ENGINE in line]
 
 
 def generating(workdir: Path, cluster: SlurmCluster, exclude: set[str]) -> str | None:
-    """A running engine group job whose model service has answered a batch."""
+    """A running engine job whose model has answered a batch."""
     running = set(running_groups(cluster)) - exclude
-    for starts in cr.service_logs(workdir).values():
-        for start in starts:
-            if start["job"] in running and start["calls"]:
-                return start["job"]
+    for run in cr.engine_runs(workdir):
+        if run["job"] in running and run["calls"]:
+            return run["job"]
     return None
 
 
 def mid_shard(workdir: Path, cluster: SlurmCluster, log: Path) -> tuple[str, int] | None:
-    """A running engine group job with a shard half written (rows in its partial file):
-    the job and those rows."""
+    """A running engine job with a shard half written (rows in its resume cache, the
+    shard itself not written yet): the job and those rows."""
     running = set(running_groups(cluster))
-    engines = cr.engine_jobs(log.read_text(errors="replace"), {"jobs": {}})
-    for job_id, engine in engines.items():
-        if job_id not in running:
+    for run in cr.engine_runs(workdir):
+        if run["job"] not in running:
             continue
-        for shard in engine.inner:
-            partial = workdir / f"{shard}.partial"
+        model, phase, k = run["engine"]
+        plan = json.loads(
+            (workdir / f"results/engines/{model}/phase{phase}/engine{k}.json").read_text()
+        )
+        for cell in plan["cells"]:
+            partial = workdir / f"{cell['out']}.partial"
             rows = len(partial.read_text().splitlines()) if partial.exists() else 0
-            if rows:
-                return job_id, rows
+            if rows and not (workdir / cell["out"]).exists():
+                return run["job"], rows
     return None
 
 
-def resubmitted(log: Path, cancelled: str) -> str | None:
-    """The job Snakemake submitted again for the group job ``cancelled`` (its retry)."""
+def resubmitted(log: Path, cancelled: str, workdir: Path) -> str | None:
+    """The job Snakemake submitted again for the engine job ``cancelled`` (its retry)."""
     text = log.read_text(errors="replace")
-    engines = cr.engine_jobs(text, {"jobs": {}})
+    engines = cr.engine_jobs(text, {"jobs": {}}, workdir)
     if cancelled not in engines:
         return None
     again = [j for j, e in engines.items() if e.engines == engines[cancelled].engines]
@@ -120,8 +122,8 @@ def inject_faults(cluster, workdir, log, proc, args, notes: list[str]) -> subpro
     found = wait_for(lambda: mid_shard(workdir, cluster, log), 3600, 0.2, proc)
     if found:
         cluster.run("scancel", found[0])
-        say(f"scancel {found[0]}: an engine group job mid-shard ({found[1]} rows in a partial)")
-        retry = wait_for(lambda: resubmitted(log, found[0]), 600, 1.0, proc)
+        say(f"scancel {found[0]}: an engine job mid-shard ({found[1]} rows in a partial)")
+        retry = wait_for(lambda: resubmitted(log, found[0], workdir), 600, 1.0, proc)
         say(f"Snakemake submitted it again (job {retry or 'not seen yet'})")
     else:
         say("scancel: not injected (no engine was mid-shard before the run ended)")
@@ -178,15 +180,15 @@ def measure(cluster, workdir: Path, log: str, records_file: Path, args) -> dict:
     records["jobs"] = {
         j: recs for j, recs in records["jobs"].items() if recs[-1].get("WorkDir") == str(workdir)
     }
-    engines = cr.engine_jobs(log, records)
-    services = cr.service_logs(workdir)
+    engines = cr.engine_jobs(log, records, workdir)
+    runs = cr.engine_runs(workdir)
     allocated = busy = 0.0
     idle = {"startup": 0.0, "gaps": 0.0, "tail": 0.0}
     per_engine = []
     for job in engines.values():
         start, end = job.span()
         gpus = len(job.got_gpus)
-        loads = [s for starts in services.values() for s in starts if s["job"] == job.job_id]
+        loads = [r for r in runs if r["job"] == job.job_id]
         entry = engine_times(job, loads, start, end)
         allocated += entry["seconds"] * gpus
         busy += entry["generating_s"] * gpus
@@ -198,14 +200,14 @@ def measure(cluster, workdir: Path, log: str, records_file: Path, args) -> dict:
         "slurm_jobs": len(records["jobs"]),
         "submissions": len(cr.submissions(log)),
         "engine_jobs": len(engines),
-        "engines_started": sum(1 for e in per_engine for _ in e["load_s"]),
+        "engines_started": sum(len(e["load_s"]) for e in per_engine),
         "gpus_declared": args.gpus,
         "gpu_s_allocated": round(allocated, 1),
         "gpu_s_busy": round(busy, 1),
         "busy_fraction": round(busy / allocated, 3) if allocated else None,
         # the allocated GPU time that was not generating: before the first answer (the
-        # group's two Snakemake starts, the runner, the service's start and load),
-        # between answers, and after the last one
+        # job's Snakemake start, the model's load, the first cell's plan), between
+        # answers, and after the last one
         **{f"gpu_s_{part}": round(v, 1) for part, v in idle.items()},
         "per_engine": per_engine,
         **waits,
@@ -214,7 +216,7 @@ def measure(cluster, workdir: Path, log: str, records_file: Path, args) -> dict:
 
 def engine_times(job, loads: list[dict], start: float, end: float) -> dict:
     """One engine job's allocation split into generating, before the first answer,
-    between answers and after the last (seconds, from its records and service log)."""
+    between answers and after the last (seconds, from its records and its log)."""
     calls = sorted(c for s in loads for c in s["calls"])
     gen = sum(c[2] for c in calls)
     first = calls[0][0] - calls[0][2] if calls else end
@@ -230,7 +232,7 @@ def engine_times(job, loads: list[dict], start: float, end: float) -> dict:
         "startup_s": round(max(0.0, first - start), 1),
         "gaps_s": round(max(0.0, last - first - gen), 1),
         "tail_s": round(max(0.0, end - last), 1),
-        "load_s": [s["load_s"] for s in loads],
+        "load_s": [x for s in loads for x in s["load_s"]],
     }
 
 
@@ -281,12 +283,19 @@ def compare(a: Path, b: Path) -> dict:
 
 
 def left_behind(cluster: SlurmCluster, *workdirs: Path) -> dict:
-    """Jobs still queued, services or runners still alive, partial shards left."""
-    time.sleep(5)  # helpers notice their owner's end within a second or two
+    """Jobs still queued, job processes still alive, shards whose resume cache holds
+    other rows than the shard (an unfinished shard)."""
+    time.sleep(5)
+    unfinished = [
+        str(p)
+        for w in workdirs
+        for p in (w / "results/outputs").rglob("*.partial")
+        if not p.with_suffix("").exists() or p.read_bytes() != p.with_suffix("").read_bytes()
+    ]
     return {
         "queued": cluster.run("squeue", "--noheader", check=False).split("\n")[:-1],
-        "processes": [pid for w in workdirs for pid in helper_processes(cwd=w)],
-        "partials": [str(p) for w in workdirs for p in (w / "results/outputs").rglob("*.partial")],
+        "processes": [pid for w in workdirs for pid in job_processes(w)],
+        "partials": unfinished,
     }
 
 

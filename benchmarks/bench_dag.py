@@ -4,8 +4,9 @@
     python benchmarks/bench_dag.py --configfile config/config.yaml
 
 Prints the wall time of each try, the job counts of the last one and, per local model,
-its inference jobs, the engines (model loads) that answer them (config `service.engines`;
-one per phase and engine, not one per job) and the GPUs they hold at once. The paper's
+its cells, the engines (model loads, one job each) that answer them (config
+`service.engines`; one per phase and engine, not one per cell) and the GPUs they hold at
+once. The paper's
 local-only datasets (ImageNet-9, LogicVista, Waterbirds) must exist as folders for the
 DAG to build; a missing one is created empty for the timing and removed afterwards
 (said on the output), so the DAG builds on a machine without the data.
@@ -73,20 +74,23 @@ def main() -> int:
     print(f"snakemake -n --configfile {args.configfile}")
     print("tries (s): " + ", ".join(f"{t:.2f}" for t in times) + f"; best {min(times):.2f} s")
     print("jobs: " + ", ".join(f"{name} {n}" for name, n in jobs.items()))
-    print_engines(args.configfile, int(jobs.get("engine", 0)))
+    engines = sum(
+        int(n) for name, n in jobs.items() if name.startswith("engine_") and name != "engine_plan"
+    )
+    print_engines(args.configfile, engines)
     return 0
 
 
 def print_engines(configfile: str, engine_jobs: int) -> None:
-    """Per local model: its inference jobs, the engines (model loads) that answer them
-    and the GPUs those engines hold; a model load per job would be one per job."""
+    """Per local model: its cells, the engines (model loads) that answer them and the
+    GPUs those engines hold; a model load per cell would be one per cell."""
     from vlmrobust.core.registry import model_resources
     from vlmrobust.plan import RunPlan
 
     with contextlib.chdir(REPO):
         plan = RunPlan.load(configfile)
-    print(f"model loads (engines, rule `engine`): {engine_jobs} in the DAG")
-    print(f"{'model':<28} {'jobs':>5} {'engine starts':>14} {'GPUs given':>11}")
+    print(f"model loads (engine jobs, rules `engine_*`): {engine_jobs} in the DAG")
+    print(f"{'model':<28} {'cells':>5} {'engine starts':>14} {'GPUs given':>11}")
     total_jobs = total_engines = 0
     for model, spec in plan.models.items():
         if spec["backend"] not in ("hf", "vllm"):

@@ -29,11 +29,8 @@ code on PYTHONPATH): the samples files first, then the variant manifests, and re
   and the library's own cost: ``imagecorruptions.corrupt`` timed directly on the same
   images (the samples' images as RGB arrays, each method x severity once per image,
   one OpenCV thread, after a warm-up), as images/s and the job's time over it;
-- peak RSS per job: Snakemake's ``max_rss`` of the job. Under the warm job runner a
-  job's command only hands its arguments to a forked child outside the job's process
-  tree, so that figure is the client's; the second run (below) runs every command in its
-  own process (``VLMROBUST_SERVICE_OWNER=off``), and its ``max_rss`` (the process tree:
-  worker processes included) is the one reported;
+- peak RSS per job: Snakemake's ``max_rss`` of the job (the process tree: worker
+  processes included), from the second run (below);
 - disk per condition (the files under ``results/variants/<dataset>/<condition>/``);
 - determinism: the second run, in a fresh folder (``DIR/run2``), must give the same
   manifests, sha256 for sha256 (``--no-second-run`` skips it: no RSS, no check).
@@ -171,12 +168,10 @@ def make_config(args: argparse.Namespace) -> dict:
     }
 
 
-def snakemake(work: Path, cores: int, targets: list[str], own_process: bool) -> float:
+def snakemake(work: Path, cores: int, targets: list[str]) -> float:
     """Run Snakemake on ``targets`` in ``work``; its wall seconds (a failure stops here)."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "workflow"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
-    if own_process:
-        env["VLMROBUST_SERVICE_OWNER"] = "off"
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work),
            "--configfile", str(work / "config.yaml"), "--cores", str(cores), *targets]  # fmt: skip
     t0 = time.perf_counter()
@@ -187,7 +182,7 @@ def snakemake(work: Path, cores: int, targets: list[str], own_process: bool) -> 
     return time.perf_counter() - t0
 
 
-def run(work: Path, config: dict, cores: int, own_process: bool) -> dict:
+def run(work: Path, config: dict, cores: int) -> dict:
     """Both stages in ``work``: their wall seconds, and the targets of each."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -199,8 +194,8 @@ def run(work: Path, config: dict, cores: int, own_process: bool) -> dict:
     ]
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     times = {
-        "samples_s": snakemake(work, cores, samples, own_process),
-        "variants_s": snakemake(work, cores, manifests, own_process),
+        "samples_s": snakemake(work, cores, samples),
+        "variants_s": snakemake(work, cores, manifests),
     }
     load += " -> " + "/".join(f"{x:.1f}" for x in os.getloadavg())
     return {**times, "overlap": overlap(work / "snakemake.log"), "load": load}
@@ -382,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     config = make_config(args)
     works = [where / "run1"] + ([] if args.no_second_run else [where / "run2"])
     preflight(args, where, len(works))
-    runs = [run(w, config, args.cores, own_process=i > 0) for i, w in enumerate(works)]
+    runs = [run(w, config, args.cores) for w in works]
     samples = []
     for d in config["datasets"]:
         rec = job_record(works[-1], "samples", d)

@@ -11,11 +11,10 @@ Shared by tests/test_cluster.py (a reduced run in CI) and benchmarks/bench_clust
 - :func:`start` runs Snakemake there as a cluster user types it, ``--profile slurm``
   plus the test cluster's overlay ``tests/slurm-gpu`` (GPU requests kept), against a
   cluster of tests/slurm_cluster.py that declares stand-in GPUs;
-- :func:`evidence` reads back what happened: the SLURM jobs Snakemake submitted (its
-  log), the jobs inside each group job (the group's SLURM log), the scheduler's
-  records (tests/slurm_cluster.py ``JobRecorder``), and from the model services' and
-  inference jobs' own logs the SLURM job each ran in, its ``CUDA_VISIBLE_DEVICES`` and
-  the engine's generate times.
+- the evidence functions read back what happened: the SLURM jobs Snakemake submitted
+  (its log), the scheduler's records (tests/slurm_cluster.py ``JobRecorder``), and from
+  each engine's own log (``logs/engines/<model>/phase<p>/engine<e>.log``) the SLURM job
+  it ran in, its ``CUDA_VISIBLE_DEVICES``, its model loads and its cells.
 """
 
 from __future__ import annotations
@@ -41,10 +40,17 @@ GPU_PROFILE = REPO / "tests" / "slurm-gpu"
 CONFIG = "standins/config.yaml"
 # "Job 3 has been submitted with SLURM jobid 7 (log: /.../slurm_logs/<rule or group>/7.log)."
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: (.+?)\)\.?$")
-ENGINE_FILE = re.compile(r"results/engines/([^/\s,]+)/phase(\d+)/engine(\d+)\.json")
-WHERE = re.compile(r"SLURM job (\d+)(?: step \S+)? on \S+, CUDA_VISIBLE_DEVICES='([^']*)'")
+# "engine results/engines/<model>/phase<p>/engine<e>.json: models.<model>, N cell(s),
+#  runs in SLURM job J on HOST, CUDA_VISIBLE_DEVICES='0'" (an engine job's first line)
+ENGINE_START = re.compile(
+    r"engine results/engines/([^/\s]+)/phase(\d+)/engine(\d+)\.json: models\.\S+, (\d+) "
+    r"cell\(s\)(?:, runs in SLURM job (\d+)(?: step \S+)? on \S+, CUDA_VISIBLE_DEVICES='([^']*)')?"
+)
+LOADED = re.compile(
+    r"^(\S+ \S+) INFO \S+: models\.(\S+): loaded once for this engine \(([\d.]+) s\)", re.M
+)
 GENERATED = re.compile(r"^(\S+ \S+) INFO \S+: generated (\d+) requests in ([\d.]+) s", re.M)
-LOADED = re.compile(r"^(\S+ \S+) INFO \S+: model service (\S+) \(.*loaded in ([\d.]+) s", re.M)
+CELL_DONE = re.compile(r"^\S+ \S+ INFO \S+: (results/outputs/\S+\.jsonl): \{", re.M)
 
 
 #: the stand-ins' datasets read from the real-data folder, and the folder each needs
@@ -97,7 +103,7 @@ def prepare(
         cmd += ["--datasets", *datasets]
     for key, value in sizes.items():
         cmd += [f"--{key.replace('_', '-')}", str(value)]
-    env = {**os.environ, "PYTHONPATH": str(workdir / "workflow"), "VLMROBUST_SERVICE_OWNER": "off"}
+    env = {**os.environ, "PYTHONPATH": str(workdir / "workflow")}
     subprocess.run(cmd, cwd=workdir, env=env, check=True, capture_output=True, timeout=120)
     if models is not None:
         path = workdir / CONFIG
@@ -163,11 +169,13 @@ def study_targets(workdir: Path) -> list[str]:
 
 @dataclass
 class Engine:
-    """One engine group job as the run's files show it."""
+    """One engine job as the scheduler and its own log show it."""
 
     job_id: str
-    engines: list[tuple[str, int, int]]  # (model, phase, engine) files it made
-    inner: list[str]  # the outputs of the jobs its Snakemake ran (its SLURM log)
+    engines: list[tuple[str, int, int]]  # the (model, phase, engine) it answered
+    inner: list[str]  # the shard files it wrote (its log)
+    loads: int = 0  # model loads in it (its log)
+    devices: str | None = None  # its CUDA_VISIBLE_DEVICES (its log)
     records: list[dict] = field(default_factory=list)  # the scheduler's, in time order
 
     @property
@@ -202,56 +210,55 @@ def submissions(log_text: str) -> list[tuple[str, Path]]:
     ]
 
 
-def engine_jobs(log_text: str, records: dict) -> dict[str, Engine]:
-    """The submitted group jobs that made an engine file, by SLURM job id."""
-    out = {}
-    for job_id, slurm_log in submissions(log_text):
-        if "group_engine" not in slurm_log.parent.name or not slurm_log.exists():
-            continue
-        text = slurm_log.read_text(errors="replace")
-        made = sorted({(m, int(p), int(k)) for m, p, k in ENGINE_FILE.findall(text)})
-        inner = sorted(set(re.findall(r"^\s+output: (\S+)$", text, flags=re.M)))
-        out[job_id] = Engine(job_id, made, inner, records["jobs"].get(job_id, []))
-    return out
-
-
-def service_logs(workdir: Path) -> dict[str, list[dict]]:
-    """Per model, each service start in a SLURM job: the job, CUDA_VISIBLE_DEVICES, the
-    load time and the (end time, requests, seconds) of each generate call."""
-    out: dict[str, list[dict]] = {}
-    for log in sorted((workdir / "logs" / "services").glob("*.log")):
+def engine_runs(workdir: Path) -> list[dict]:
+    """Each run of an engine job its log records (a rerun appends): the engine, the
+    SLURM job and devices, its cells, the model loads and the shard files it wrote."""
+    out = []
+    for log in sorted((workdir / "logs" / "engines").rglob("*.log")):
         text = log.read_text(errors="replace")
-        starts = list(LOADED.finditer(text))
+        starts = list(ENGINE_START.finditer(text))
         for i, m in enumerate(starts):
-            where = WHERE.search(text, m.start(), m.end() + 200)
             end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
-            calls = [
-                (_stamp(g.group(1)), int(g.group(2)), float(g.group(3)))
-                for g in GENERATED.finditer(text, m.end(), end)
-            ]
-            out.setdefault(m.group(2), []).append(
+            out.append(
                 {
-                    "job": where.group(1) if where else None,
-                    "devices": where.group(2) if where else None,
-                    "loaded": _stamp(m.group(1)),
-                    "load_s": float(m.group(3)),
-                    "calls": calls,
+                    "engine": (m.group(1), int(m.group(2)), int(m.group(3))),
+                    "cells": int(m.group(4)),
+                    "job": m.group(5),
+                    "devices": m.group(6),
+                    "loads": len(LOADED.findall(text, m.end(), end)),
+                    "load_s": [float(x[2]) for x in LOADED.findall(text, m.end(), end)],
+                    "calls": [
+                        (_stamp(g.group(1)), int(g.group(2)), float(g.group(3)))
+                        for g in GENERATED.finditer(text, m.end(), end)
+                    ],
+                    "written": CELL_DONE.findall(text, m.end(), end),
                 }
             )
     return out
 
 
+def engine_jobs(log_text: str, records: dict, workdir: Path) -> dict[str, Engine]:
+    """The submitted engine jobs, by SLURM job id, with what their logs say."""
+    runs = {r["job"]: r for r in engine_runs(workdir) if r["job"]}
+    out = {}
+    for job_id, slurm_log in submissions(log_text):
+        if not slurm_log.parent.name.startswith("rule_engine_"):
+            continue
+        run = runs.get(job_id, {})
+        engines = [run["engine"]] if run else []
+        out[job_id] = Engine(
+            job_id,
+            engines,
+            sorted(run.get("written", [])),
+            run.get("loads", 0),
+            run.get("devices"),
+            records["jobs"].get(job_id, []),
+        )
+    return out
+
+
 def _stamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
-
-
-def infer_jobs(workdir: Path) -> dict[str, list[str]]:
-    """Each inference shard -> the SLURM jobs its log says it ran in (every try)."""
-    out = {}
-    for log in (workdir / "logs" / "infer").rglob("*.log"):
-        shard = str(log.relative_to(workdir / "logs" / "infer").with_suffix(".jsonl"))
-        out["results/outputs/" + shard] = WHERE.findall(log.read_text(errors="replace"))
-    return out
 
 
 def load_records(path: Path) -> dict:

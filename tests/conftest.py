@@ -82,31 +82,19 @@ def run(
     return proc
 
 
-#: The modules a run's helper processes run as: a model service, the job runner.
-HELPER_MODULES = ("vlmrobust.clients.service", "vlmrobust.launcher")
-
-
-def helper_processes(
-    module: str | None = None, mentions: Path | None = None, cwd: Path | None = None
-) -> list[int]:
-    """Pids of the model services and job runners (``python -m <module> ...``) alive now:
-    of one ``module`` only, with ``mentions`` in an argument (e.g. their socket folder),
-    or started in ``cwd``."""
-    modules = [m.encode() for m in ([module] if module else HELPER_MODULES)]
+def job_processes(cwd: Path) -> list[int]:
+    """Pids of the ``vlmrobust`` commands (a run's jobs) alive now in ``cwd``: none may
+    outlive the Snakemake that started them."""
     pids = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
             where = Path(os.readlink(entry / "cwd"))
         except OSError:
             continue
-        if not any(m in argv for m in modules):
-            continue
-        if mentions is not None and not any(str(mentions).encode() in a for a in argv):
-            continue
-        if cwd is None or where == cwd:
+        if where == cwd and any(a.endswith(b"vlmrobust") for a in argv[:2]):
             pids.append(int(entry.name))
     return pids
 

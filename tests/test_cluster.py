@@ -8,14 +8,15 @@ datasets (ChartQA: the corruption study; VisArgs: the masking study), through th
 project's `--profile slurm` with GPU requests kept (tests/slurm-gpu). What the
 scheduler recorded while it ran, and the run's own logs, must show: one SLURM job per
 engine, the GPUs each asked for and got, distinct CUDA_VISIBLE_DEVICES for engines that
-ran at once, every inference job inside its engine's allocation answered by the model
-loaded there once, every table and figure of the two studies, nothing left running.
+ran at once, every cell answered inside its engine's allocation by the model loaded
+there once, every table and figure of the two studies, nothing left running.
 benchmarks/bench_cluster.py runs the whole stand-in run, with faults, and measures it.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import time
 from collections import Counter
@@ -27,16 +28,15 @@ import yaml
 from .cluster_run import (
     CONFIG,
     engine_jobs,
-    infer_jobs,
+    engine_runs,
     load_records,
     missing_data,
     prepare,
-    service_logs,
     start,
     study_targets,
     submissions,
 )
-from .conftest import BIN, helper_processes, run
+from .conftest import BIN, job_processes, run
 from .slurm_cluster import (
     JobRecorder,
 )
@@ -82,7 +82,7 @@ def cluster_run(gpu_cluster, tmp_path_factory):
 
 def test_one_slurm_job_per_engine_with_the_models_gpus(cluster_run):
     workdir, log, records, _ = cluster_run
-    engines = engine_jobs(log, records)
+    engines = engine_jobs(log, records, workdir)
     assert sorted(e for job in engines.values() for e in job.engines) == ENGINES
     assert all(len(job.engines) == 1 for job in engines.values())  # one engine each
     registry = yaml.safe_load((workdir / "standins" / "models.yaml").read_text())["models"]
@@ -97,10 +97,9 @@ def test_one_slurm_job_per_engine_with_the_models_gpus(cluster_run):
 
 def test_engines_at_once_hold_distinct_devices(cluster_run):
     workdir, log, records, _ = cluster_run
-    engines = engine_jobs(log, records)
-    services = {s["job"]: s for starts in service_logs(workdir).values() for s in starts}
+    engines = engine_jobs(log, records, workdir)
     for job in engines.values():  # the devices the engine saw are the ones SLURM gave
-        assert services[job.job_id]["devices"] == ",".join(map(str, job.got_gpus))
+        assert job.devices == ",".join(map(str, job.got_gpus))
     overlapping = [
         (a, b)
         for a, b in itertools.combinations(engines.values(), 2)
@@ -111,38 +110,40 @@ def test_engines_at_once_hold_distinct_devices(cluster_run):
         assert not set(a.got_gpus) & set(b.got_gpus), (a.job_id, b.job_id)
 
 
-def test_inference_jobs_ran_inside_their_engines_allocation(cluster_run):
+def test_every_cell_was_answered_inside_its_engines_allocation(cluster_run):
+    """Each engine's log: its SLURM job, one model load, and every cell of its plan
+    written there (the shard files its rule declares)."""
     workdir, log, records, _ = cluster_run
-    engines = engine_jobs(log, records)
-    by_engine = {job.engines[0]: job for job in engines.values()}
-    ran = infer_jobs(workdir)
-    shards = [path for path in ran if path.split("/")[2] in MODELS]
-    assert len(shards) == sum(len(job.inner) - 1 for job in engines.values())
-    services = service_logs(workdir)
-    for shard in shards:
-        job = next(j for j in engines.values() if shard in j.inner)
-        assert [where[0] for where in ran[shard]] == [job.job_id], shard
-        model = shard.split("/")[2]
-        assert job.engines[0][0] == model
-        starts = [s for s in services[model] if s["job"] == job.job_id]
-        assert len(starts) == 1 and starts[0]["calls"], starts  # one model load, used
-    assert set(by_engine) == set(ENGINES)
+    engines = engine_jobs(log, records, workdir)
+    runs = engine_runs(workdir)
+    assert sorted(r["engine"] for r in runs) == ENGINES  # each ran once
+    for job in engines.values():
+        model, phase, k = job.engines[0]
+        plan = json.loads(
+            (workdir / f"results/engines/{model}/phase{phase}/engine{k}.json").read_text()
+        )
+        cells = sorted(c["out"] for c in plan["cells"])
+        assert job.inner == cells and cells, job
+        assert job.loads == 1, job  # the model loaded once, in the allocation
+        for shard in cells:
+            assert (workdir / shard).is_file()
 
 
 def test_every_job_went_through_slurm_or_beside_snakemake(cluster_run):
-    """The data steps, the checkpoints and one group job per engine were submitted; the
-    short steps (config cluster.local_rules) ran beside Snakemake."""
+    """The data steps, the checkpoints and one job per engine were submitted; the short
+    steps (config cluster.local_rules) ran beside Snakemake."""
     _, log, records, cluster = cluster_run
     submitted = submissions(log)
     rules = Counter(
-        next(p for p in path.parts if p.startswith(("rule_", "group_"))) for _, path in submitted
+        "rule_engine" if path.parent.name.startswith("rule_engine_") else path.parent.name
+        for _, path in submitted
     )
     assert rules == {
         "rule_demo_data": 1,
         "rule_demo_model": len(MODELS),
         "rule_samples": len(DATASETS),
         "rule_variants": 5,  # ChartQA clean, corrupt; VisArgs clean and two masks
-        "group_engine_engine_infer": len(ENGINES),
+        "rule_engine": len(ENGINES),
     }
     states = cluster.job_states([job_id for job_id, _ in submitted])
     assert set(states.values()) == {"COMPLETED"}, states
@@ -157,12 +158,14 @@ def test_every_table_and_figure_is_made_and_nothing_is_left(cluster_run):
     missing = [t for t in targets if not (workdir / t).is_file()]
     assert missing == []
     assert not cluster.run("squeue", "--noheader").strip()
-    # the services and job runners end with their owner (within a second or two)
     end = time.monotonic() + 15
-    while helper_processes(cwd=workdir) and time.monotonic() < end:
+    while job_processes(workdir) and time.monotonic() < end:
         time.sleep(0.2)
-    assert helper_processes(cwd=workdir) == []
-    assert not list(Path(workdir, "results/outputs").rglob("*.partial"))
+    assert job_processes(workdir) == []
+    # each shard's resume cache holds exactly its rows
+    for shard in Path(workdir, "results/outputs").rglob("shard*.jsonl"):
+        partial = shard.with_name(shard.name + ".partial")
+        assert partial.read_bytes() == shard.read_bytes(), shard
     assert (workdir / CONFIG).is_file()
 
 

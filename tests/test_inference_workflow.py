@@ -132,19 +132,24 @@ def _run_files(workdir: Path) -> dict[str, bytes]:
     return files
 
 
-def test_a_rerun_after_failed_requests_asks_only_them_and_completes(tmp_path):
-    """One request fails after every retry: the run writes every table, then fails at
-    its last check; the next snakemake (the server healthy again) asks that request and
-    no other, completes, and every table, scored file and answer equals an
-    uninterrupted run's (issue: a failed request left a run that could not recover)."""
+@pytest.mark.parametrize("fault", ["500", "timeout"])
+def test_a_rerun_after_failed_requests_asks_only_them_and_completes(tmp_path, fault):
+    """One request fails after every retry, with a server error or because the server
+    holds it past the client's timeout (a stopped or silent server: the job waits at
+    most timeout_s per attempt, then records the failure): the run writes every table,
+    then fails at its last check; the next snakemake (the server healthy again) asks
+    that request and no other, completes, and every table, scored file and answer
+    equals an uninterrupted run's."""
     runs = {}
     for name, faults in (("uninterrupted", 0), ("failed", 2)):
         workdir = copy_repo(tmp_path / name)
         with FakeAPIServer() as server:
             server.reply_fn = lambda text, body: "The answer is yes."
             for _ in range(faults):  # both attempts of the first request (max_retries 1)
-                server.add_fault("500")
-            registry = _registry_with(workdir, "local-api", _api_entry(server))
+                server.add_fault(fault, seconds=3.0)
+            entry = _api_entry(server)
+            entry["options"]["timeout_s"] = 1
+            registry = _registry_with(workdir, "local-api", entry)
             configfile = _config(workdir, registry, ["local-api"])
             cmd = [str(BIN / "snakemake"), "--cores", "1", "--configfile", configfile]
             env = {"VLMROBUST_TEST_KEY": SENTINEL}

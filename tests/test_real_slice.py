@@ -205,7 +205,7 @@ def test_the_idis_composite_of_2935_stays_within_the_bound(real_run):
     cmd = [str(BIN / "vlmrobust"), "variants", "--samples", str(samples), "--condition",
            "idis-diagram", "--spec", json.dumps(spec), "--max-pixels", str(MAX_PIXELS),
            "--out", out]  # fmt: skip
-    run(cmd, real_run, env={"VLMROBUST_SERVICE_OWNER": "off"})
+    run(cmd, real_run)
     rows = {r["sample_id"]: r for r in read_jsonl(real_run / out)}
     assert len(rows) == 20
     big = rows["mathvision-2935"]["params"]

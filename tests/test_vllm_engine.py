@@ -477,7 +477,7 @@ def test_workflow_runs_demo_vllm_through_rule_infer_vllm(tmp_path):
            "--configfile=config/vllm-run.yaml",
            "results/scored/demo-vllm/demo-chart/clean/default.csv"]  # fmt: skip
     proc = run(cmd, workdir)
-    assert "rule infer_vllm:" in proc.stdout + proc.stderr
+    assert "rule engine_demo_vllm_phase0_0:" in proc.stdout + proc.stderr
     rows = read_jsonl(workdir / "results/outputs/demo-vllm/demo-chart/clean/default.jsonl")
     assert len(rows) == 3 and {r["backend"] for r in rows} == {"vllm"}
     assert all(r["error"] is None for r in rows)
@@ -486,9 +486,9 @@ def test_workflow_runs_demo_vllm_through_rule_infer_vllm(tmp_path):
     assert {r["model_revision"] for r in rows} == {f"sha256:{record['weights_sha256'][:16]}"}
     scored = (workdir / "results/scored/demo-vllm/demo-chart/clean/default.csv").read_text()
     assert len(scored.strip().splitlines()) == 4  # header + one row per sample
-    # the job answered through the model's service: one vLLM engine, pooling its clients
-    service_log = (workdir / "logs/services/demo-vllm.log").read_text()
-    assert service_log.count(" loaded in ") == 1 and "(vllm, revision" in service_log
+    # the model's engine job: vLLM loaded once, in the vLLM environment
+    engine_log = (workdir / "logs/engines/demo-vllm/phase0/engine0.log").read_text()
+    assert engine_log.count("loaded once for this engine") == 1, engine_log[-2000:]
 
 
 def test_harness_prompts_build_the_same_in_the_vllm_environment(tmp_path):

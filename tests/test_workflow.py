@@ -14,7 +14,7 @@ import pytest
 from vlmrobust.core.io import read_jsonl, sha256_file
 from vlmrobust.core.paths import real_data
 
-from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, helper_processes, run
+from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, job_processes, run
 
 # Small demo data and a short training (the models learn little; the DAG is the point).
 DEMO = f"demo={{n_per_family: 3, train: {json.dumps(QUICK_TRAIN)}}}"
@@ -164,12 +164,13 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
     # and demo-distract) x 2 models downstream, then the two studies that read them:
     # corruption (metrics, Tables 1, 2, 8-10, Figure 4 and the heat map) and
     # distraction (metrics, Tables 3-5, Figures 5-6); the masking study does not rerun.
-    # Each study's views job draws them; each model's first-phase engine file records
-    # the jobs it answered again.
+    # Each study's views job draws them; each model's first-phase engine answers its
+    # cells again (the unchanged ones from their resume caches: only the corrupt cells'
+    # requests are asked), and only the corrupt cells are gathered again.
     assert jobs == {
         "variants": "8",
-        "infer": "16",
-        "engine": "2",
+        "engine_demo_base_phase0_0": "1",
+        "engine_demo_reasoning_phase0_0": "1",
         "gather_outputs": "16",
         "score": "16",
         "score_summary": "1",
@@ -196,7 +197,8 @@ def test_a_changed_scoring_mode_reruns_scoring_never_inference(demo_run):
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     scored = list(demo_run.glob("results/scored/*/*/*/*.csv"))
     assert int(jobs["score"]) == len(scored) > 0
-    assert not {"variants", "infer", "engine", "gather_outputs", "samples"} & set(jobs)
+    assert not {"variants", "infer", "engine_plan", "gather_outputs", "samples"} & set(jobs)
+    assert not [rule for rule in jobs if rule.startswith("engine")]
     assert {"score_summary", "metrics"} <= set(jobs)
 
 
@@ -261,7 +263,11 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     # judged by the MathVerse judge), Waterbirds x 2 prompts: 17 more outputs.
     per_model = {
         "demo_model": "1",
-        "infer": "40",
+        # its engines: one per phase (the CRM answers are built on its own chains), each
+        # with its plan
+        "engine_plan": "2",
+        "engine_demo_extra_phase0_0": "1",
+        "engine_demo_extra_phase1_0": "1",
         "gather_outputs": "40",
         "score": "40",
         "judge_reference": "1",
@@ -270,8 +276,6 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         "judge_hallucination": "2",
         # its 17 Idis outputs, each labelled by the two attribute extractors
         "judge_attributes": str(17 * 2),
-        # its engines: one per phase (the CRM answers are built on its own chains)
-        "engine": "2",
     }
     # Every study reruns where demo-extra answers (not the Idis budget slice, which is
     # demo-reasoning's only): 3 + 3 Idis metrics; 5 + 3 + 4 tables and 6 + 3 + 3 Idis
@@ -290,7 +294,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     assert jobs == {**per_model, **aggregation}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
-    assert len(models) == 1 + 40 * 3 + 1 + 5 + 2 + 2 + 2 and set(models) == {"demo-extra"}
+    assert len(models) == 1 + 40 * 2 + 1 + 5 + 2 + 2 + 2 and set(models) == {"demo-extra"}
     labelled = re.findall(r"wildcards: extractor=[\w.-]+, model=([\w.-]+)", out)
     assert len(labelled) == 34 and set(labelled) == {"demo-extra"}
 
@@ -461,7 +465,7 @@ def test_a_job_by_hand_is_the_command_snakemake_prints(demo_run, tmp_path):
     (command,) = re.findall(r"^Shell command: (.*)$", proc.stdout + proc.stderr, flags=re.M)
     assert command.startswith("vlmrobust score --outputs ") and f"--out {target}" in command
     command = command.replace(f"--out {target}", f"--out {tmp_path / 's.csv'}")
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "VLMROBUST_SERVICE_OWNER": "off"}
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
     subprocess.run(["bash", "-c", command], cwd=demo_run, env=env, check=True)
     assert (tmp_path / "s.csv").read_bytes() == (demo_run / target).read_bytes()
 
@@ -702,80 +706,91 @@ def test_dry_run_of_the_real_mathvision_samples_job_is_small(tmp_path):
     assert len(listing) == 1 + len(list((folder / "images").glob("*.jpg")))
 
 
-def services_of(workdir: Path) -> list[int]:
-    """Model services and job runners started by a run in ``workdir``."""
-    return helper_processes(cwd=workdir)
-
-
-def no_services_within(workdir: Path, seconds: float = 10.0) -> bool:
-    import time
-
-    end = time.monotonic() + seconds
-    while services_of(workdir):
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.2)
-    return True
-
-
-def test_each_model_is_loaded_once_and_no_service_outlives_the_run(demo_run):
-    """Every inference job of a model answered through one loaded model (its service's
-    log says `loaded in` once), the offline judges through one embedding model, and no
-    service process is left once snakemake has exited."""
-    logs = demo_run / "logs" / "services"
+def test_each_model_is_loaded_once_per_engine(demo_run):
+    """A local model's cells of one phase are answered by one engine job that loads the
+    model once (its log), and no job of the run outlives snakemake."""
     for model in ("demo-base", "demo-reasoning"):
-        text = (logs / f"{model}.log").read_text()
-        assert text.count(" loaded in ") == 1, text[-2000:]
-        assert "its owner (pid" in text  # it ended with the run
-    assert (logs / "embedding.log").read_text().count(" loaded in ") == 1
-    starters = [
-        p
-        for p in (demo_run / "logs" / "infer").rglob("*.log")
-        if "started the model service" in p.read_text()
-    ]
-    assert len(starters) == 2  # the first job of each model
-    assert no_services_within(demo_run)
+        logs = sorted((demo_run / "logs" / "engines" / model).rglob("*.log"))
+        assert [p.parent.name for p in logs] == ["phase0", "phase1"]
+        for log in logs:
+            text = log.read_text()
+            assert text.count("loaded once for this engine") == 1, text[-2000:]
+    # no local model answers in an inference job of its own
+    infer_logs = demo_run / "logs" / "infer"
+    assert not infer_logs.exists() or not any(
+        model in str(p)
+        for p in infer_logs.rglob("*.log")
+        for model in ("demo-base", "demo-reasoning")
+    )
+    assert job_processes(demo_run) == []
 
 
-def test_no_service_outlives_ctrl_c_or_a_failed_job(demo_run):
-    """Ctrl-C while the jobs are answered, then a run in which one job fails beside a
-    good one: the services and the job runner end with snakemake both times. (The last
-    test of the module: it leaves outputs rerun and one job failed.)"""
+def test_a_killed_engine_resumes_and_ends_byte_identical(demo_run, tmp_path):
+    """kill -9 of an engine job half-way: snakemake fails; the next snakemake answers
+    only what was not written yet (the resume caches keep the rest) and every output,
+    scored file and table equals the uninterrupted run's. (The last test of the module:
+    it reruns the outputs.)"""
     import signal
     import subprocess
     import time
 
     from .conftest import tool_env
 
-    outputs = [
-        f"results/outputs/demo-base/demo-{family}/{condition}/default/shard0of1.jsonl"
-        for family in ("chart", "text")
-        for condition in ("clean", "corrupt")
-    ]
-    cmd = [str(BIN / "snakemake"), "--cores", "1", "--forcerun", *outputs, *SMALL]
-    proc = subprocess.Popen(
-        [*cmd, "--until", *outputs],
-        cwd=demo_run,
-        env=tool_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group, as a terminal gives it
-    )
-    end = time.monotonic() + 300
-    while not services_of(demo_run) and time.monotonic() < end and proc.poll() is None:
-        time.sleep(0.1)
-    assert services_of(demo_run), "no service started"
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground process group
-    proc.wait(timeout=120)
-    assert no_services_within(demo_run)
+    def files() -> dict[str, bytes]:
+        out = {}
+        for p in sorted((demo_run / "results").rglob("*")):
+            rel = str(p.relative_to(demo_run))
+            if p.is_file() and ("/tables/" in rel or rel.startswith("results/scored/")):
+                out[rel] = p.read_bytes()
+        for p in sorted((demo_run / "results/outputs").rglob("*.jsonl")):
+            rows = read_jsonl(p)
+            out[str(p.relative_to(demo_run))] = json.dumps(
+                [(r["key"], r["raw_text"]) for r in rows]
+            ).encode()
+        return out
 
-    # a job that fails (its progress file cannot be written) beside a good one
-    good, bad = outputs[0], outputs[1]
-    (demo_run / f"{bad}.partial").mkdir(parents=True)
-    failed = snakemake(
-        demo_run, "--keep-going", "--forcerun", good, bad, "--until", good, bad, *SMALL,
-        check=False,
-    )  # fmt: skip
-    assert failed.returncode != 0
-    assert (demo_run / good).exists() and not (demo_run / bad).exists()
-    assert no_services_within(demo_run)
+    before = files()
+    caches = sorted((demo_run / "results/outputs/demo-base").rglob("*.partial"))
+    assert caches  # the resume caches of the finished run
+    for cache in caches:  # forget demo-base's answers: its engine must answer again
+        cache.unlink()
+    plan = "results/engines/demo-base/phase0/engine0.json"
+    cmd = [str(BIN / "snakemake"), "--cores", "1", "--forcerun", plan, *SMALL]
+    proc = subprocess.Popen(cmd, cwd=demo_run, env=tool_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    log = demo_run / "logs/engines/demo-base/phase0/engine0.log"
+    end = time.monotonic() + 600
+    killed = False
+    while time.monotonic() < end and proc.poll() is None and not killed:
+        written = [
+            p
+            for p in (demo_run / "results/outputs/demo-base").rglob("*.partial")
+            if p.stat().st_size
+        ]
+        engines = [
+            pid
+            for pid in job_processes(demo_run)
+            if b"infer-engine" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        if len(written) >= 2 and engines:
+            for pid in engines:
+                os.kill(pid, signal.SIGKILL)
+            killed = True
+        time.sleep(0.05)
+    assert killed, "the engine was not caught half-way"
+    assert proc.wait(timeout=300) != 0
+    done_before = sum(
+        len(read_jsonl(p)) for p in (demo_run / "results/outputs/demo-base").rglob("*.partial")
+    )
+    assert done_before > 0
+    again = snakemake(demo_run, "--rerun-incomplete", *SMALL)
+    assert again.returncode == 0
+    generated = [
+        int(n)
+        for n in re.findall(r"'generated': (\d+)", log.read_text().split("models.demo-base, ")[-1])
+    ]
+    total = sum(
+        len(read_jsonl(p)) for p in (demo_run / "results/outputs/demo-base").rglob("shard*.jsonl")
+    )
+    assert sum(generated) == total - done_before  # only what was not written before
+    assert files() == before

@@ -35,23 +35,14 @@ DATASETS = PLAN.datasets
 CONDITIONS = PLAN.conditions
 MODELS = PLAN.models
 DEMO_MODELS = [m for m, spec in REGISTRY.items() if spec["demo_seed"] is not None]
-# Models answered by a local checkpoint (rule infer with transformers, infer_vllm with
-# vLLM; GPU) or through an API (infer_api).
+# Models answered by a local checkpoint (an engine job per share of their cells, with
+# transformers or vLLM; GPU) or through an API (rule infer, one job per cell).
 HF_MODELS = [m for m, spec in REGISTRY.items() if spec["backend"] == "hf"]
 VLLM_MODELS = [m for m, spec in REGISTRY.items() if spec["backend"] == "vllm"]
 LOCAL_MODELS = HF_MODELS + VLLM_MODELS
 API_MODELS = [
     m for m, spec in REGISTRY.items() if spec["backend"] not in ("hf", "vllm")
 ]
-# A local checkpoint answers through one loaded model per run and device (config
-# `service`); the inference jobs' arguments for it.
-SERVICE_ARGS = (
-    f"--service auto --service-idle-s {config['service']['idle_s']}"
-    if config["service"]["enabled"]
-    else "--service off"
-)
-
-
 def dataset_spec(wildcards):
     """The dataset's configuration as JSON: the `samples` rule's parameter."""
     return json.dumps(PLAN.samples_spec(wildcards.dataset), sort_keys=True)
@@ -162,7 +153,6 @@ def all_targets():
         + judged_files()
         + PLAN.math_judged_files()
         + study_targets()
-        + PLAN.engine_files()
     )
 
 
@@ -194,16 +184,19 @@ def infer_spec(wildcards):
     return json.dumps(spec, sort_keys=True)
 
 
-def vllm_cli(wildcards):
-    """The `vlmrobust` command of the vLLM environment (config `environments.vllm`):
-    this repository's package run by that environment's Python."""
+def engine_cli(model):
+    """The `vlmrobust` command of an engine: this environment's, or for a vLLM model
+    the vLLM environment's (config `environments.vllm`): this repository's package run
+    by that environment's Python."""
+    if model not in VLLM_MODELS:
+        return "vlmrobust"
     from vlmrobust.core.workflow import environment_cli
 
     try:
         return environment_cli(
             config["environments"]["vllm"],
             Path(workflow.basedir) / "workflow",
-            who=f"models.{wildcards.model} (backend vllm)",
+            who=f"models.{model} (backend vllm)",
             setting="environments.vllm",
             make="bash envs/vllm-env.sh (or --cuda on a GPU machine)",
         )
@@ -211,38 +204,33 @@ def vllm_cli(wildcards):
         raise WorkflowError(str(exc)) from None
 
 
-def engine_clients(wildcards):
-    """The inference outputs an engine answers (RunPlan.engine_clients)."""
+def engine_rule_name(model, phase, engine):
+    """The rule of one engine: engine_<model>_phase<p>_<e> (the model id with every
+    character a rule name cannot hold as `_`)."""
+    slug = "".join(ch if ch.isalnum() else "_" for ch in model)
+    return f"engine_{slug}_phase{phase}_{engine}"
+
+
+def engine_plan_json(wildcards):
+    """An engine's plan (RunPlan.engine_plan) as the text of its file."""
     w = wildcards
-    return PLAN.engine_clients(w.model, int(w.phase), int(w.engine))
+    plan = PLAN.engine_plan(w.model, int(w.phase), int(w.engine))
+    return json.dumps(plan, sort_keys=True, indent=1)
 
 
-def engine_info(wildcards, input):
-    """What an engine file records: the model, its phase and index, its jobs."""
-    w = wildcards
-    return json.dumps(
-        {
-            "model": w.model,
-            "phase": int(w.phase),
-            "engine": int(w.engine),
-            "jobs": len(input),
-        }
-    )
+def engine_resource(model, name):
+    """A resource of a model's engine (gpu, mem_mb) from its registry entry."""
+    from vlmrobust.core.registry import model_resources
+
+    return model_resources(REGISTRY[model])[name]
 
 
-def engine_runtime(wildcards, input):
-    """The engine job only writes its file: a minute. Its group job asks for the
-    runtimes of its inference jobs, which Snakemake adds up itself (one layer of the
-    group after another), so the engine adds nothing of its own."""
-    return 1
+def engine_runtime(model, phase, engine):
+    """An engine answers its cells one after another: their registry runtimes added up."""
+    from vlmrobust.core.registry import model_resources
 
-
-def grouped():
-    """On a cluster (and inside its jobs), an engine and its inference jobs are one
-    group job; a local run has no groups (one service per model and device anyway)."""
-    return config["service"]["enabled"] and (
-        workflow.non_local_exec or workflow.remote_exec
-    )
+    per_cell = model_resources(REGISTRY[model])["runtime"]
+    return per_cell * len(PLAN.engine_cells(model, phase, engine))
 
 
 def local_rules(names, workflow):
@@ -303,22 +291,6 @@ def cancel_orphaned_jobs(wildcards=None):
     return []
 
 
-def engine_group(wildcards):
-    return "engine" if grouped() and wildcards.model in LOCAL_MODELS else None
-
-
-def client_gpu(wildcards):
-    """GPUs of an inference job: the model's own, except for a job of a cluster's
-    engine group (the engine job holds the model's GPUs; its jobs send requests)."""
-    from vlmrobust.core.registry import model_resources
-
-    gpu = model_resources(REGISTRY[wildcards.model])["gpu"]
-    grouped = config["service"]["enabled"] and (
-        workflow.non_local_exec or workflow.remote_exec
-    )
-    return 0 if grouped and wildcards.model in LOCAL_MODELS else gpu
-
-
 def infer_resource(name):
     """A resource of an inference job (gpu, mem_mb, runtime) from the model's registry
     entry (`resources`; null: the kind's default, vlmrobust.core.registry)."""
@@ -333,6 +305,19 @@ def infer_resource(name):
 def shard_files(wildcards):
     w = wildcards
     return PLAN.shard_files(w.model, w.dataset, w.condition, w.prompt)
+
+
+def ancient_shards(wildcards):
+    """The shards of one output, by presence only (rule gather_outputs)."""
+    return [ancient(f) for f in shard_files(wildcards)]
+
+
+def cell_specs(wildcards):
+    """The job specs of one output's shards: a change reruns its gathering."""
+    w = wildcards
+    n = DATASETS[w.dataset]["shards"]
+    specs = [PLAN.infer_spec(w.model, w.dataset, w.prompt, i, n) for i in range(n)]
+    return json.dumps(specs, sort_keys=True)
 
 
 def demo_images():

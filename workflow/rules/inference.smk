@@ -49,6 +49,8 @@ rule demo_model:
         "vlmrobust demo-model --out {params.out} --spec {params.spec:q} > {log} 2>&1"
 
 
+# API models (openai, gemini) answer through the network: one job per cell, no GPU,
+# one thread; memory and time limit from the registry.
 rule infer:
     input:
         manifest=paths.MANIFEST,
@@ -62,110 +64,95 @@ rule infer:
     benchmark:
         "logs/benchmarks/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.tsv"
     wildcard_constraints:
-        model=alternation(HF_MODELS),
-    # On a cluster, one group job with its engine (rule engine below).
-    group:
-        engine_group
+        model=alternation(API_MODELS),
     conda:
         "../../envs/infer.yaml"
-    threads: config["threads"]["infer"]
-    # Per model, from the registry's `resources` (config/models.yaml); in a cluster's
-    # group job the engine holds the GPUs and its jobs ask for none (client_gpu).
-    resources:
-        gpu=client_gpu,
-        mem_mb=infer_resource("mem_mb"),
-        runtime=infer_resource("runtime"),
-    params:
-        cli="vlmrobust",
-        spec=infer_spec,
-        context=context_arg,
-        # the model's service (config `service`): not part of what the job answers
-        service=SERVICE_ARGS,
-    shell:
-        "{params.cli} infer --spec {params.spec:q} --manifest {input.manifest}"
-        " --samples {input.samples} {params.context} --threads {threads}"
-        " {params.service} --service-log logs/services/{wildcards.model}.log"
-        " --out {output} > {log} 2>&1"
-
-
-# Models with backend vllm: the same job in the vLLM environment (vLLM pins its own
-# torch and transformers): config `environments.vllm`, or envs/vllm.yaml with conda.
-use rule infer as infer_vllm with:
-    log:
-        "logs/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.log",
-    benchmark:
-        "logs/benchmarks/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.tsv"
-    wildcard_constraints:
-        model=alternation(VLLM_MODELS),
-    conda:
-        "../../envs/vllm.yaml"
-    params:
-        cli=vllm_cli,
-        spec=infer_spec,
-        context=context_arg,
-        service=SERVICE_ARGS,
-
-
-# API models (openai, gemini) answer through the network: no GPU, one thread; memory
-# and time limit from the registry.
-use rule infer as infer_api with:
-    log:
-        "logs/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.log",
-    benchmark:
-        "logs/benchmarks/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.tsv"
-    wildcard_constraints:
-        model=alternation(API_MODELS),
     threads: 1
     resources:
         gpu=0,
         mem_mb=infer_resource("mem_mb"),
         runtime=infer_resource("runtime"),
+    params:
+        spec=infer_spec,
+        context=context_arg,
+    shell:
+        "vlmrobust infer --spec {params.spec:q} --manifest {input.manifest}"
+        " --samples {input.samples} {params.context} --threads {threads}"
+        " --out {output} > {log} 2>&1"
 
 
+# A local model's engine rewrites every shard it answers when it reruns for one of its
+# cells (the others' rows come from their resume caches, unchanged): the shards are
+# therefore `ancient` here, and what changes a cell's rows (its manifest, samples,
+# model, first-stage outputs and job spec) is what reruns its gathering.
 rule gather_outputs:
     input:
         manifest=paths.MANIFEST,
-        shards=shard_files,
+        shards=ancient_shards,
+        samples=paths.SAMPLES,
+        model=model_input,
+        context=infer_context,
     output:
         paths.OUTPUTS,
     log:
         "logs/gather/{model}/{dataset}/{condition}/{prompt}.log",
     conda:
         "../../envs/data.yaml"
+    params:
+        specs=cell_specs,
     shell:
         "vlmrobust gather --manifest {input.manifest} --out {output}"
         " {input.shards} > {log} 2>&1"
 
 
-# An engine: one model service, on the model's GPUs, for a share of the model's
-# inference jobs of one phase (config `service.engines`). Its small file takes those
-# jobs' outputs as input, which ties them together: on a cluster the jobs and the
-# engine are one group job (one allocation, one model load; the engine job holds the
-# GPUs, the jobs ask for none). Locally there are no groups: the first job that needs
-# the model starts its service and every later one connects (docs/architecture.md).
-rule engine:
-    input:
-        engine_clients,
+# An engine: one local model (backends hf, vllm), loaded once, answers a share of the
+# model's cells of one phase (config `service.engines`): its plan file names them, its
+# outputs are their shard files (docs/architecture.md, "Engines"). On a cluster each
+# engine is one SLURM job on the model's GPUs. The plan is rewritten when a cell's spec
+# changes, which reruns the engine; every other cell's rows come from its resume cache.
+rule engine_plan:
     output:
         paths.ENGINE,
-    log:
-        "logs/engines/{model}/phase{phase}/engine{engine}.log",
     wildcard_constraints:
         model=alternation(LOCAL_MODELS),
         phase=r"\d+",
         engine=r"\d+",
-    group:
-        engine_group
-    conda:
-        "../../envs/data.yaml"
-    resources:
-        gpu=infer_resource("gpu"),
-        mem_mb=infer_resource("mem_mb"),
-        runtime=engine_runtime,
+    localrule: True
     params:
-        info=engine_info,
-    shell:
-        "echo {params.info:q} > {output} 2> {log}"
+        plan=engine_plan_json,
+    run:
+        Path(output[0]).parent.mkdir(parents=True, exist_ok=True)
+        Path(output[0]).write_text(params.plan + "\n", encoding="utf-8")
+
+
+for _model, _phase, _engine in PLAN.engines():
+
+    rule:
+        name:
+            engine_rule_name(_model, _phase, _engine)
+        input:
+            plan=path(paths.ENGINE, model=_model, phase=_phase, engine=_engine),
+            files=PLAN.engine_inputs(_model, _phase, _engine),
+        output:
+            PLAN.engine_clients(_model, _phase, _engine),
+        log:
+            f"logs/engines/{_model}/phase{_phase}/engine{_engine}.log",
+        benchmark:
+            f"logs/benchmarks/engines/{_model}/phase{_phase}/engine{_engine}.tsv"
+        conda:
+            "../../envs/vllm.yaml" if _model in VLLM_MODELS else "../../envs/infer.yaml"
+        threads: config["threads"]["infer"]
+        # the model's own, from the registry (config/models.yaml `resources`); its
+        # cells run one after another, so their runtimes add up
+        resources:
+            gpu=engine_resource(_model, "gpu"),
+            mem_mb=engine_resource(_model, "mem_mb"),
+            runtime=engine_runtime(_model, _phase, _engine),
+            **config["cluster"]["engine_resources"],
+        params:
+            cli=engine_cli(_model),
+        shell:
+            "{params.cli} infer-engine --plan {input.plan} --threads {threads} > {log} 2>&1"
 
 
 # Released outputs (config `imports`) instead of a model run: reviewers rebuild every

@@ -30,7 +30,6 @@ from . import __version__
 from .core.commands import Arg, Command, arg, required
 from .core.config import ConfigError, load_yaml, validate_config
 from .core.pixels import DEFAULT_MAX_PIXELS
-from .core.processes import IDLE_S
 
 log = logging.getLogger("vlmrobust")
 
@@ -206,21 +205,14 @@ COMMANDS: dict[str, Command] = {
             arg("--context", help="a second-stage prompt's first-stage outputs (CRM)"),
             THREADS,
             required("--out", help="outputs JSONL (progress goes to <out>.partial)"),
-            arg(
-                "--service",
-                choices=("auto", "off"),
-                default="auto",
-                help="auto: answer through the model's service (one loaded model for every "
-                "job of the Snakemake run above this job, started by the first; none when "
-                "run by hand); off: load the model in this job",
-            ),
-            arg(
-                "--service-idle-s",
-                type=float,
-                default=IDLE_S,
-                help="a service this job starts stops after this many seconds unused",
-            ),
-            arg("--service-log", help="the log of a service this job starts"),
+        ),
+    ),
+    "infer-engine": Command(
+        ".infer:infer_engine",
+        "one local model, loaded once, answers every cell of an engine plan (resumable)",
+        (
+            required("--plan", help="engine plan JSON (rule engine_plan)"),
+            THREADS,
         ),
     ),
     "vllm-serve": Command(

@@ -563,14 +563,15 @@ class RunPlan:
         names = {"model": model, "dataset": dataset, "condition": condition, "prompt": prompt}
         return path(paths.SHARD, **names, shard=shard, shards=shards)
 
-    # ------------------------------------------------------------------ model services
+    # ------------------------------------------------------------------ engines
 
     def engines_of(self, model: str) -> int:
-        """How many engines (model services, each on the model's own GPUs) answer
-        ``model``'s inference jobs at once on a cluster (config ``service.engines``), and
-        at least as many as keep each engine's allocation within config
-        ``cluster.max_runtime``: an engine's jobs run one after another, so it asks for
-        their registry runtimes added up (a partition refuses more than its MaxTime)."""
+        """How many engine jobs (each the model loaded once, on the model's own GPUs:
+        :mod:`vlmrobust.infer.engine`) answer ``model``'s cells of one phase (config
+        ``service.engines``), and at least as many as keep each engine within config
+        ``cluster.max_runtime``: an engine answers its cells one after another, so it
+        asks for their registry runtimes added up (a partition refuses more than its
+        MaxTime)."""
         service = self.config["service"]
         engines = int(service["engines"].get(model, service["default_engines"]))
         cap = self.config["cluster"]["max_runtime"]
@@ -600,29 +601,61 @@ class RunPlan:
             ]
         return cache[(model, phase)]
 
-    def engine_files(self) -> list[str]:
-        """One file per engine of every local model (rule ``engine``): what ties an
-        engine's inference jobs together (on a cluster, one group job on the model's
-        GPUs: docs/architecture.md); none without services."""
-        if not self.config["service"]["enabled"]:
-            return []
+    def engines(self) -> list[tuple[str, int, int]]:
+        """Every engine of the run: (model, phase, index) of each local model (backends
+        hf, vllm) and phase that has cells."""
         return [
-            path(paths.ENGINE, model=model, phase=phase, engine=k)
+            (model, phase, k)
             for model, spec in self.models.items()
             if spec["backend"] in ("hf", "vllm")
             for phase in (0, 1)
             for k in range(min(self.engines_of(model), len(self.engine_jobs(model, phase))))
         ]
 
-    def engine_clients(self, model: str, phase: int, engine: int) -> list[str]:
-        """The shard outputs of the inference jobs engine ``engine`` answers: the model's
-        jobs of one phase, dealt to its engines in turn."""
+    def engine_files(self) -> list[str]:
+        """The plan file of every engine (rule ``engine_plan``)."""
+        return [path(paths.ENGINE, model=m, phase=p, engine=k) for m, p, k in self.engines()]
+
+    def engine_cells(
+        self, model: str, phase: int, engine: int
+    ) -> list[tuple[str, str, str, int, int]]:
+        """The cells (dataset, condition, prompt, shard, shards) engine ``engine``
+        answers: the model's cells of one phase, dealt to its engines in turn."""
         engines = self.engines_of(model)
-        return [
-            self.shard_path(model, d, c, p, i, n)
-            for k, (d, c, p, i, n) in enumerate(self.engine_jobs(model, phase))
-            if k % engines == engine
-        ]
+        return [c for k, c in enumerate(self.engine_jobs(model, phase)) if k % engines == engine]
+
+    def engine_clients(self, model: str, phase: int, engine: int) -> list[str]:
+        """The shard files engine ``engine`` writes (its outputs)."""
+        return [self.shard_path(model, *cell) for cell in self.engine_cells(model, phase, engine)]
+
+    def engine_plan(self, model: str, phase: int, engine: int) -> dict[str, Any]:
+        """What an engine job answers (:mod:`vlmrobust.infer.engine`): each cell's job
+        spec (what changes its outputs) and files."""
+        cells = []
+        for d, c, p, i, n in self.engine_cells(model, phase, engine):
+            context = self.infer_context(model, d, c, p)
+            cells.append(
+                {
+                    "spec": self.infer_spec(model, d, p, i, n),
+                    "manifest": self.manifest_path(d, c),
+                    "samples": self.samples_path(d),
+                    "context": context[0] if context else None,
+                    "out": self.shard_path(model, d, c, p, i, n),
+                }
+            )
+        return {"model": model, "phase": phase, "engine": engine, "cells": cells}
+
+    def engine_inputs(self, model: str, phase: int, engine: int) -> list[str]:
+        """Every file an engine's cells read: manifests, samples, first-stage outputs and
+        the model's own files (its build record or checkpoint)."""
+        files: dict[str, None] = {}
+        for cell in self.engine_plan(model, phase, engine)["cells"]:
+            for key in ("manifest", "samples", "context"):
+                if cell[key]:
+                    files[cell[key]] = None
+        for f in self.model_files(model):
+            files[f] = None
+        return list(files)
 
     def shard_files(self, model: str, dataset: str, condition: str, prompt: str) -> list[str]:
         n = self.datasets[dataset]["shards"]

@@ -90,14 +90,9 @@ class Embedder:
 
     @property
     def model(self) -> Any:
-        """The model: given, else the embedding service of the Snakemake run above this
-        process (one loaded model for every judge job of the run: clients/service.py), else
-        loaded here."""
+        """The model: given, else loaded here (once per process, on first use)."""
         if self._model is None:
-            from .service import served_embedding
-
-            folder = self.model_dir if self.model_dir is not None else default_model_dir()
-            self._model = served_embedding(folder) or load_embedding_model(self.model_dir)
+            self._model = load_embedding_model(self.model_dir)
         return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

@@ -51,7 +51,7 @@ SHARD = "results/outputs/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{s
 #: released outputs and released verdicts, by ``<model>/<dataset>/<condition>/<prompt>``
 IMPORTED_OUTPUTS = "results/outputs/{imported}.jsonl"
 IMPORTED_VERDICTS = "results/judged/{imported}.jsonl"
-#: one model service (engine) of a local model, and a demo model's build record
+#: the plan of one engine of a local model (the cells it answers), and a demo model's build record
 ENGINE = "results/engines/{model}/phase{phase}/engine{engine}.json"
 MODEL_DIR = "results/models/{model}"
 MODEL_RECORD = "results/models/{model}/vlmrobust_demo.json"

@@ -155,3 +155,18 @@ def cancel_orphans(
     while set(alive) & set(live_slurm_jobs()) and time.monotonic() < end:
         time.sleep(2)
     return alive
+
+
+def allocation() -> str | None:
+    """Where this process runs on a SLURM cluster, for its log: the SLURM job (and
+    step), the host and the devices it was given (``CUDA_VISIBLE_DEVICES``, set by
+    slurmd for the job's GPUs); None outside SLURM."""
+    import socket
+
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    step = os.environ.get("SLURM_STEP_ID")
+    devices = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    where = f"SLURM job {job}" + (f" step {step}" if step else "")
+    return f"{where} on {socket.gethostname()}, CUDA_VISIBLE_DEVICES={devices!r}"

@@ -5,9 +5,11 @@ and appends one JSON line per finished answer to ``<out>.partial`` (flushed), so
 killed job loses at most the batch in flight. A rerun keeps every partial row whose
 prompt, decoding and image hashes still match the manifest (a row is never reused for
 a different image) and generates only the rest. When every request has its row, the
-rows are written to ``out`` atomically, in manifest order, and the partial file is
-removed. Snakemake deletes a job's declared output before it runs, which is why the
-progress lives beside it rather than in it.
+rows are written to ``out`` atomically, in manifest order, and the partial file keeps
+them: it is the shard's resume cache. Snakemake deletes a job's declared outputs before
+it runs, which is why the rows live beside them too: an engine job rerun for one of its
+cells (:mod:`vlmrobust.infer.engine`) finds every other cell's rows there and asks the
+model nothing for them.
 
 One job writes a shard at a time: it holds ``<out>.lock`` (``core.io.exclusive``) from
 planning to the last row. A second job for the same shard (on a cluster, one a killed
@@ -30,7 +32,6 @@ from tqdm import tqdm
 from ..clients.vlm.base import Backend, Request, Result, chunks
 from ..clients.vlm.thinking import split_thinking
 from ..core.io import exclusive, write_jsonl
-from ..core.processes import IDLE_S
 from ..core.records import (
     OutputRow,
     Sample,
@@ -236,6 +237,29 @@ def plan_requests(
     return planned
 
 
+def check_images(todo: list[Planned]) -> None:
+    """The image files the requests to answer carry are the ones their manifest hashed:
+    a file changed since (by another run, another clone, a hand) stops the job before
+    the model sees it, naming the file, instead of answering for the wrong image under
+    the manifest's hash."""
+    from ..core.io import sha256_file
+
+    seen: set[str] = set()
+    for plan in todo:
+        variant = plan.variant
+        if variant.variant_id in seen:
+            continue
+        seen.add(variant.variant_id)
+        for image, digest in zip(variant.images, variant.sha256, strict=True):
+            got = sha256_file(image)
+            if got != digest:
+                raise ValueError(
+                    f"variant {variant.variant_id!r}: image {image} has sha256 {got[:16]}..., "
+                    f"its manifest says {digest[:16]}...: the file changed after the manifest "
+                    "was written (rerun its variants job)"
+                )
+
+
 def model_spec_sha256(job: Job) -> str:
     """The fingerprint of what the job's model is (checkpoint, revision, backend and its
     options): rows of another checkpoint are never reused."""
@@ -377,35 +401,10 @@ def check_image_limit(job: Job, plans: list[Planned], backend: Backend | None) -
         )
 
 
-@dataclass(frozen=True)
-class Service:
-    """Answer through the model service of ``owner`` (:mod:`vlmrobust.clients.service`)
-    instead of loading the model in the job: ``threads`` and ``idle_s`` are the
-    service's if this job starts it, ``log`` its log file."""
-
-    owner: int
-    threads: int | None = None
-    idle_s: float = IDLE_S
-    log: Path | None = None
-
-
-def open_backend(job: Job, service: Service | None) -> Backend:
-    """The job's backend: its model's service when ``service`` is given and the model
-    is a local checkpoint (hf, vllm), else the backend loaded here."""
-    from ..clients.service import SERVED_BACKENDS, connect
+def open_backend(job: Job) -> Backend:
+    """The job's backend, loaded here (the registry entry's backend class)."""
     from ..clients.vlm import make_backend
 
-    if service is not None and job.model_spec.get("backend") in SERVED_BACKENDS:
-        backend = connect(
-            job.model,
-            job.model_spec,
-            owner=service.owner,
-            threads=service.threads,
-            idle_s=service.idle_s,
-            log_path=service.log,
-        )
-        log.info("models.%s: answered by its model service (pid %d)", job.model, backend.server_pid)
-        return backend
     log.info("models.%s: loading the model in this job", job.model)
     return make_backend(job.model, job.model_spec)
 
@@ -463,21 +462,20 @@ def generate_rows(
             if plans_by_key:
                 raise RuntimeError(f"backend returned no result for {sorted(plans_by_key)[:3]}")
             os.fsync(fh.fileno())
-            log.debug("batch of %d in %.2f s", len(batch), time.perf_counter() - t0)
+            log.info("generated %d requests in %.2f s", len(batch), time.perf_counter() - t0)
         bar.close()
     return generated, errors
 
 
 def write_outputs(out: Path, partial: Path, rows: list[dict[str, Any]]) -> None:
-    """Every row to ``out``; the partial file is removed, or kept (with the answered
-    rows) when a request failed, so a rerun of the job asks only those again (a failed
-    row is never reused)."""
+    """Every row to ``out``, and to the partial file, the shard's resume cache (a rerun
+    of the job reuses every answered row there and asks only the failed requests again:
+    a failed row is never reused)."""
     write_jsonl(out, rows)
+    write_jsonl(partial, rows)
     failed = sum(row.get("error") is not None for row in rows)
     if not failed:
-        partial.unlink(missing_ok=True)
         return
-    write_jsonl(partial, rows)
     log.warning(
         "%s: %d request(s) failed after every retry; they are no answers (excluded "
         "from the metrics and counted) and a rerun of this job asks only them again",
@@ -494,13 +492,15 @@ def run_inference(
     backend: Backend | None = None,
     batch_size: int | None = None,
     context: Path | None = None,
-    service: Service | None = None,
+    opener: Any = None,
 ) -> dict[str, int]:
     """Answer every (variant, draw) of the job's shard; return counts.
 
-    ``backend`` defaults to the registry entry's backend (constructed only when there
-    is something left to generate), or the model's service (``service``). ``context``:
-    the first-stage outputs a second-stage prompt is built on (:func:`read_contexts`).
+    ``backend`` defaults to ``opener()`` (the engine job's model, loaded once for all its
+    cells: :mod:`vlmrobust.infer.engine`), else the registry entry's backend loaded here
+    and closed at the end; either only when there is something left to generate.
+    ``context``: the first-stage outputs a second-stage prompt is built on
+    (:func:`read_contexts`).
     """
     variants = read_variants(manifest)
     bare = [v.variant_id for v in variants if v.params.get("without_images")]
@@ -519,7 +519,7 @@ def run_inference(
         resized = out.with_name(out.name + ".resized") if job.image_size is not None else None
         plans = plan_requests(job, variants, samples, contexts, resized)
         check_image_limit(job, plans, backend)
-        return _answer_shard(job, plans, out, resized, backend, batch_size, service)
+        return _answer_shard(job, plans, out, resized, backend, batch_size, opener)
 
 
 def _waiting(out: Path, pid: int | None) -> None:
@@ -538,7 +538,7 @@ def _answer_shard(
     resized: Path | None,
     backend: Backend | None,
     batch_size: int | None,
-    service: Service | None,
+    opener: Any,
 ) -> dict[str, int]:
     """Answer what the partial file (or a finished ``out``) does not hold yet, then
     write ``out``: the part of :func:`run_inference` done by one writer at a time."""
@@ -546,9 +546,11 @@ def _answer_shard(
     done, dropped = kept_rows(partial, plans, job, out)
     todo = [p for p in plans if p.request.key not in done]
     generated = errors = 0
-    own_backend = backend is None and bool(todo)
-    if own_backend:
-        backend = open_backend(job, service)
+    if todo:
+        check_images(todo)  # before the model is loaded for them
+    own_backend = backend is None and bool(todo) and opener is None
+    if backend is None and todo:
+        backend = opener() if opener is not None else open_backend(job)
     if backend is not None and backend.revision_before_answers:
         # rows another revision of the checkpoint wrote (the same settings, new weights);
         # with nothing left to generate the model is not loaded just to ask, and the
@@ -559,6 +561,8 @@ def _answer_shard(
             del done[key]
         dropped += len(other)
         todo = [p for p in plans if p.request.key not in done]
+        if other:
+            check_images(todo)
     log.info(
         "%s: %d requests, %d already answered, %d stale rows dropped, %d to generate",
         out,

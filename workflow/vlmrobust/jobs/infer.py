@@ -11,22 +11,6 @@ from typing import Any
 from . import json_object, log, set_threads
 
 
-def _service(job: Any, service: str, threads: int, idle_s: float, service_log: str | None):
-    """The model service an inference job answers through (``auto``: the one of the
-    Snakemake run above the job, for a local checkpoint), or None: the job loads its own
-    model (``off``, an API model, or a job run by hand)."""
-    from ..clients.service import SERVED_BACKENDS, find_owner
-    from ..infer.run import Service
-
-    if service == "off" or job.model_spec.get("backend") not in SERVED_BACKENDS:
-        return None
-    owner = find_owner()
-    if owner is None:
-        return None
-    log_path = Path(service_log) if service_log else None
-    return Service(owner, threads=threads or None, idle_s=idle_s, log=log_path)
-
-
 def infer(
     spec: str,
     manifest: str,
@@ -34,21 +18,17 @@ def infer(
     context: str | None,
     threads: int,
     out: str,
-    service: str,
-    service_idle_s: float,
-    service_log: str | None,
 ) -> None:
-    """One model (the job ``spec``) on one variant manifest, resumable."""
-    from ..core.processes import allocation
+    """One model (the job ``spec``) on one variant manifest, resumable (an API model's
+    cell; a local model's cells are answered by its engine job, :func:`infer_engine`)."""
+    from ..core.workflow import allocation
     from ..infer.run import Job, run_inference
 
     job = Job(**json_object(spec))
     where = allocation()
     if where:
         log.info("%s: runs in %s", out, where)
-    server = _service(job, service, threads, service_idle_s, service_log)
-    if server is None:
-        set_threads(threads)
+    set_threads(threads)
     t0 = time.perf_counter()
     stats = run_inference(
         job,
@@ -56,9 +36,37 @@ def infer(
         Path(samples),
         Path(out),
         context=Path(context) if context else None,
-        service=server,
     )
     log.info("%s: %s (%.1f s)", out, stats, time.perf_counter() - t0)
+
+
+def infer_engine(plan: str, threads: int) -> None:
+    """One local model, loaded once, answers every cell of an engine plan."""
+    from ..core.workflow import allocation
+    from ..infer.engine import read_plan, run_engine
+
+    model, cells = read_plan(plan)
+    where = allocation()
+    log.info(
+        "engine %s: models.%s, %d cell(s)%s",
+        plan,
+        model,
+        len(cells),
+        f", runs in {where}" if where else "",
+    )
+    set_threads(threads)
+    t0 = time.perf_counter()
+    stats = run_engine(model, cells)
+    generated = sum(s["generated"] for s in stats.values())
+    errors = sum(s["errors"] for s in stats.values())
+    log.info(
+        "engine %s: %d cell(s), %d answers generated, %d failed requests (%.1f s)",
+        plan,
+        len(stats),
+        generated,
+        errors,
+        time.perf_counter() - t0,
+    )
 
 
 def gather(manifest: str, out: str, shards: list[str]) -> None:

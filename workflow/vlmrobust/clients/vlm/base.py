@@ -107,6 +107,10 @@ class Backend(abc.ABC):
         self.spec = spec
         self.options: dict[str, Any] = dict(spec.get("options") or {})
 
+    #: whether an engine job pools its cells' requests into each generate call
+    #: (:mod:`vlmrobust.infer.engine`; a backend whose numbers depend on the batch keeps
+    #: each cell's own batches)
+    pools_requests = False
     #: whether :attr:`revision` is known before the first answer (a loaded checkpoint:
     #: yes; an API: only once the server has reported its model)
     revision_before_answers = True

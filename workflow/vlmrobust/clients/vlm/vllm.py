@@ -345,6 +345,9 @@ class VLLMBackend(Backend):
 
     name = "vllm"
     applies_pixel_limits = True
+    # one engine call takes requests of any cell: an engine job pools its cells'
+    # requests into each call (vlmrobust.infer.engine)
+    pools_requests = True
 
     @classmethod
     def image_limit(cls, model_id: str, spec: dict[str, Any]) -> int | None:

@@ -1,0 +1,249 @@
+"""The engine job: one local model, loaded once, answers every cell dealt to it.
+
+A *cell* is one (dataset, condition, prompt, shard) of the model: what an inference job
+of an API model answers alone (:func:`vlmrobust.infer.run.run_inference`). A local
+checkpoint (backends ``hf`` and ``vllm``) would pay its load for every cell, so its
+cells of one phase are dealt to ``service.engines`` engines (``RunPlan.engine_cells``)
+and each engine is one job, as Snakemake runs any job: its own process, the model loaded
+in it, its cells answered one after another (each with its own lock, resume cache, image
+hashes and seeds, exactly as a job of its own), its shard files its outputs. There is no
+server: nothing to start, find, trust, time out or stop, and on a cluster the engine is
+one SLURM job on the model's GPUs (docs/architecture.md, "Engines").
+
+Backends that batch requests across prompts of any length (``vllm``: one engine call
+takes what waits) answer ``window`` cells together (``options.pool_cells``, default
+32): their requests are pooled into each generate call, so one engine batches across
+conditions; each request keeps its own seed and decoding, and its key is made unique
+per cell for the call (two prompt settings share variant ids). ``hf`` answers each
+cell's batches as that cell alone forms them, so a table does not depend on which cells
+share an engine.
+
+The plan file (rule ``engine_plan``, ``results/engines/<model>/phase<p>/engine<e>.json``)
+names the model and the cells: each cell's job spec (what changes its outputs), manifest,
+samples, first-stage context and shard file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..clients.vlm.base import Backend, Request, Result
+from ..core.registry import INFERENCE_KEYS
+from .run import Job, run_inference
+
+log = logging.getLogger(__name__)
+
+#: cells answered together by a backend that pools requests (options.pool_cells)
+POOL_CELLS = 32
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One shard file of the engine: the job that answers it, and its inputs."""
+
+    spec: dict[str, Any]
+    manifest: str
+    samples: str
+    out: str
+    context: str | None = None
+
+    @property
+    def job(self) -> Job:
+        return Job(**self.spec)
+
+
+def read_plan(path: str | Path) -> tuple[str, list[Cell]]:
+    """The model and the cells of an engine plan file (module docstring)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        return str(data["model"]), [Cell(**cell) for cell in data["cells"]]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not an engine plan ({type(exc).__name__}: {exc})") from exc
+
+
+def load_spec(model: str, cells: list[Cell]) -> dict[str, Any]:
+    """The registry fields the backend loads the model from (``INFERENCE_KEYS``): the
+    same for every cell (a prompt setting adds only what its prompt builder reads)."""
+    specs = [{k: v for k, v in c.spec["model_spec"].items() if k in INFERENCE_KEYS} for c in cells]
+    for cell, spec in zip(cells, specs, strict=True):
+        if spec != specs[0]:
+            raise ValueError(
+                f"models.{model}: cell {cell.out} has another model spec than {cells[0].out}; "
+                "an engine answers one registry entry"
+            )
+    return specs[0]
+
+
+class _Shared:
+    """The engine's model: loaded by the first cell that has something to generate."""
+
+    def __init__(self, model: str, spec: dict[str, Any], backend: Backend | None = None):
+        self.model, self.spec, self.backend = model, spec, backend
+        self.owned = backend is None
+
+    def __call__(self) -> Backend:
+        if self.backend is None:
+            from ..clients.vlm import make_backend
+
+            t0 = time.perf_counter()
+            self.backend = make_backend(self.model, self.spec)
+            log.info(
+                "models.%s: loaded once for this engine (%.1f s)",
+                self.model,
+                time.perf_counter() - t0,
+            )
+        return self.backend
+
+    def close(self) -> None:
+        if self.owned and self.backend is not None:
+            self.backend.close()
+
+
+def run_engine(
+    model: str,
+    cells: list[Cell],
+    backend: Backend | None = None,
+    window: int | None = None,
+) -> dict[str, dict[str, int]]:
+    """Answer every cell with one model (module docstring); return each cell's counts
+    by shard file. ``backend``: a loaded model to use (tests), else it is loaded here on
+    the first cell with something to generate and closed at the end."""
+    if not cells:
+        return {}
+    shared = _Shared(model, load_spec(model, cells), backend)
+    stats: dict[str, dict[str, int]] = {}
+    try:
+        from ..clients.vlm import backend_class
+
+        owner = backend if backend is not None else backend_class(model, shared.spec)
+        if getattr(owner, "pools_requests", False):
+            size = window or int(shared.spec.get("options", {}).get("pool_cells", POOL_CELLS))
+            for start in range(0, len(cells), size):
+                stats.update(_pooled(cells[start : start + size], shared))
+        else:
+            for cell in cells:
+                stats[cell.out] = _answer(cell, shared)
+    finally:
+        shared.close()
+    return stats
+
+
+def _answer(cell: Cell, opener: Any) -> dict[str, int]:
+    t0 = time.perf_counter()
+    out = run_inference(
+        cell.job,
+        Path(cell.manifest),
+        Path(cell.samples),
+        Path(cell.out),
+        context=Path(cell.context) if cell.context else None,
+        opener=opener,
+    )
+    log.info("%s: %s (%.1f s)", cell.out, out, time.perf_counter() - t0)
+    return out
+
+
+# --------------------------------------------------------------------------- pooling
+
+
+class _Pool:
+    """The cells of one window as threads; each generate call of a cell waits until
+    every live cell has asked (or finished), then one call of the model answers them
+    all, in the order the cells asked."""
+
+    def __init__(self, shared: _Shared, n: int):
+        import threading
+
+        self.shared = shared
+        self.live = n
+        self.waiting: list[tuple[int, list[Request], dict[str, Result], Any]] = []
+        self.cond = threading.Condition()
+
+    @property
+    def backend(self) -> Backend:
+        """The engine's model, loaded when a cell first has something to ask."""
+        return self.shared()
+
+    def client(self, index: int) -> _PoolClient:
+        return _PoolClient(self, index)
+
+    def ask(self, index: int, requests: list[Request]) -> dict[str, Result]:
+        import threading
+
+        got: dict[str, Result] = {}
+        done = threading.Event()
+        with self.cond:
+            self.waiting.append((index, requests, got, done))
+            if len(self.waiting) >= self.live:
+                self._call()
+            else:
+                self.cond.notify_all()
+        while not done.wait(0.05):
+            with self.cond:
+                if not done.is_set() and self.waiting and len(self.waiting) >= self.live:
+                    self._call()
+        if "__error__" in got:
+            raise RuntimeError(str(got["__error__"]))
+        return got
+
+    def leave(self) -> None:
+        with self.cond:
+            self.live -= 1
+            if self.waiting and len(self.waiting) >= self.live:
+                self._call()
+
+    def _call(self) -> None:
+        """One model call for every waiting cell (the lock is held)."""
+        batch, self.waiting = self.waiting, []
+        pooled = [replace(r, key=f"{i}|{r.key}") for i, reqs, _, _ in batch for r in reqs]
+        by_cell = {i: got for i, _, got, _ in batch}
+        try:
+            for result in self.backend.generate(pooled):
+                i, key = result.key.split("|", 1)
+                by_cell[int(i)][key] = replace(result, key=key)
+        except Exception as exc:  # every waiting cell fails with the engine's error
+            for _, _, got, _ in batch:
+                got["__error__"] = exc  # type: ignore[assignment]
+        for _, _, _, done in batch:
+            done.set()
+
+
+class _PoolClient:
+    """What a cell's run sees as its backend: the shared model, asked through the pool."""
+
+    def __init__(self, pool: _Pool, index: int):
+        self._pool, self._index = pool, index
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool.backend, name)
+
+    def generate(self, requests: list[Request]) -> Iterator[Result]:
+        got = self._pool.ask(self._index, list(requests))
+        for r in requests:
+            if r.key in got:
+                yield got[r.key]
+
+    def close(self) -> None:  # the engine closes the model
+        return None
+
+
+def _pooled(cells: list[Cell], shared: _Shared) -> dict[str, dict[str, int]]:
+    """Answer ``cells`` together: one thread each, their requests pooled (``_Pool``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = _Pool(shared, len(cells))
+
+    def one(index: int, cell: Cell) -> dict[str, int]:
+        try:
+            return _answer(cell, lambda: pool.client(index))
+        finally:
+            pool.leave()
+
+    with ThreadPoolExecutor(max_workers=len(cells)) as ex:
+        futures = [ex.submit(one, i, c) for i, c in enumerate(cells)]
+        return {c.out: f.result() for c, f in zip(cells, futures, strict=True)}
