@@ -43,6 +43,8 @@ LOCAL_MODELS = HF_MODELS + VLLM_MODELS
 API_MODELS = [
     m for m, spec in REGISTRY.items() if spec["backend"] not in ("hf", "vllm")
 ]
+
+
 def dataset_spec(wildcards):
     """The dataset's configuration as JSON: the `samples` rule's parameter."""
     return json.dumps(PLAN.samples_spec(wildcards.dataset), sort_keys=True)
@@ -205,8 +207,8 @@ def engine_cli(model):
 
 
 def engine_rule_name(model, phase, engine):
-    """The rule of one engine: engine_<model>_phase<p>_<e> (the model id with every
-    character a rule name cannot hold as `_`)."""
+    """The name of one engine's rule, engine_<model>_phase<p>_<e> (the model id with
+    every character a rule name cannot hold as `_`)."""
     slug = "".join(ch if ch.isalnum() else "_" for ch in model)
     return f"engine_{slug}_phase{phase}_{engine}"
 
@@ -216,6 +218,13 @@ def engine_plan_json(wildcards):
     w = wildcards
     plan = PLAN.engine_plan(w.model, int(w.phase), int(w.engine))
     return json.dumps(plan, sort_keys=True, indent=1)
+
+
+def write_engine_plan(out, log, plan):
+    """Rule engine_plan: the plan's text to its file (beside Snakemake: no job)."""
+    for file, text in ((out, f"{plan}\n"), (log, f"wrote {out}\n")):
+        Path(file).parent.mkdir(parents=True, exist_ok=True)
+        Path(file).write_text(text, encoding="utf-8")
 
 
 def engine_resource(model, name):

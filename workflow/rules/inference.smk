@@ -113,6 +113,8 @@ rule gather_outputs:
 rule engine_plan:
     output:
         paths.ENGINE,
+    log:
+        "logs/engines/{model}/phase{phase}/engine{engine}.plan.log",
     wildcard_constraints:
         model=alternation(LOCAL_MODELS),
         phase=r"\d+",
@@ -121,8 +123,7 @@ rule engine_plan:
     params:
         plan=engine_plan_json,
     run:
-        Path(output[0]).parent.mkdir(parents=True, exist_ok=True)
-        Path(output[0]).write_text(params.plan + "\n", encoding="utf-8")
+        write_engine_plan(output[0], log[0], params.plan)
 
 
 for _model, _phase, _engine in PLAN.engines():
@@ -145,10 +146,10 @@ for _model, _phase, _engine in PLAN.engines():
         # the model's own, from the registry (config/models.yaml `resources`); its
         # cells run one after another, so their runtimes add up
         resources:
+            **config["cluster"]["engine_resources"],
             gpu=engine_resource(_model, "gpu"),
             mem_mb=engine_resource(_model, "mem_mb"),
             runtime=engine_runtime(_model, _phase, _engine),
-            **config["cluster"]["engine_resources"],
         params:
             cli=engine_cli(_model),
         shell:
