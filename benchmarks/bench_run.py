@@ -6,9 +6,9 @@
 With ``--log``: reads a finished run's terminal output (``snakemake --cores 2 >
 snakemake.log 2>&1``) and prints its wall time (first job start to last job end), the
 jobs per rule with the sum and the mean of their durations (whole seconds, as the log
-stamps them), and the model loads: inference jobs that loaded a model themselves (a
-log line ``loading the model in this job``) and model services started (``logs/
-services/*.log``: one ``loaded in`` line per service).
+stamps them), and the model loads: engine jobs that loaded their model (``logs/
+engines/**/*.log``: a line ``loaded once for this engine``) and inference jobs that
+loaded one themselves (a line ``loading the model in this job``).
 
 With ``--run``: copies the working tree (without results) to ``--dir`` (default a
 temporary folder), runs ``snakemake --cores 2`` there under ``/usr/bin/time -v`` and
@@ -58,16 +58,16 @@ def parse(log: Path) -> tuple[dict[str, list[float]], float]:
 
 
 def model_loads(logs: Path) -> tuple[int, int]:
-    """(inference jobs that loaded their own model, model services started)."""
+    """(inference jobs that loaded their own model, engine jobs that loaded theirs)."""
     own = sum(
         "loading the model in this job" in p.read_text(errors="replace")
         for p in (logs / "infer").rglob("*.log")
     )
-    services = sum(
-        p.read_text(errors="replace").count(" loaded in ")
-        for p in (logs / "services").glob("*.log")
+    engines = sum(
+        p.read_text(errors="replace").count("loaded once for this engine")
+        for p in (logs / "engines").rglob("*.log")
     )
-    return own, services
+    return own, engines
 
 
 def report(log: Path, logs: Path) -> None:
@@ -77,8 +77,8 @@ def report(log: Path, logs: Path) -> None:
     print(f"{'rule':<22} {'jobs':>5} {'sum s':>7} {'mean s':>7}")
     for rule, times in sorted(durations.items(), key=lambda kv: -sum(kv[1])):
         print(f"{rule:<22} {len(times):>5} {sum(times):>7.0f} {sum(times) / len(times):>7.1f}")
-    own, services = model_loads(logs)
-    print(f"model loads: {services} by model services, {own} by inference jobs themselves")
+    own, engines = model_loads(logs)
+    print(f"model loads: {engines} by engine jobs, {own} by inference jobs themselves")
 
 
 def main(argv: list[str] | None = None) -> int:

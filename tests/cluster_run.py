@@ -242,7 +242,7 @@ def engine_jobs(log_text: str, records: dict, workdir: Path) -> dict[str, Engine
     runs = {r["job"]: r for r in engine_runs(workdir) if r["job"]}
     out = {}
     for job_id, slurm_log in submissions(log_text):
-        if not slurm_log.parent.name.startswith("rule_engine_"):
+        if not any(part.startswith("rule_engine_") for part in slurm_log.parts):
             continue
         run = runs.get(job_id, {})
         engines = [run["engine"]] if run else []

@@ -134,10 +134,8 @@ def test_every_job_went_through_slurm_or_beside_snakemake(cluster_run):
     steps (config cluster.local_rules) ran beside Snakemake."""
     _, log, records, cluster = cluster_run
     submitted = submissions(log)
-    rules = Counter(
-        "rule_engine" if path.parent.name.startswith("rule_engine_") else path.parent.name
-        for _, path in submitted
-    )
+    folders = [next(p for p in path.parts if p.startswith("rule_")) for _, path in submitted]
+    rules = Counter("rule_engine" if f.startswith("rule_engine_") else f for f in folders)
     assert rules == {
         "rule_demo_data": 1,
         "rule_demo_model": len(MODELS),

@@ -48,8 +48,8 @@ __all__ = [
     "model_resources",
 ]
 
-#: Backends that run a checkpoint on this machine (rule ``infer``) / call an API
-#: (rule ``infer_api``).
+#: Backends that run a checkpoint on this machine (an engine job per share of its
+#: cells: vlmrobust.infer.engine) / call an API (rule ``infer``, one job per cell).
 LOCAL_BACKENDS = ("hf", "vllm")
 API_BACKENDS = ("openai", "gemini")
 
