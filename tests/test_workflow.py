@@ -743,10 +743,10 @@ def test_each_model_is_loaded_once_per_engine(demo_run):
 
 
 def test_a_killed_engine_resumes_and_ends_byte_identical(demo_run, tmp_path):
-    """kill -9 of an engine job half-way: snakemake fails; the next snakemake answers
-    only what was not written yet (the resume caches keep the rest) and every output,
-    scored file and table equals the uninterrupted run's. (The last test of the module:
-    it reruns the outputs.)"""
+    """kill -9 of an engine job half-way through its cells: snakemake fails; the next
+    snakemake answers only what was not written yet (the resume caches keep the rest)
+    and every output, scored file and table equals the uninterrupted run's. (The last
+    test of the module: it reruns demo-base's first phase.)"""
     import signal
     import subprocess
     import time
@@ -767,23 +767,30 @@ def test_a_killed_engine_resumes_and_ends_byte_identical(demo_run, tmp_path):
         return out
 
     before = files()
-    caches = sorted((demo_run / "results/outputs/demo-base").rglob("*.partial"))
-    assert caches  # the resume caches of the finished run
-    for cache in caches:  # forget demo-base's answers: its engine must answer again
-        cache.unlink()
+    # demo-base's first-phase cells as a fresh model finds them: no answers, no shards,
+    # no gathered outputs (what a run that has not answered them yet sees)
     plan = "results/engines/demo-base/phase0/engine0.json"
-    cmd = [str(BIN / "snakemake"), "--cores", "1", "--forcerun", plan, *SMALL]
+    cells = json.loads((demo_run / plan).read_text())["cells"]
+    for c in cells:
+        shard = demo_run / c["out"]
+        for gone in (
+            shard,
+            shard.with_name(shard.name + ".partial"),
+            shard.parent.with_suffix(".jsonl"),
+        ):
+            gone.unlink(missing_ok=True)
+    caches = [demo_run / f"{c['out']}.partial" for c in cells]
+    # asked for by name: Snakemake rebuilds no missing intermediate file whose final
+    # targets exist (the scored files, the tables)
+    targets = sorted({str(Path(c["out"]).parent.with_suffix(".jsonl")) for c in cells})
+    cmd = [str(BIN / "snakemake"), "--cores", "1", *SMALL, "--", *targets]
     proc = subprocess.Popen(cmd, cwd=demo_run, env=tool_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     log = demo_run / "logs/engines/demo-base/phase0/engine0.log"
     end = time.monotonic() + 600
     killed = False
     while time.monotonic() < end and proc.poll() is None and not killed:
-        written = [
-            p
-            for p in (demo_run / "results/outputs/demo-base").rglob("*.partial")
-            if p.stat().st_size
-        ]
+        written = [c for c in caches if c.exists() and c.stat().st_size]
         engines = [
             pid
             for pid in job_processes(demo_run)
@@ -796,17 +803,14 @@ def test_a_killed_engine_resumes_and_ends_byte_identical(demo_run, tmp_path):
         time.sleep(0.05)
     assert killed, "the engine was not caught half-way"
     assert proc.wait(timeout=300) != 0
-    done_before = sum(
-        len(read_jsonl(p)) for p in (demo_run / "results/outputs/demo-base").rglob("*.partial")
-    )
+    done_before = sum(len(read_jsonl(c)) for c in caches if c.exists())
     assert done_before > 0
-    again = snakemake(demo_run, "--rerun-incomplete", *SMALL)
+    again = snakemake(demo_run, "--rerun-incomplete", *SMALL, "--", *targets)
     assert again.returncode == 0
     generated = [
         int(n)
         for n in re.findall(r"'generated': (\d+)", log.read_text().split("models.demo-base, ")[-1])
     ]
-    cells = json.loads((demo_run / plan).read_text())["cells"]
     total = sum(len(read_jsonl(demo_run / c["out"])) for c in cells)
     assert sum(generated) == total - done_before  # only what was not written before
     assert files() == before
