@@ -4,6 +4,7 @@ and its resources (gpu, mem_mb, runtime) come from the registry."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -150,26 +151,40 @@ def _snakemake(workdir: Path, *args: str, check: bool = True):
     return run([*cmd, *args], workdir, check=check)
 
 
-def _infer_jobs(out: str) -> dict[str, dict]:
-    """model -> {rule, spec (the job's params JSON, parsed), resources} of a dry run's
-    inference jobs."""
+def _infer_jobs(out: str, workdir: Path) -> dict[str, dict]:
+    """model -> {rule, spec (the job spec of its demo-chart clean cell, parsed),
+    resources, command} of a dry run's inference jobs: rule infer (an API model's cell,
+    its spec in the command) and the engines (a local model's cells, their specs in the
+    engine's plan, which a dry run does not write: read from the run plan that writes
+    it)."""
+    from vlmrobust.plan import RunPlan
+
+    with contextlib.chdir(workdir):
+        plan = RunPlan.load("config/test-run.yaml")
     jobs = {}
     for block in re.split(r"\n(?=rule \w+:)", out):
         rule = re.match(r"rule (\w+):", block)
-        if not rule or rule.group(1) not in ("infer", "infer_api", "infer_vllm"):
+        name = rule.group(1) if rule else ""
+        if name != "infer" and (not name.startswith("engine_") or name == "engine_plan"):
             continue
         command = re.search(r"^Shell command: (.*)$", block, flags=re.M).group(1)
         args = shlex.split(command)
-        spec = json.loads(args[args.index("--spec") + 1])
+        if rule.group(1) == "infer":
+            spec, cli = json.loads(args[args.index("--spec") + 1]), args[: args.index("infer")]
+        else:
+            m = re.search(r"results/engines/([^/]+)/phase(\d+)/engine(\d+)\.json", command)
+            cells = plan.engine_plan(m.group(1), int(m.group(2)), int(m.group(3)))["cells"]
+            spec = next(c for c in cells if "/demo-chart/clean/" in c["out"])["spec"]
+            cli = args[: args.index("infer-engine")]
         resources = dict(
             kv.split("=", 1)
             for kv in re.search(r"^\s*resources: (.*)$", block, flags=re.M).group(1).split(", ")
         )
         jobs[spec["model"]] = {
-            "rule": rule.group(1),
+            "rule": "engine" if rule.group(1).startswith("engine_") else rule.group(1),
             "spec": spec,
             "resources": resources,
-            "command": args[: args.index("infer")],
+            "command": cli,
         }
     return jobs
 
@@ -202,7 +217,7 @@ def test_infer_params_change_with_the_checkpoint_only(tmp_path):
     }
     _write_run(workdir, models, list(models))
     targets = [f"results/outputs/{m}/demo-chart/clean/default/shard0of1.jsonl" for m in models]
-    jobs = _infer_jobs(_snakemake(workdir, "-n", "-p", *targets).stdout)
+    jobs = _infer_jobs(_snakemake(workdir, "-n", "-p", *targets).stdout, workdir)
     assert sorted(jobs) == sorted(models)
 
     def params(model):
@@ -234,9 +249,11 @@ def test_infer_params_change_with_the_checkpoint_only(tmp_path):
         r = jobs[model]["resources"]
         return jobs[model]["rule"], int(r["gpu"]), int(r["mem_mb"]), int(r["runtime"])
 
-    assert resources("m-ref") == ("infer", 1, 64000, 720)
-    assert resources("m-display") == ("infer", 2, 1234, 5)
-    assert resources("m-api") == ("infer_api", 0, 2000, 30)
+    # an engine asks for its model's GPUs and memory, and its cells' runtimes added up
+    # (one cell here); an API model's cell for no GPU
+    assert resources("m-ref") == ("engine", 1, 64000, 720)
+    assert resources("m-display") == ("engine", 2, 1234, 5)
+    assert resources("m-api") == ("infer", 0, 2000, 30)
 
 
 def test_editing_a_display_name_reruns_no_inference(tmp_path):
@@ -270,15 +287,19 @@ def test_editing_a_display_name_reruns_no_inference(tmp_path):
     dry = _snakemake(workdir, "-n")
     out = dry.stdout + dry.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
-    assert jobs["infer"] == "1"
-    infer = next(b for b in re.split(r"\n(?=rule \w+:)", out) if b.startswith("rule infer:"))
-    assert f"output: {shard}" in infer
-    assert "reason: Params have changed since last execution" in infer
+    # the engine's plan records the cells' specs: it is written again, and the engine
+    # answers again (the cell's rows asked anew: its spec changed)
+    assert jobs["engine_plan"] == "1" and jobs["engine_demo_base_phase0_0"] == "1"
+    blocks = re.split(r"\n(?=rule \w+:)", out)
+    planned = next(b for b in blocks if b.startswith("rule engine_plan:"))
+    assert "reason: Params have changed since last execution" in planned
+    engine = next(b for b in blocks if b.startswith("rule engine_demo_base_phase0_0:"))
+    assert shard in engine
 
 
 def test_vllm_models_run_in_the_vllm_environment(tmp_path):
-    """A backend-vllm model's jobs (rule infer_vllm) run this repository's package with
-    the Python of `environments.vllm`; an hf model's in the workflow's own environment.
+    """A backend-vllm model's engine runs this repository's package with the Python of
+    `environments.vllm`; an hf model's in the workflow's own environment.
     A missing environment stops the plan, naming the model and the key."""
     workdir = copy_repo(tmp_path / "repo")
     fake_env = tmp_path / "some-vllm-env"
@@ -288,9 +309,9 @@ def test_vllm_models_run_in_the_vllm_environment(tmp_path):
     models = {"demo-base": shipped["demo-base"], "demo-vllm": shipped["demo-vllm"]}
     _write_run(workdir, models, list(models), environments={"vllm": str(fake_env)})
     targets = [f"results/outputs/{m}/demo-chart/clean/default/shard0of1.jsonl" for m in models]
-    jobs = _infer_jobs(_snakemake(workdir, "-n", "-p", *targets).stdout)
-    assert jobs["demo-base"]["rule"] == "infer" and jobs["demo-base"]["command"] == ["vlmrobust"]
-    assert jobs["demo-vllm"]["rule"] == "infer_vllm"
+    jobs = _infer_jobs(_snakemake(workdir, "-n", "-p", *targets).stdout, workdir)
+    assert jobs["demo-base"]["rule"] == "engine" and jobs["demo-base"]["command"] == ["vlmrobust"]
+    assert jobs["demo-vllm"]["rule"] == "engine"
     assert jobs["demo-vllm"]["command"] == [
         "env",
         f"PYTHONPATH={workdir}/workflow${{PYTHONPATH:+:$PYTHONPATH}}",
