@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.api_server import FAKE_KEY_ENV, FakeAPIServer
+from vlmrobust.core.io import read_jsonl
 
 REPO = Path(__file__).resolve().parent.parent
 # Small slices of real released data (copied from the project's shared/fixtures).
@@ -140,3 +142,16 @@ def output_row(sample_id: str, text: str, dataset: str = "d", **kw):
         answer_text=text,
         **kw,
     )
+
+
+def run_files(workdir: Path) -> dict[str, bytes]:
+    """Every table, scored file and output text of a run (the rows' timings aside)."""
+    files = {}
+    for path in sorted((workdir / "results").rglob("*")):
+        rel = str(path.relative_to(workdir))
+        if path.is_file() and ("/tables/" in rel or rel.startswith("results/scored/")):
+            files[rel] = path.read_bytes()
+    for path in sorted((workdir / "results/outputs").rglob("*.jsonl")):
+        texts = [(r["key"], r["raw_text"], r["error"]) for r in read_jsonl(path)]
+        files[str(path.relative_to(workdir))] = json.dumps(texts).encode()
+    return files

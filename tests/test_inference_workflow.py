@@ -16,7 +16,7 @@ import yaml
 from vlmrobust.core.io import read_jsonl
 
 from .api_server import FakeAPIServer
-from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, run, tool_env
+from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, run, run_files, tool_env
 
 SENTINEL = "vlmrobust-sentinel-key-0123456789abcdefXYZ"
 
@@ -68,17 +68,7 @@ def test_api_run_retries_and_never_writes_the_key(tmp_path):
         server.add_fault("500")
         server.add_fault("not_json")
         registry = _registry_with(
-            workdir,
-            "local-api",
-            {
-                "backend": "openai",
-                "api_model": "fake-vlm",
-                "base_url": f"{server.url}/v1",
-                "api_key_env": "VLMROBUST_TEST_KEY",
-                "family": "fake",
-                "role": "base",
-                "options": {"max_retries": 4, "base_delay": 0.01, "timeout_s": 5, "concurrency": 2},
-            },
+            workdir, "local-api", _api_entry(server, max_retries=4, concurrency=2)
         )
         configfile = _config(workdir, registry, ["local-api"])
         run(
@@ -107,7 +97,8 @@ def test_api_run_retries_and_never_writes_the_key(tmp_path):
     assert "local-api" in summary
 
 
-def _api_entry(server: FakeAPIServer) -> dict:
+def _api_entry(server: FakeAPIServer, **options) -> dict:
+    """A registry entry of the fake server's model (options over one retry, one at a time)."""
     return {
         "backend": "openai",
         "api_model": "fake-vlm",
@@ -115,21 +106,9 @@ def _api_entry(server: FakeAPIServer) -> dict:
         "api_key_env": "VLMROBUST_TEST_KEY",
         "family": "fake",
         "role": "base",
-        "options": {"max_retries": 1, "base_delay": 0.01, "timeout_s": 5, "concurrency": 1},
+        "options": {"max_retries": 1, "base_delay": 0.01, "timeout_s": 5, "concurrency": 1}
+        | options,
     }
-
-
-def _run_files(workdir: Path) -> dict[str, bytes]:
-    """Every table, scored file and output text of a run (the rows' timings aside)."""
-    files = {}
-    for path in sorted((workdir / "results").rglob("*")):
-        rel = str(path.relative_to(workdir))
-        if path.is_file() and ("/tables/" in rel or rel.startswith("results/scored/")):
-            files[rel] = path.read_bytes()
-    for path in sorted((workdir / "results/outputs").rglob("*.jsonl")):
-        texts = [(r["key"], r["raw_text"], r["error"]) for r in read_jsonl(path)]
-        files[str(path.relative_to(workdir))] = json.dumps(texts).encode()
-    return files
 
 
 @pytest.mark.parametrize("fault", ["500", "timeout"])
@@ -164,7 +143,7 @@ def test_a_rerun_after_failed_requests_asks_only_them_and_completes(tmp_path, fa
                 assert server.count - asked == 1  # exactly the failed request again
                 third = run([*cmd, "-n"], workdir, env=env)
                 assert "Nothing to be done" in third.stdout + third.stderr
-        runs[name] = _run_files(workdir)
+        runs[name] = run_files(workdir)
     assert runs["failed"].keys() == runs["uninterrupted"].keys()
     assert any("/tables/" in k for k in runs["failed"])
     assert runs["failed"] == runs["uninterrupted"]

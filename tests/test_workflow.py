@@ -15,7 +15,7 @@ import pytest
 from vlmrobust.core.io import read_jsonl, sha256_file
 from vlmrobust.core.paths import real_data
 
-from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, job_processes, run
+from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, job_processes, run, run_files
 
 # Small demo data and a short training (the models learn little; the DAG is the point).
 DEMO = f"demo={{n_per_family: 3, train: {json.dumps(QUICK_TRAIN)}}}"
@@ -753,20 +753,7 @@ def test_a_killed_engine_resumes_and_ends_byte_identical(demo_run, tmp_path):
 
     from .conftest import tool_env
 
-    def files() -> dict[str, bytes]:
-        out = {}
-        for p in sorted((demo_run / "results").rglob("*")):
-            rel = str(p.relative_to(demo_run))
-            if p.is_file() and ("/tables/" in rel or rel.startswith("results/scored/")):
-                out[rel] = p.read_bytes()
-        for p in sorted((demo_run / "results/outputs").rglob("*.jsonl")):
-            rows = read_jsonl(p)
-            out[str(p.relative_to(demo_run))] = json.dumps(
-                [(r["key"], r["raw_text"]) for r in rows]
-            ).encode()
-        return out
-
-    before = files()
+    before = run_files(demo_run)
     # demo-base's first-phase cells as a fresh model finds them: no answers, no shards,
     # no gathered outputs (what a run that has not answered them yet sees)
     plan = "results/engines/demo-base/phase0/engine0.json"
@@ -813,4 +800,4 @@ def test_a_killed_engine_resumes_and_ends_byte_identical(demo_run, tmp_path):
     ]
     total = sum(len(read_jsonl(demo_run / c["out"])) for c in cells)
     assert sum(generated) == total - done_before  # only what was not written before
-    assert files() == before
+    assert run_files(demo_run) == before
