@@ -649,10 +649,13 @@ class RunPlan:
         """Every file an engine's cells read: manifests, samples, first-stage outputs and
         the model's own files (its build record or checkpoint)."""
         files: dict[str, None] = {}
-        for cell in self.engine_plan(model, phase, engine)["cells"]:
-            for key in ("manifest", "samples", "context"):
-                if cell[key]:
-                    files[cell[key]] = None
+        for d, c, p, _, _ in self.engine_cells(model, phase, engine):
+            for f in (
+                self.manifest_path(d, c),
+                self.samples_path(d),
+                *self.infer_context(model, d, c, p),
+            ):
+                files[f] = None
         for f in self.model_files(model):
             files[f] = None
         return list(files)

@@ -29,7 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -151,18 +151,31 @@ def _answer(cell: Cell, opener: Any) -> dict[str, int]:
 # --------------------------------------------------------------------------- pooling
 
 
+@dataclass
+class _Ask:
+    """One cell's generate call waiting in the pool: its requests, then its results
+    (or the engine call's error) and the event that says they are there."""
+
+    index: int
+    requests: list[Request]
+    done: Any
+    got: dict[str, Result] = field(default_factory=dict)
+    error: Exception | None = None
+
+
 class _Pool:
     """The cells of one window as threads; each generate call of a cell waits until
     every live cell has asked (or finished), then one call of the model answers them
-    all, in the order the cells asked."""
+    all, in the order the cells asked. The call is made by the cell whose ask (or
+    departure) completes the round: the only two events that can."""
 
     def __init__(self, shared: _Shared, n: int):
         import threading
 
         self.shared = shared
         self.live = n
-        self.waiting: list[tuple[int, list[Request], dict[str, Result], Any]] = []
-        self.cond = threading.Condition()
+        self.waiting: list[_Ask] = []
+        self.lock = threading.Lock()
 
     @property
     def backend(self) -> Backend:
@@ -175,42 +188,37 @@ class _Pool:
     def ask(self, index: int, requests: list[Request]) -> dict[str, Result]:
         import threading
 
-        got: dict[str, Result] = {}
-        done = threading.Event()
-        with self.cond:
-            self.waiting.append((index, requests, got, done))
-            if len(self.waiting) >= self.live:
-                self._call()
-            else:
-                self.cond.notify_all()
-        while not done.wait(0.05):
-            with self.cond:
-                if not done.is_set() and self.waiting and len(self.waiting) >= self.live:
-                    self._call()
-        if "__error__" in got:
-            raise RuntimeError(str(got["__error__"]))
-        return got
+        ask = _Ask(index, requests, threading.Event())
+        with self.lock:
+            self.waiting.append(ask)
+            self._call_when_complete()
+        ask.done.wait()
+        if ask.error is not None:
+            raise RuntimeError(str(ask.error)) from ask.error
+        return ask.got
 
     def leave(self) -> None:
-        with self.cond:
+        with self.lock:
             self.live -= 1
-            if self.waiting and len(self.waiting) >= self.live:
-                self._call()
+            self._call_when_complete()
 
-    def _call(self) -> None:
-        """One model call for every waiting cell (the lock is held)."""
+    def _call_when_complete(self) -> None:
+        """One model call for every waiting cell once every live cell waits (the lock
+        is held)."""
+        if not self.waiting or len(self.waiting) < self.live:
+            return
         batch, self.waiting = self.waiting, []
-        pooled = [replace(r, key=f"{i}|{r.key}") for i, reqs, _, _ in batch for r in reqs]
-        by_cell = {i: got for i, _, got, _ in batch}
+        pooled = [replace(r, key=f"{a.index}|{r.key}") for a in batch for r in a.requests]
+        by_cell = {a.index: a for a in batch}
         try:
             for result in self.backend.generate(pooled):
                 i, key = result.key.split("|", 1)
-                by_cell[int(i)][key] = replace(result, key=key)
+                by_cell[int(i)].got[key] = replace(result, key=key)
         except Exception as exc:  # every waiting cell fails with the engine's error
-            for _, _, got, _ in batch:
-                got["__error__"] = exc  # type: ignore[assignment]
-        for _, _, _, done in batch:
-            done.set()
+            for a in batch:
+                a.error = exc
+        for a in batch:
+            a.done.set()
 
 
 class _PoolClient:
