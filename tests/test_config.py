@@ -76,7 +76,8 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
     assert len(demo["conditions"]["corrupt"]["methods"]) == 20
     assert demo["datasets"]["demo-chart"]["on_bad_row"] == "skip"
     assert demo["threads"]["variants"] == 1  # the default run's own setting (default 2)
-    assert demo["service"] == {"default_engines": 1, "engines": {}}
+    assert demo["service"] == {"default_engines": 1, "engines": {}, "split_cells": False}
+    assert demo["engines"] == "registry"
     assert demo["models"] == ["demo-base", "demo-reasoning"]
     assert demo["datasets"]["demo-chart"]["scorer"] == "generic"
     assert demo["decoding"] == {"max_new_tokens": 64, "temperature": 0.0, "top_p": 1.0, "n": 1}

@@ -9,7 +9,6 @@ from collections import Counter
 
 import pytest
 
-from vlmrobust.core.registry import model_resources
 from vlmrobust.plan import RunPlan
 
 from .conftest import REPO
@@ -21,21 +20,19 @@ def paper() -> RunPlan:
         return RunPlan.load("config/paper.yaml")
 
 
-def _engines(plan: RunPlan) -> dict[tuple[str, int, int], list[str]]:
-    return {
-        (model, phase, k): plan.engine_clients(model, phase, k)
-        for model, spec in plan.models.items()
-        if spec["backend"] in ("hf", "vllm")
-        for phase in (0, 1)
-        for k in range(min(plan.engines_of(model), len(plan.engine_jobs(model, phase))))
-    }
+def _engines(plan: RunPlan) -> dict[tuple[str, int, str], list[str]]:
+    return {(m, phase, k): plan.engine_clients(m, phase, k) for m, phase, k in plan.engines()}
 
 
 def test_each_local_job_is_answered_by_exactly_one_engine(paper):
+    """config/paper.yaml's balance block: 12 local models, 23 engines of the first stage
+    (Qwen3-VL-8B-Thinking 6; GLM-4.1V, Intern-S1-mini, R1-OneVision-RL 3 each; the
+    others 1) and 2 of CRM's second stage."""
     engines = _engines(paper)
-    assert len(engines) == len(paper.engine_files()) == 14  # 12 models, 2 with CRM's 2nd stage
+    assert len(engines) == len(paper.engine_files()) == 25
+    assert sum(1 for m, _, _ in engines if m == "qwen3-vl-8b-thinking") == 6
     shards = Counter(s for clients in engines.values() for s in clients)
-    local = [m for m, spec in paper.models.items() if spec["backend"] == "hf"]
+    local = [m for m, spec in paper.models.items() if spec["backend"] in ("hf", "vllm")]
     expected = {
         paper.shard_path(m, d, c, p, i, n)
         for m in local
@@ -45,23 +42,70 @@ def test_each_local_job_is_answered_by_exactly_one_engine(paper):
     assert set(shards) == expected and set(shards.values()) == {1}
 
 
+def test_split_cells_give_every_engine_one_share_of_every_cell(paper):
+    """service.split_cells: a cell of a model with 6 engines has 6 shards (the dataset's 1
+    x 6), engine k answers shard k of each, so the engines' shares are equal; an API
+    model's cells keep the dataset's shards."""
+    model = "qwen3-vl-8b-thinking"
+    cells = paper._cells(model, 0, "vllm")
+    assert len(cells) == 45
+    for k in range(6):
+        mine = paper.engine_cells(model, 0, k)
+        assert [(d, c, p) for d, c, p, _, _ in mine] == cells
+        assert {(i, n) for *_, i, n in mine} == {(k, 6)}
+    assert paper.cell_shards("gpt-4o", "distract-bench") == 1
+    assert paper.shard_files(model, "mathverse", "clean", "idis-math")[-1].endswith(
+        "/mathverse/clean/idis-math/shard5of6.jsonl"
+    )
+    # each engine asks for its share of its cells' registry runtimes: 45 x 720 / 6
+    assert paper.engine_runtime(model, 0, 0) == 45 * 720 // 6
+
+
 def test_a_runtime_limit_splits_a_model_into_engines_that_fit(paper):
-    """With cluster.max_runtime, no engine asks for more than the limit (its jobs'
-    registry runtimes added up), and every job still has exactly one engine."""
-    before = _engines(paper)
+    """With cluster.max_runtime, no engine asks for more than the limit (its share of
+    its cells' registry runtimes), and every job still has exactly one engine."""
     paper.config["cluster"]["max_runtime"] = 2880  # two days
     try:
         after = _engines(paper)
-        for (model, _, _), clients in after.items():
-            runtime = model_resources(paper.registry[model])["runtime"]
-            assert len(clients) * runtime <= 2880, (model, len(clients))
-        assert sorted(s for c in after.values() for s in c) == sorted(
-            s for c in before.values() for s in c
-        )
-        assert paper.engines_of("qwen3-vl-8b-thinking") == 12  # 45 jobs of 12 h
-        assert paper.engines_of("llama-3.2-90b-vision") == 2  # 3 jobs a phase, 24 h each
+        for model, phase, k in after:
+            assert paper.engine_runtime(model, phase, k) <= 2880, (model, phase, k)
+        shards = Counter(s for c in after.values() for s in c)
+        assert set(shards.values()) == {1}
+        assert paper.engines_of("qwen3-vl-8b-thinking") == 12  # 45 cells of 12 h
+        assert paper.engines_of("llama-3.2-90b-vision") == 2  # 3 cells a phase, 24 h each
     finally:
         paper.config["cluster"]["max_runtime"] = None
+
+
+def test_engines_papers_answers_each_dataset_with_its_papers_engine(paper):
+    """config `engines: papers`: Qwen3-VL-8B-Thinking (registry vllm) answers the
+    corruption study, Distract-Bench and Idis-perception with transformers (engines hf0,
+    hf1, ...) and Idis-math with vLLM; the job spec records the backend; VisArgs (no
+    papers_engine) keeps the registry's; attention blocking loads hf either way."""
+    paper.config["engines"] = "papers"
+    paper.__dict__.pop("_cells_cache", None)
+    try:
+        model = "qwen3-vl-8b-thinking"
+        assert paper.model_backends(model) == ["vllm", "hf"]
+        labels = {k for m, _, k in paper.engines() if m == model}
+        assert labels == {str(k) for k in range(6)} | {f"hf{k}" for k in range(6)}
+        hf_cells = {d for d, _, _ in paper._cells(model, 0, "hf")}
+        assert "mathverse" not in hf_cells and {"imagenet9", "mmmu", "distract-bench"} <= hf_cells
+        assert {d for d, _, _ in paper._cells(model, 0, "vllm")} == {"mathverse"}
+        assert paper.infer_spec(model, "imagenet9", "idis-perception")["model_spec"][
+            "backend"
+        ] == "hf"
+        assert paper.infer_spec(model, "mathverse", "idis-math")["model_spec"]["backend"] == "vllm"
+        assert paper.engine_plan(model, 0, "hf2")["engine"] == "hf2"
+        assert paper.cell_backend("llama-3.2-90b-vision", "visargs") == "hf"
+        assert paper.cell_backend("qwen2.5-vl-7b", "visargs") == "vllm"
+        with pytest.raises(ValueError, match="no engine named 'tpu1'"):
+            paper.engine_backend(model, "tpu1")
+    finally:
+        paper.config["engines"] = "registry"
+        paper.__dict__.pop("_cells_cache", None)
+    spec = paper.blocking_spec("qwen3-vl-8b-thinking", "imagenet9", "idis-perception")
+    assert spec["infer"]["model_spec"]["backend"] == "hf"
 
 
 def test_jobs_a_killed_snakemake_left_are_cancelled_and_waited_for(tmp_path, monkeypatch):

@@ -193,7 +193,9 @@ def test_infer_params_change_with_the_checkpoint_only(tmp_path):
     """(a) name/family/role/base/studies/resources leave a job's params as they are;
     revision, options and hf_repo change them. (c) resources come from the registry."""
     workdir = copy_repo(tmp_path / "repo")
-    ref = _shipped()["qwen2.5-vl-7b"]
+    shipped = _shipped()["qwen2.5-vl-7b"]  # answered by vLLM: here as an hf checkpoint
+    options = {k: v for k, v in shipped["options"].items() if k != "max_model_len"}
+    ref = {**shipped, "backend": "hf", "options": options}
     models = {
         "m-ref": ref,
         "m-display": {
@@ -230,6 +232,7 @@ def test_infer_params_change_with_the_checkpoint_only(tmp_path):
         # the model card's 256-1280 vision tokens (docs/large-images.md); decoded with
         # the checkpoint's generation defaults, as lmms-eval's transformers wrapper does
         "options": {
+            "batch_size": 256,
             "min_pixels": 256 * 28 * 28,
             "max_pixels": 1280 * 28 * 28,
             "generation_config": "checkpoint",

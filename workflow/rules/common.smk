@@ -186,11 +186,16 @@ def infer_spec(wildcards):
     return json.dumps(spec, sort_keys=True)
 
 
-def engine_cli(model):
-    """The `vlmrobust` command of an engine: this environment's, or for a vLLM model
-    the vLLM environment's (config `environments.vllm`): this repository's package run
-    by that environment's Python."""
-    if model not in VLLM_MODELS:
+def engine_backend(model, engine):
+    """The backend an engine answers with (RunPlan.engine_label)."""
+    return PLAN.engine_backend(model, engine)[0]
+
+
+def engine_cli(model, engine):
+    """The `vlmrobust` command of an engine: this environment's, or for an engine of
+    backend vllm the vLLM environment's (config `environments.vllm`): this repository's
+    package run by that environment's Python."""
+    if engine_backend(model, engine) != "vllm":
         return "vlmrobust"
     from vlmrobust.core.workflow import environment_cli
 
@@ -216,7 +221,7 @@ def engine_rule_name(model, phase, engine):
 def engine_plan_json(wildcards):
     """An engine's plan (RunPlan.engine_plan) as the text of its file."""
     w = wildcards
-    plan = PLAN.engine_plan(w.model, int(w.phase), int(w.engine))
+    plan = PLAN.engine_plan(w.model, int(w.phase), w.engine)
     return json.dumps(plan, sort_keys=True, indent=1)
 
 
@@ -232,14 +237,6 @@ def engine_resource(model, name):
     from vlmrobust.core.registry import model_resources
 
     return model_resources(REGISTRY[model])[name]
-
-
-def engine_runtime(model, phase, engine):
-    """An engine answers its cells one after another: their registry runtimes added up."""
-    from vlmrobust.core.registry import model_resources
-
-    per_cell = model_resources(REGISTRY[model])["runtime"]
-    return per_cell * len(PLAN.engine_cells(model, phase, engine))
 
 
 def local_rules(names, workflow):
@@ -324,7 +321,7 @@ def ancient_shards(wildcards):
 def cell_specs(wildcards):
     """The job specs of one output's shards: a change reruns its gathering."""
     w = wildcards
-    n = DATASETS[w.dataset]["shards"]
+    n = PLAN.cell_shards(w.model, w.dataset)
     specs = [PLAN.infer_spec(w.model, w.dataset, w.prompt, i, n) for i in range(n)]
     return json.dumps(specs, sort_keys=True)
 

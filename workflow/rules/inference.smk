@@ -118,7 +118,7 @@ rule engine_plan:
     wildcard_constraints:
         model=alternation(LOCAL_MODELS),
         phase=r"\d+",
-        engine=r"\d+",
+        engine=r"(hf|vllm)?\d+",
     localrule: True
     params:
         plan=engine_plan_json,
@@ -141,7 +141,11 @@ for _model, _phase, _engine in PLAN.engines():
         benchmark:
             f"logs/benchmarks/engines/{_model}/phase{_phase}/engine{_engine}.tsv"
         conda:
-            "../../envs/vllm.yaml" if _model in VLLM_MODELS else "../../envs/infer.yaml"
+            (
+                "../../envs/vllm.yaml"
+                if engine_backend(_model, _engine) == "vllm"
+                else "../../envs/infer.yaml"
+            )
         threads: config["threads"]["infer"]
         # the model's own, from the registry (config/models.yaml `resources`); its
         # cells run one after another, so their runtimes add up
@@ -149,9 +153,9 @@ for _model, _phase, _engine in PLAN.engines():
             **config["cluster"]["engine_resources"],
             gpu=engine_resource(_model, "gpu"),
             mem_mb=engine_resource(_model, "mem_mb"),
-            runtime=engine_runtime(_model, _phase, _engine),
+            runtime=PLAN.engine_runtime(_model, _phase, _engine),
         params:
-            cli=engine_cli(_model),
+            cli=engine_cli(_model, _engine),
         shell:
             "{params.cli} infer-engine --plan {input.plan} --threads {threads} > {log} 2>&1"
 

@@ -148,6 +148,23 @@ COMMANDS: dict[str, Command] = {
             arg("--no-sources", action="store_true", help="leave out the list of sources"),
         ),
     ),
+    "balance": Command(
+        ".forecast:balance",
+        "size every local model's engines from the forecast (service.split_cells, "
+        "service.engines) so the run's makespan on N GPUs nears GPU-hours / N",
+        (
+            arg("config", help="run configuration YAML, e.g. config/paper.yaml"),
+            arg("--gpus", type=int, default=8, help="GPUs of the run (default 8)"),
+            arg("--gpu-type", help="as for `forecast` (default the table's own)"),
+            arg(
+                "--tolerance",
+                type=float,
+                default=0.15,
+                help="the makespan may exceed GPU-hours / GPUs by this share (default 0.15)",
+            ),
+            arg("--write", action="store_true", help="write the choice into the config file"),
+        ),
+    ),
     "samples": Command(
         ".data:samples",
         "datasets -> samples: load one dataset into the sample schema",

@@ -9,7 +9,9 @@ reads their settings' keys) and below the studies and the CLI.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from .core.config import (
 from .core.idis import AREA_PERTURBATIONS, IDIS_TASKS
 from .core.paths import path
 from .core.prompts import DEFAULT_PROMPT, PROMPTS, prompt_versions
-from .core.registry import inference_fields, model_resources
+from .core.registry import LOCAL_BACKENDS, inference_fields, model_resources
 from .judges.crm import SPEC_KEYS as COMPARE_SPEC_KEYS
 
 #: keys of a dataset's configuration that do not change its samples
@@ -519,9 +521,13 @@ class RunPlan:
         adapter = self.datasets[dataset]["adapter"]
         temperature, max_new_tokens = self.stage_decoding(prompt, dataset)
         n, top_p = self.draws(dataset, prompt)
+        model_spec = inference_fields(self.registry[model], prompt)
+        backend = self.cell_backend(model, dataset)
+        if backend != model_spec["backend"]:  # config `engines: papers`
+            model_spec["backend"] = backend
         spec = {
             "model": model,
-            "model_spec": inference_fields(self.registry[model], prompt),
+            "model_spec": model_spec,
             "prompt": prompt,
             "prompt_versions": prompt_versions(prompt, adapter),
             "adapter": adapter,
@@ -565,51 +571,124 @@ class RunPlan:
 
     # ------------------------------------------------------------------ engines
 
-    def engines_of(self, model: str) -> int:
-        """How many engine jobs (each the model loaded once, on the model's own GPUs:
-        :mod:`vlmrobust.infer.engine`) answer ``model``'s cells of one phase (config
-        ``service.engines``), and at least as many as keep each engine within config
-        ``cluster.max_runtime``: an engine answers its cells one after another, so it
-        asks for their registry runtimes added up (a partition refuses more than its
-        MaxTime)."""
-        service = self.config["service"]
-        engines = int(service["engines"].get(model, service["default_engines"]))
-        cap = self.config["cluster"]["max_runtime"]
-        if cap:
-            per_engine = max(1, cap // model_resources(self.registry[model])["runtime"])
-            most = max(len(self.engine_jobs(model, phase)) for phase in (0, 1))
-            engines = max(engines, -(-most // per_engine))
-        return engines
+    def cell_backend(self, model: str, dataset: str) -> str:
+        """The backend ``model`` answers ``dataset`` with: the registry's, or with config
+        ``engines: papers`` the engine the dataset's paper ran (``papers_engine``) for a
+        local model (backends hf, vllm) where the dataset names one."""
+        backend = self.registry[model]["backend"]
+        if backend in LOCAL_BACKENDS and self.config["engines"] == "papers":
+            return self.datasets[dataset].get("papers_engine") or backend
+        return backend
 
-    def engine_jobs(self, model: str, phase: int) -> list[tuple[str, str, str, int, int]]:
-        """The inference jobs (dataset, condition, prompt, shard, shards) of ``model`` in
-        ``phase`` (0: prompts on the images alone; 1: prompts built on the model's own
-        first-stage outputs, which run after them), in a fixed order."""
-        cache = self.__dict__.setdefault("_engine_jobs", {})
-        if (model, phase) not in cache:
-            cache[(model, phase)] = [
-                (d, c, p, i, n)
+    def model_backends(self, model: str) -> list[str]:
+        """The backends ``model``'s cells are answered with, the registry's first."""
+        own = self.registry[model]["backend"]
+        found = {self.cell_backend(model, d) for d in self.datasets if model in self.models_of(d)}
+        return [own] + sorted(found - {own})
+
+    def _cells(self, model: str, phase: int, backend: str) -> list[tuple[str, str, str]]:
+        """``model``'s cells (dataset, condition, prompt) of one phase (0: prompts on the
+        images alone; 1: prompts built on the model's own first-stage outputs, which run
+        after them) answered with ``backend``, in a fixed order; imported ones left out."""
+        cache = self.__dict__.setdefault("_cells_cache", {})
+        if (model, phase, backend) not in cache:
+            cache[(model, phase, backend)] = [
+                (d, c, p)
                 for d, spec in self.datasets.items()
-                if model in self.models_of(d)
+                if model in self.models_of(d) and self.cell_backend(model, d) == backend
                 for c in spec["conditions"]
                 for p in self.prompts_of(d)
                 if self.has_outputs(model, d, c, p)
                 and f"{model}/{d}/{c}/{p}" not in self.output_imports
                 and bool(self.infer_context(model, d, c, p)) == bool(phase)
-                for n in [spec["shards"]]
-                for i in range(n)
             ]
-        return cache[(model, phase)]
+        return cache[(model, phase, backend)]
 
-    def engines(self) -> list[tuple[str, int, int]]:
-        """Every engine of the run: (model, phase, index) of each local model (backends
-        hf, vllm) and phase that has cells."""
+    def split_cells(self, model: str) -> bool:
+        """Config ``service.split_cells``, for a local model."""
+        local = self.registry[model]["backend"] in LOCAL_BACKENDS
+        return local and bool(self.config["service"]["split_cells"])
+
+    def cell_shards(self, model: str, dataset: str) -> int:
+        """The shards of ``model``'s cells of ``dataset``: the dataset's ``shards``, times
+        the model's engines with ``service.split_cells`` (each engine answers the same
+        share of every cell)."""
+        shards = int(self.datasets[dataset]["shards"])
+        if self.split_cells(model):
+            shards *= self.engines_of(model, self.cell_backend(model, dataset))
+        return shards
+
+    def engines_of(self, model: str, backend: str | None = None) -> int:
+        """How many engine jobs (each the model loaded once, on the model's own GPUs:
+        :mod:`vlmrobust.infer.engine`) answer ``model``'s cells of one phase and backend
+        (config ``service.engines``), and at least as many as keep each engine within
+        config ``cluster.max_runtime``: an engine answers its cells one after another, so
+        it asks for their registry runtimes added up (a partition refuses more than its
+        MaxTime; :meth:`engine_weight`)."""
+        service = self.config["service"]
+        engines = int(service["engines"].get(model, service["default_engines"]))
+        cap = self.config["cluster"]["max_runtime"]
+        if cap:
+            backend = backend or self.registry[model]["backend"]
+            runtime = model_resources(self.registry[model])["runtime"]
+            shards = [
+                sum(int(self.datasets[d]["shards"]) for d, _, _ in self._cells(model, ph, backend))
+                for ph in (0, 1)
+            ]
+            if self.split_cells(model):  # every engine: its share of every cell
+                engines = max(engines, -(-runtime * max(shards) // cap))
+            else:
+                engines = max(engines, -(-max(shards) // max(1, cap // runtime)))
+        return engines
+
+    def engine_jobs(
+        self, model: str, phase: int, backend: str | None = None
+    ) -> list[tuple[str, str, str, int, int]]:
+        """The inference jobs (dataset, condition, prompt, shard, shards) of ``model`` in
+        ``phase`` answered with ``backend`` (None: the registry's), in a fixed order:
+        each cell's shards one after another."""
+        backend = backend or self.registry[model]["backend"]
         return [
-            (model, phase, k)
+            (d, c, p, i, n)
+            for d, c, p in self._cells(model, phase, backend)
+            for n in [self.cell_shards(model, d)]
+            for i in range(n)
+        ]
+
+    def engine_weight(self, model: str, dataset: str) -> Fraction:
+        """The share of the registry runtime one job of ``model`` on ``dataset`` asks for:
+        a whole cell's (1) or, with ``service.split_cells``, one engine's share of it."""
+        if not self.split_cells(model):
+            return Fraction(1)
+        return Fraction(1, self.engines_of(model, self.cell_backend(model, dataset)))
+
+    def engine_label(self, model: str, backend: str, index: int) -> str:
+        """An engine's name within its model and phase: its index for the registry's
+        backend, else the backend and the index (``hf0``: config ``engines: papers``)."""
+        own = backend == self.registry[model]["backend"]
+        return str(index) if own else f"{backend}{index}"
+
+    def engine_backend(self, model: str, label: str | int) -> tuple[str, int]:
+        """The backend and index of the engine ``label`` (:meth:`engine_label`)."""
+        text = str(label)
+        digits = text.lstrip("abcdefghijklmnopqrstuvwxyz")
+        backend = text[: len(text) - len(digits)] or self.registry[model]["backend"]
+        if backend not in LOCAL_BACKENDS or not digits.isdigit():
+            raise ValueError(f"models.{model}: no engine named {text!r}")
+        return backend, int(digits)
+
+    def engines(self) -> list[tuple[str, int, str]]:
+        """Every engine of the run: (model, phase, label) of each local model (backends
+        hf, vllm), phase and backend that has cells."""
+        return [
+            (model, phase, self.engine_label(model, backend, k))
             for model, spec in self.models.items()
-            if spec["backend"] in ("hf", "vllm")
+            if spec["backend"] in LOCAL_BACKENDS
+            for backend in self.model_backends(model)
             for phase in (0, 1)
-            for k in range(min(self.engines_of(model), len(self.engine_jobs(model, phase))))
+            for k in range(
+                min(self.engines_of(model, backend), len(self.engine_jobs(model, phase, backend)))
+            )
         ]
 
     def engine_files(self) -> list[str]:
@@ -617,18 +696,28 @@ class RunPlan:
         return [path(paths.ENGINE, model=m, phase=p, engine=k) for m, p, k in self.engines()]
 
     def engine_cells(
-        self, model: str, phase: int, engine: int
+        self, model: str, phase: int, engine: str | int
     ) -> list[tuple[str, str, str, int, int]]:
         """The cells (dataset, condition, prompt, shard, shards) engine ``engine``
-        answers: the model's cells of one phase, dealt to its engines in turn."""
-        engines = self.engines_of(model)
-        return [c for k, c in enumerate(self.engine_jobs(model, phase)) if k % engines == engine]
+        answers: the model's jobs of one phase and backend, dealt to its engines in turn
+        (with ``service.split_cells``: shard k of every cell to engine k)."""
+        backend, index = self.engine_backend(model, engine)
+        engines = self.engines_of(model, backend)
+        jobs = self.engine_jobs(model, phase, backend)
+        return [c for k, c in enumerate(jobs) if k % engines == index]
 
-    def engine_clients(self, model: str, phase: int, engine: int) -> list[str]:
+    def engine_runtime(self, model: str, phase: int, engine: str | int) -> int:
+        """The minutes an engine asks for: its jobs' registry runtimes added up, each
+        job's by its :meth:`engine_weight`."""
+        runtime = model_resources(self.registry[model])["runtime"]
+        cells = self.engine_cells(model, phase, engine)
+        return math.ceil(runtime * sum(self.engine_weight(model, d) for d, *_ in cells))
+
+    def engine_clients(self, model: str, phase: int, engine: str | int) -> list[str]:
         """The shard files engine ``engine`` writes (its outputs)."""
         return [self.shard_path(model, *cell) for cell in self.engine_cells(model, phase, engine)]
 
-    def engine_plan(self, model: str, phase: int, engine: int) -> dict[str, Any]:
+    def engine_plan(self, model: str, phase: int, engine: str | int) -> dict[str, Any]:
         """What an engine job answers (:mod:`vlmrobust.infer.engine`): each cell's job
         spec (what changes its outputs) and files."""
         cells = []
@@ -643,9 +732,11 @@ class RunPlan:
                     "out": self.shard_path(model, d, c, p, i, n),
                 }
             )
-        return {"model": model, "phase": phase, "engine": engine, "cells": cells}
+        label = str(engine)
+        index: int | str = int(label) if label.isdigit() else label
+        return {"model": model, "phase": phase, "engine": index, "cells": cells}
 
-    def engine_inputs(self, model: str, phase: int, engine: int) -> list[str]:
+    def engine_inputs(self, model: str, phase: int, engine: str | int) -> list[str]:
         """Every file an engine's cells read: manifests, samples, first-stage outputs and
         the model's own files (its build record or checkpoint)."""
         files: dict[str, None] = {}
@@ -661,7 +752,7 @@ class RunPlan:
         return list(files)
 
     def shard_files(self, model: str, dataset: str, condition: str, prompt: str) -> list[str]:
-        n = self.datasets[dataset]["shards"]
+        n = self.cell_shards(model, dataset)
         return [self.shard_path(model, dataset, condition, prompt, i, n) for i in range(n)]
 
     @staticmethod
@@ -783,8 +874,12 @@ class RunPlan:
         """One attention-blocking job besides its files: the model's inference job (one
         shard), what is blocked, and how the re-answers are scored."""
         blocking = self.config["idis"]["blocking"]
+        infer = self.infer_spec(model, dataset, prompt, 0, 1)
+        # blocking swaps transformers' attention kernel: the checkpoint through hf,
+        # whichever engine answered the outputs
+        infer["model_spec"]["backend"] = "hf"
         return {
-            "infer": self.infer_spec(model, dataset, prompt, 0, 1),
+            "infer": infer,
             "settings": list(blocking["settings"]),
             "max_new_tokens": int(blocking["max_new_tokens"]),
             "limit": blocking["limit"],

@@ -697,11 +697,11 @@ def _check_blocking(config: dict, models: dict) -> None:
                 f"config: idis.blocking.models: unknown model id {mid!r} "
                 f"(not in {config['model_registry']})"
             )
-        if models[mid]["backend"] != "hf":
+        if models[mid]["backend"] not in ("hf", "vllm"):
             raise ConfigError(
                 f"config: idis.blocking.models: {mid!r} has backend "
                 f"{models[mid]['backend']!r}; attention blocking needs a local checkpoint "
-                "(backend 'hf')"
+                "(backend 'hf' or 'vllm': it loads the checkpoint through transformers)"
             )
         if mid not in config["models"]:
             raise ConfigError(

@@ -83,7 +83,9 @@ def build_forecast(
         _, d, c, _ = key
         cell = build_cell(plan, key, facts[d], conds[(d, c)], pilot, studies[key])
         found = time_cell(plan, cell, gpu_type)
-        if found is not None:
+        if found is not None and (
+            cell.model not in rates or cell.backend == plan.registry[cell.model]["backend"]
+        ):
             rates[cell.model] = found
         cells[key] = cell
     placed, left_out = engines_of_run(plan, cells, rates)

@@ -169,12 +169,12 @@ def time_cell(plan: RunPlan, cell: Cell, gpu_type: str | None) -> Throughput | N
     """Fill in a cell's engine time from its model's throughput class (an API model
     has none; a model in no class is ``unknown``, never zero)."""
     entry = plan.registry[cell.model]
-    cell.kind, cell.backend = model_kind(entry), entry["backend"]
+    cell.kind, cell.backend = model_kind(entry), plan.cell_backend(cell.model, cell.dataset)
     if cell.kind == "api":
         return None
     cell.gpus = int(model_resources(entry)["gpu"] or 0)  # a demo model: none (CPU)
     try:
-        rates = throughput_class(cell.model, entry, gpu_type)
+        rates = throughput_class(cell.model, entry, gpu_type, cell.backend)
     except MissingEntry as exc:
         cell.unknown.append(str(exc))
         return None

@@ -38,7 +38,7 @@ class Engine:
 
     model: str
     phase: int
-    index: int
+    index: str  # the engine's label (RunPlan.engine_label)
     gpus: int
     seconds: float
     start: float = 0.0
@@ -51,26 +51,30 @@ class Engine:
 def engines_of_run(
     plan: RunPlan, cells: dict[tuple, Cell], rates: dict[str, Throughput]
 ) -> tuple[list[Engine], list[str]]:
-    """The engines of every local model with a known time, and the models left out
+    """The engines of every local model with a known time (:meth:`RunPlan.engines`, each
+    with the cells :meth:`RunPlan.engine_cells` deals it), and the models left out
     (unknown time) with the reason."""
     engines, left_out = [], []
-    for model, entry in plan.models.items():
-        if entry["backend"] not in ("hf", "vllm"):
+    known = {
+        model
+        for model, entry in plan.models.items()
+        if entry["backend"] in ("hf", "vllm")
+        and model in rates
+        and all(c.engine_s is not None for k, c in cells.items() if k[0] == model)
+    }
+    left_out = [
+        m for m, e in plan.models.items() if e["backend"] in ("hf", "vllm") and m not in known
+    ]
+    for model, phase, label in plan.engines():
+        if model not in known:
             continue
-        if model not in rates or any(c.engine_s is None for k, c in cells.items() if k[0] == model):
-            left_out.append(model)
-            continue
-        for phase in (0, 1):
-            jobs = plan.engine_jobs(model, phase)
-            n = min(plan.engines_of(model), len(jobs))
-            for k in range(n):
-                seconds = rates[model].startup_s + sum(
-                    cells[(model, d, c, p)].engine_s / shards
-                    for j, (d, c, p, _i, shards) in enumerate(jobs)
-                    if j % n == k and (model, d, c, p) in cells
-                )
-                gpus = max(1, cells_gpus(cells, model))
-                engines.append(Engine(model, phase, k, gpus, seconds))
+        seconds = rates[model].startup_s + sum(
+            cells[(model, d, c, p)].engine_s / shards
+            for d, c, p, _i, shards in plan.engine_cells(model, phase, label)
+            if (model, d, c, p) in cells
+        )
+        gpus = max(1, cells_gpus(cells, model))
+        engines.append(Engine(model, phase, label, gpus, seconds))
     return engines, left_out
 
 

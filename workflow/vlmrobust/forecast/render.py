@@ -129,11 +129,16 @@ def schedule_lines(forecast: Forecast) -> list[str]:
     longest = max(e.seconds for e in forecast.engines)
     what_if = forecast.engines_per_model
     engines = f"{what_if} per model and phase (--engines)" if what_if else "service.engines"
+    bound = busy / forecast.gpus
     lines = [
         f"Wall time on {forecast.gpus} GPUs, engines as {engines}: "
         f"**{hours(forecast.makespan_s)}** "
         f"({len(forecast.engines)} engines; lower bounds: GPU-hours / GPUs "
-        f"{hours(busy / forecast.gpus)}, the longest engine {hours(longest)}).",
+        f"{hours(bound)}, the longest engine {hours(longest)}).",
+        "",
+        f"Engines' GPU-hours (start-ups included) {busy / 3600:,.1f} / {forecast.gpus} GPUs = "
+        f"{hours(bound)}; the makespan is {forecast.makespan_s / bound:.3f} x that "
+        f"({(forecast.makespan_s / bound - 1) * 100:+.1f} %).",
         "",
         "| model | engines (phase 0 + 1) | GPUs each | engine time | starts at | ends at |",
         "|---|---:|---:|---:|---:|---:|",
@@ -214,9 +219,9 @@ def render_text(forecast: Forecast, sources: bool = True) -> str:
     ]
     hf = sorted({c.model for c in forecast.cells if c.backend == "hf" and c.gpus > 0})
     if hf:
-        parts += ["", f"Backend hf (transformers' padded batches) for {', '.join(hf)}: the "
-                  "GPU rates are vLLM's (forecast/throughput.yaml); set `backend: vllm` for "
-                  "them, or expect slower engines."]  # fmt: skip
+        parts += ["", f"Backend hf (transformers' padded batches) for {', '.join(hf)}: "
+                  "vLLM's GPU rates scaled by forecast/throughput.yaml `backends.hf` (an "
+                  "assumption until benchmarks/gpu_check.py measures both)."]  # fmt: skip
     if unknown:
         parts += ["", "Unknown (no silent zero; add the entry named):", ""]
         parts += [f"- {u}" for u in unknown]

@@ -84,13 +84,17 @@ class Throughput:
     sources: dict[str, str]
 
 
-def throughput_class(model: str, entry: dict[str, Any], gpu: str | None = None) -> Throughput:
+def throughput_class(
+    model: str, entry: dict[str, Any], gpu: str | None = None, backend: str | None = None
+) -> Throughput:
     """The class of ``model`` (by id, else by its registry ``family``) on ``gpu`` (a key
     of ``gpu_types``; None: the table's own GPU); a model in no class, or an unknown
     GPU type, is an error naming the key to add. A checkpoint the workflow builds
     (registry ``demo_seed``) is demo-sized whatever its id or family: it takes the
     ``demo`` family's class (the stand-ins of the papers' run keep the paper models'
-    ids and families, not their size)."""
+    ids and families, not their size). ``backend`` (None: the entry's) scales a GPU
+    class's vLLM rates by the table's ``backends`` factors (transformers' padded
+    batches: ``hf``)."""
     table = load_table("throughput")
     demo = table["families"].get("demo") if entry.get("demo_seed") is not None else None
     name = demo or table["models"].get(model) or table["families"].get(entry.get("family") or "")
@@ -109,9 +113,14 @@ def throughput_class(model: str, entry: dict[str, Any], gpu: str | None = None) 
         )
     on_cpu = cls.get("device") == "cpu"
     prompt, gen = cls.get("prompt_tok_s"), float(cls["gen_tok_s"])
+    sources = {k: str(v) for k, v in (cls.get("sources") or {}).items()}
     if not on_cpu:  # a CPU class is measured on its own machine: no GPU scaling
-        prompt = None if prompt is None else float(prompt) * float(speed["prefill"])
-        gen *= float(speed["decode"])
+        engine = _backend_factors(table, backend or entry.get("backend") or "vllm")
+        prompt = None if prompt is None else float(prompt) * speed["prefill"] * engine["prefill"]
+        gen *= float(speed["decode"]) * float(engine["decode"])
+        if engine["decode"] != 1 or engine["prefill"] != 1:
+            name = f"{name} ({backend or entry.get('backend')})"
+            sources["backend"] = str(engine["source"])
     return Throughput(
         name=name,
         prompt_tok_s=None if prompt is None else float(prompt),
@@ -119,8 +128,21 @@ def throughput_class(model: str, entry: dict[str, Any], gpu: str | None = None) 
         vision_factor=float(cls.get("vision_factor", 1.0)),
         startup_s=float(cls.get("startup_s", 0.0)),
         gpu="cpu" if on_cpu else gpu,
-        sources={k: str(v) for k, v in (cls.get("sources") or {}).items()},
+        sources=sources,
     )
+
+
+def _backend_factors(table: dict[str, Any], backend: str) -> dict[str, Any]:
+    """The table's ``backends`` entry of ``backend`` (a table without ``backends``: the
+    classes' own rates); a backend it lacks is an error naming the key."""
+    if "backends" not in table:
+        return {"prefill": 1.0, "decode": 1.0, "source": "the class's own rates"}
+    if backend not in table["backends"]:
+        raise MissingEntry(
+            f"forecast/throughput.yaml: backends has no {backend!r} "
+            f"(known: {', '.join(table['backends'])})"
+        )
+    return table["backends"][backend]
 
 
 def check_gpu_type(gpu: str | None) -> None:

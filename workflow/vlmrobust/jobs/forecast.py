@@ -39,3 +39,32 @@ def forecast(
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(result, sources=not no_sources))
+
+
+def balance(
+    config: str, gpus: int, gpu_type: str | None, tolerance: float, write: bool
+) -> None:
+    """Size the engines of every local model of ``config`` from its forecast
+    (:mod:`vlmrobust.forecast.balance`); print the choice and the forecast's makespan and
+    GPU-hours / GPUs; ``write``: put it into ``config`` between the balance markers."""
+    from ..forecast import build_forecast
+    from ..forecast.balance import balance as size_engines
+    from ..forecast.balance import block_text, write_block
+    from ..plan import RunPlan
+
+    plan = RunPlan.load(config)
+    result = size_engines(plan, build_forecast(plan, config, gpus, None, gpu_type), gpus, tolerance)
+    command = f"vlmrobust balance {config} --gpus {gpus}" + (
+        f" --gpu-type {gpu_type}" if gpu_type else ""
+    )
+    text = block_text(result, command + " --write")
+    sys.stdout.write(text)
+    verdict = "within" if result.within else "NOT within"
+    sys.stdout.write(
+        f"makespan {result.makespan_s / 3600:,.1f} h on {gpus} GPUs; engines' GPU-hours / "
+        f"GPUs {result.bound_s / 3600:,.1f} h; ratio {result.ratio:.3f} ({verdict} "
+        f"{tolerance:.0%})\n"
+    )
+    if write:
+        write_block(config, text)
+        sys.stdout.write(f"wrote the block into {config}\n")

@@ -1,0 +1,144 @@
+"""Engines per model sized from the forecast, so that no engine holds the run back.
+
+With ``service.split_cells`` every engine of a model answers the same share of every
+cell of the model (:meth:`RunPlan.cell_shards`), so a model's engines last about the
+same, its work over its engines plus a start-up each. What remains is how many engines
+each model gets: :func:`balance` tries engines per model proportional to each model's
+forecast engine time (its cells' ``engine_s``; a model on several GPUs counts them),
+for a target engine length from GPU-hours / GPUs down to a tenth of it, schedules each
+candidate as the forecast does (:func:`~vlmrobust.forecast.cost.schedule`) and keeps the
+first whose makespan is within ``tolerance`` of the engines' GPU-hours / GPUs (their
+start-ups included), else the shortest makespan found. Fewer, longer engines come first:
+each costs a start-up and a SLURM job.
+
+:func:`write_block` puts the result into the configuration file between two marker
+lines, so the choice is written down with the numbers it came from and a rerun replaces
+it; the rest of the file is left as it was.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..plan import RunPlan
+from . import Forecast
+from .cost import engines_of_run, schedule
+
+BEGIN = "# >>> vlmrobust balance"
+END = "# <<< vlmrobust balance"
+
+
+@dataclass
+class Balance:
+    """Engines per model and what the forecast makes of them."""
+
+    gpus: int
+    tolerance: float
+    engines: dict[str, int]
+    makespan_s: float
+    bound_s: float  # the engines' GPU-hours (start-ups included) / GPUs
+    tried: list[tuple[float, float, float]] = field(default_factory=list)  # (T, makespan, bound)
+
+    @property
+    def ratio(self) -> float:
+        return self.makespan_s / self.bound_s
+
+    @property
+    def within(self) -> bool:
+        return self.ratio <= 1 + self.tolerance
+
+
+def model_work(forecast: Forecast, plan: RunPlan) -> dict[str, float]:
+    """GPU-seconds of each local model's longer phase (its cells' engine times x its
+    GPUs): what its engines share."""
+    phases: dict[tuple[str, int], float] = {}
+    for cell in forecast.cells:
+        if cell.engine_s is None or cell.kind == "api":
+            continue
+        phase = int(bool(plan.infer_context(cell.model, cell.dataset, cell.condition, cell.prompt)))
+        key = (cell.model, phase)
+        phases[key] = phases.get(key, 0.0) + cell.engine_s * max(1, cell.gpus)
+    work: dict[str, float] = {}
+    for (model, _), seconds in phases.items():
+        work[model] = max(work.get(model, 0.0), seconds)
+    return work
+
+
+def _try(plan: RunPlan, forecast: Forecast, engines: dict[str, int], gpus: int):
+    plan.config["service"]["engines"] = dict(engines)
+    cells = {(c.model, c.dataset, c.condition, c.prompt): c for c in forecast.cells}
+    placed, _ = engines_of_run(plan, cells, forecast.rates)
+    makespan = schedule(placed, gpus)
+    bound = sum(e.seconds * e.gpus for e in placed) / gpus
+    return makespan, bound
+
+
+def balance(
+    plan: RunPlan, forecast: Forecast, gpus: int, tolerance: float = 0.15, steps: int = 40
+) -> Balance:
+    """Engines per local model for ``gpus`` GPUs (module docstring). ``plan``'s
+    configuration is changed in place (``service.split_cells`` on, ``service.engines``
+    the result); ``forecast`` is the plan's forecast (its cells' engine times)."""
+    if gpus < 1:
+        raise ValueError(f"--gpus must be at least 1, got {gpus}")
+    plan.config["service"]["split_cells"] = True
+    work = model_work(forecast, plan)
+    if not work:
+        raise ValueError("no local model with a known engine time: nothing to balance")
+    total = sum(work.values()) / gpus
+    best: Balance | None = None
+    tried = []
+    for k in range(steps):
+        target = total / (1 + k * 9 / max(1, steps - 1))  # GPU-hours / GPUs .. a tenth
+        engines = {m: max(1, math.ceil(w / target)) for m, w in work.items()}
+        makespan, bound = _try(plan, forecast, engines, gpus)
+        tried.append((target, makespan, bound))
+        found = Balance(gpus, tolerance, engines, makespan, bound)
+        if best is None or makespan < best.makespan_s:
+            best = found
+        if found.within:
+            best = found
+            break
+    assert best is not None
+    best.tried = tried
+    plan.config["service"]["engines"] = dict(best.engines)
+    return best
+
+
+def block_text(result: Balance, command: str) -> str:
+    """The configuration lines :func:`write_block` writes."""
+    lines = [
+        f"{BEGIN}: written by `{command}` from the forecast; rerun it",
+        f"# after a change to the run. On {result.gpus} GPUs: makespan "
+        f"{result.makespan_s / 3600:,.1f} h, engines' GPU-hours / GPUs "
+        f"{result.bound_s / 3600:,.1f} h ({(result.ratio - 1) * 100:+.1f} %).",
+        "service:",
+        "  split_cells: true",
+        "  engines:",
+        *(f"    {m}: {n}" for m, n in result.engines.items()),
+        END,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_block(config_file: str | Path, text: str) -> None:
+    """Replace the lines between the markers of ``config_file`` with ``text`` (appended
+    where there are none). A ``service:`` key outside them is an error: the file would
+    hold two."""
+    path = Path(config_file)
+    old = path.read_text(encoding="utf-8")
+    pattern = re.compile(rf"^{re.escape(BEGIN)}.*?^{re.escape(END)}\n?", re.S | re.M)
+    outside = pattern.sub("", old)
+    if re.search(r"^service:", outside, re.M):
+        raise ValueError(
+            f"{config_file}: has a `service:` key outside the `{BEGIN}` block; remove it "
+            "(the block sets service.split_cells and service.engines)"
+        )
+    if pattern.search(old):
+        new = pattern.sub(lambda _: text, old, count=1)
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    path.write_text(new, encoding="utf-8")
