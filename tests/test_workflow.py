@@ -216,8 +216,10 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     # the local datasets' folders (ImageNet-9, LogicVista, Waterbirds): empty stand-ins
     for folder in ("bg_challenge", "LogicVista/data", "waterbird_complete95_forest2water2"):
         (workdir / "data" / folder).mkdir(parents=True)
+    # the vLLM engines' environment: the python on PATH (a dry run starts none)
+    (workdir / "no-env.yaml").write_text("environments: {vllm: null}\n")
     t0 = time.perf_counter()
-    proc = snakemake(workdir, "-n", "--configfile", "config/paper.yaml")
+    proc = snakemake(workdir, "-n", "--configfile", "config/paper.yaml", "no-env.yaml")
     print(f"paper DAG: {time.perf_counter() - t0:.1f} s")
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, flags=re.M))
     print(f"paper DAG: {jobs.get('total')} jobs")
@@ -234,14 +236,17 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     # Qwen3-VL-Thinking's 64 draws of the visual distractors (1); App. G: Gemini 3 Flash
     # low and high x ImageNet-9 (clean, visual) (4, API).
     # the 281 cells of the local models are answered by their engines (one job each,
-    # one model load each), the 22 of the API models by one job each
+    # one model load each; each cell split over all its model's engines:
+    # service.split_cells), the 22 of the API models by one job each
     assert jobs["infer"] == "22"
     from vlmrobust.plan import RunPlan
 
     with contextlib.chdir(workdir):
         plan = RunPlan.load("config/paper.yaml")
     engines = plan.engines()
-    assert sum(len(plan.engine_cells(*e)) for e in engines) == 281
+    assert len(engines) == 25
+    cells = {(e[0], *c[:3]) for e in engines for c in plan.engine_cells(*e)}
+    assert len(cells) == 281
     engine_jobs = {k: v for k, v in jobs.items() if k.startswith("engine_") and k != "engine_plan"}
     assert len(engine_jobs) == len(engines) == int(jobs["engine_plan"]) and set(
         engine_jobs.values()

@@ -851,7 +851,7 @@ class RunPlan:
 
     def blocked_files(self, dataset: str) -> list[str]:
         """Attention-blocking re-answers (config ``idis.blocking``): its models that run
-        locally (``hf``) x its conditions the dataset has, under the blocking prompt;
+        locally (``hf``, ``vllm``: the checkpoint is loaded through transformers) x its conditions the dataset has, under the blocking prompt;
         only for a dataset with an attribute task and an attribute extractor."""
         blocking = self.config["idis"]["blocking"]
         if self.idis_task(dataset) is None or not self.attribute_extractors:
@@ -864,7 +864,7 @@ class RunPlan:
         return [
             self.blocked_path(model, dataset, condition, prompt)
             for model in self.models_of(dataset)
-            if model in blocking["models"] and self.registry[model]["backend"] == "hf"
+            if model in blocking["models"] and self.registry[model]["backend"] in LOCAL_BACKENDS
             for condition in blocking["conditions"]
             if condition in self.datasets[dataset]["conditions"]
             and self.has_outputs(model, dataset, condition, prompt)
