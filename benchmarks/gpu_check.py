@@ -1,39 +1,44 @@
-"""One short GPU check of a local backend: a Qwen2.5-VL-7B-shaped model, random weights.
+"""The GPU check of the local backends: real-shape random-weight models, and the twins.
 
-    python benchmarks/gpu_check.py                  # hf on a CUDA machine (H200: minutes)
-    python benchmarks/gpu_check.py --engine vllm    # the vllm backend (vLLM installed)
-    python benchmarks/gpu_check.py --tiny           # the same code path, tiny sizes, CPU
-    .venv-vllm/bin/python benchmarks/gpu_check.py --tiny --engine vllm   # vLLM's CPU build
+    python benchmarks/gpu_check.py --family qwen3-vl --engine vllm  # one family, vLLM
+    python benchmarks/gpu_check.py --family glm-4.1v                # the same through hf
+    python benchmarks/gpu_check.py --twins                          # twins: hf vs vLLM, bf16
+    python benchmarks/gpu_check.py --tiny [--engine vllm] [--twins] # the same code, CPU
 
-With ``--engine vllm`` the random model and its processor are saved to a temporary
-folder first (about 16 GB at the 7B size) and loaded by :class:`VLLMBackend` (bf16 on a
-GPU, float32 on the CPU; the tiny text model has heads of 32, the smallest vLLM's CPU
-attention accepts); ``min_tokens`` forces the token count. vLLM must be installed where
-it runs (its CUDA build, ``bash envs/vllm-env.sh --cuda``): a machine that reaches no
-package index and has no vLLM cannot run this part. vLLM logs to stdout too: read the
-report from ``$OUT/gpu_check.json`` there.
+**Throughput** (``--family``: ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``, ``intern-s1``).
+A random-weight model costs what the real one costs per token, since the cost is set by
+the shapes, not the values: the family's twin (:mod:`vlmrobust_demo.twins`: the real
+model, processor and template classes) is built offline and its configuration given the
+published 7-9B checkpoint's layers, widths, heads and vision tower (``SHAPES``, each with
+its source), then instantiated on the GPU in bf16 with a fixed seed. The twin's small
+tokenizer stays (ids the model generates beyond it decode to nothing, which does not
+matter here). It is driven through the project's own backend, :class:`HFBackend` or
+:class:`VLLMBackend` (saved to a temporary folder first, about 16-18 GB, and loaded by
+vLLM), with the registry's pixel options of a model of that family
+(config/models.yaml). Each request has one ``--image``-pixel image and a question of its
+own; every request generates exactly ``--new-tokens`` tokens (``min_new_tokens`` /
+``min_tokens`` forced).
 
-Nothing is downloaded: the model is built from a configuration written below (the
-sizes of ``Qwen/Qwen2.5-VL-7B-Instruct``'s ``config.json``), instantiated directly on
-the GPU in bf16 with a fixed seed, and driven through :class:`HFBackend` (left
-padding, explicit greedy decoding) with the demo model's tokenizer and a
-``Qwen2_5_VLProcessor`` built around it. Each request has one ``--image``-pixel image
-(448x448: 32x32 patches, 256 image tokens) and a question of its own length; every
-request generates exactly ``--new-tokens`` tokens (``min_new_tokens`` forced), so the
-batch sizes do equal work per token.
+Measured: prompt tokens per second (every request with one new token, at the large
+batch), generated tokens per second at batch 1 and at ``--batch-size`` (the whole
+request, prompt included, as the forecast's rates count it), whether greedy outputs at
+batch 1 and at the large batch agree (reported, not asserted), and peak GPU memory;
+beside them the forecast's assumed rates for that backend (``forecast/throughput.yaml``:
+the class of the family's first registry model, scaled by ``backends``), so the table
+can be replaced by measurement.
 
-Measured: generated tokens per second at batch 1 (on the first ``--batch1-requests``
-requests, to stay inside the time budget; tokens/s does not depend on how many) and
-at ``--batch-size`` (all ``--requests``), the speed-up, whether greedy outputs at batch
-1 and at the large batch agree (bf16 kernels are not batch-invariant, so exact
-agreement is not expected with random weights; reported, not asserted), and peak GPU
-memory. The report is JSON on stdout and in ``$OUT/gpu_check.json`` when ``OUT`` is
-set, rewritten after every phase so a run cut short still leaves what it measured.
+**Twins** (``--twins``): every twin vLLM serves, answering the same greedy prompts
+through :class:`HFBackend` and :class:`VLLMBackend` in one process, bf16 on a GPU
+(float32 on the CPU, where tests/test_twins.py asserts the equality): identical outputs
+k of n, and where they part.
 
-Needs torch (CUDA), torchvision (the Qwen-VL image and video processors), transformers
-5.x (written against 5.24.0), Pillow and NumPy; ``vlmrobust`` is taken from the working
-tree when it is not installed. Exit status 0 when every request generated exactly
-``--new-tokens`` tokens.
+The report is JSON on stdout and in ``$OUT/gpu_check.json`` when ``OUT`` is set,
+rewritten after every phase so a run cut short still leaves what it measured (vLLM logs
+to stdout too: read the report from the file). Needs torch (CUDA), torchvision,
+transformers 5.x, Pillow and NumPy, and vLLM for ``--engine vllm`` / ``--twins`` (its CUDA
+build, ``bash envs/vllm-env.sh --cuda``, which has transformers too); ``vlmrobust`` is
+taken from the working tree when it is not installed. Exit status 0 when every request
+generated exactly ``--new-tokens`` tokens (throughput) or every twin answered (twins).
 """
 
 from __future__ import annotations
@@ -48,71 +53,81 @@ import time
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parent.parent
 try:  # the package from the working tree when it is not installed (a bare GPU machine)
     import vlmrobust  # noqa: F401
+    import vlmrobust_demo  # noqa: F401
 except ImportError:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
+    sys.path.insert(0, str(REPO / "workflow"))
 
-# Qwen/Qwen2.5-VL-7B-Instruct, config.json (transformers 5 field names).
-QWEN25_VL_7B_TEXT = {
-    "vocab_size": 152064,
-    "hidden_size": 3584,
-    "intermediate_size": 18944,
-    "num_hidden_layers": 28,
-    "num_attention_heads": 28,
-    "num_key_value_heads": 4,
-    "hidden_act": "silu",
-    "max_position_embeddings": 128000,
-    "rms_norm_eps": 1e-6,
-    "use_sliding_window": False,
-    "sliding_window": 32768,
-    "max_window_layers": 28,
-    "rope_parameters": {
-        "rope_type": "default",
-        "rope_theta": 1000000.0,
-        "mrope_section": [16, 24, 24],
+#: The published checkpoints' shapes (transformers 5 field names), by family: what the
+#: twin's configuration takes at full size. Only sizes: the twin keeps its special-token
+#: ids and templates.
+SHAPES: dict[str, dict[str, Any]] = {
+    "qwen2.5-vl": {
+        "source": "Qwen/Qwen2.5-VL-7B-Instruct config.json",
+        "text": {
+            "vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944,
+            "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+            "head_dim": 128, "max_window_layers": 28,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0,
+                                "mrope_section": [16, 24, 24]},
+        },
+        "vision": {
+            "depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
+            "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2,
+            "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31],
+        },
     },
-    "tie_word_embeddings": False,
-}
-QWEN25_VL_7B_VISION = {
-    "depth": 32,
-    "hidden_size": 1280,
-    "intermediate_size": 3420,
-    "num_heads": 16,
-    "hidden_act": "silu",
-    "in_channels": 3,
-    "out_hidden_size": 3584,
-    "patch_size": 14,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "window_size": 112,
-    "fullatt_block_indexes": [7, 15, 23, 31],
-    "tokens_per_second": 2,
-}
-TINY_TEXT = {
-    **QWEN25_VL_7B_TEXT,
-    "vocab_size": 1024,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,  # heads of 32: vLLM's CPU attention accepts no smaller
-    "num_key_value_heads": 1,
-    "max_window_layers": 2,
-    "rope_parameters": {
-        "rope_type": "default",
-        "rope_theta": 1000000.0,
-        "mrope_section": [4, 6, 6],
+    "qwen3-vl": {
+        "source": "Qwen/Qwen3-VL-8B-Instruct / -Thinking config.json",
+        "text": {
+            "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 12288,
+            "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "head_dim": 128,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 5000000.0,
+                                "mrope_section": [24, 20, 20], "mrope_interleaved": True},
+        },
+        "vision": {
+            "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16,
+            "out_hidden_size": 4096, "patch_size": 16, "spatial_merge_size": 2,
+            "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24],
+        },
     },
-}
-TINY_VISION = {
-    **QWEN25_VL_7B_VISION,
-    "depth": 2,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_heads": 2,
-    "out_hidden_size": 64,
-    "fullatt_block_indexes": [1],
-}
+    "glm-4.1v": {
+        "source": "zai-org/GLM-4.1V-9B-Thinking config.json (also transformers' Glm4vConfig "
+                  "defaults)",
+        "text": {
+            "vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 13696,
+            "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 2,
+            "head_dim": 128,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                "mrope_section": [8, 12, 12], "partial_rotary_factor": 0.5},
+        },
+        "vision": {
+            "depth": 24, "hidden_size": 1536, "intermediate_size": 13696, "num_heads": 12,
+            "out_hidden_size": 4096, "patch_size": 14, "spatial_merge_size": 2,
+            "image_size": 336,
+        },
+    },
+    "intern-s1": {
+        "source": "internlm/Intern-S1-mini model card: Qwen3-8B (Qwen/Qwen3-8B config.json) "
+                  "and InternViT-300M (transformers' InternVLVisionConfig defaults); the "
+                  "vocabulary size 153,216 is an assumption (Qwen3's plus Intern-S1's "
+                  "scientific tokens)",
+        "text": {
+            "vocab_size": 153216, "hidden_size": 4096, "intermediate_size": 12288,
+            "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "head_dim": 128,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+        "vision": {
+            "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+            "num_attention_heads": 16,
+        },
+    },
+}  # fmt: skip
+THROUGHPUT_FAMILIES = tuple(SHAPES)
 
 QUESTIONS = [
     "What is shown in the image?",
@@ -131,6 +146,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="tiny sizes; runs on the CPU too")
     p.add_argument("--engine", choices=["hf", "vllm"], default="hf", help="backend (hf)")
+    p.add_argument(
+        "--family", choices=THROUGHPUT_FAMILIES, default="qwen2.5-vl",
+        help="the architecture whose published 7-9B shapes are measured (qwen2.5-vl)",
+    )  # fmt: skip
+    p.add_argument(
+        "--twins", action="store_true",
+        help="instead: every twin vLLM serves, greedy through hf and vLLM, bf16 on a GPU",
+    )  # fmt: skip
     p.add_argument("--requests", type=int, default=None, help="requests (32; tiny: 4)")
     p.add_argument("--new-tokens", type=int, default=None, help="per request (256; tiny: 8)")
     p.add_argument("--batch-size", type=int, default=32, help="the large batch (default 32)")
@@ -182,6 +205,20 @@ def _time(backend: Any, requests: list[Any], batch_size: int) -> tuple[float, li
     return wall, results
 
 
+def _engine_options(args: Any, cuda: bool, pixels: dict[str, int]) -> dict[str, Any]:
+    """The vllm backend's options: the GPU engine's, or the CPU build's (float32)."""
+    options: dict[str, Any] = {
+        "batch_size": args.batch_size,
+        **pixels,
+        "dtype": "bfloat16" if cuda else "float32",
+        "max_model_len": 4096,
+        "max_images_per_prompt": 1,
+    }
+    if not cuda:
+        options.update(enforce_eager=True, engine={"kv_cache_memory_bytes": 1 << 30})
+    return options
+
+
 def _vllm_backend(model: Any, processor: Any, tmp: Path, args: Any, cuda: bool, report: Any):
     """The random model saved as a checkpoint and loaded by the vllm backend."""
     from vlmrobust.clients.vlm.vllm import VLLMBackend
@@ -191,19 +228,10 @@ def _vllm_backend(model: Any, processor: Any, tmp: Path, args: Any, cuda: bool, 
     model.save_pretrained(ckpt, safe_serialization=True)
     processor.save_pretrained(ckpt)
     report.phase("save", seconds=round(time.perf_counter() - t0, 2))
-    options: dict[str, Any] = {
-        "batch_size": args.batch_size,
-        "min_pixels": 3136,
-        "max_pixels": 12845056,
-        "dtype": "bfloat16" if cuda else "float32",
-        "max_model_len": 4096,
-        "max_images_per_prompt": 1,
-        "generation": {"min_tokens": args.new_tokens},
-    }
-    if not cuda:
-        options.update(enforce_eager=True, engine={"kv_cache_memory_bytes": 1 << 30})
+    options = _engine_options(args, cuda, _pixels(args.family))
+    options["generation"] = {"min_tokens": args.new_tokens}
     t0 = time.perf_counter()
-    backend = VLLMBackend("qwen2.5-vl-7b-random", {"local_path": str(ckpt), "options": options})
+    backend = VLLMBackend(f"{args.family}-random", {"local_path": str(ckpt), "options": options})
     import vllm
 
     report.data["environment"]["vllm"] = vllm.__version__
@@ -211,57 +239,87 @@ def _vllm_backend(model: Any, processor: Any, tmp: Path, args: Any, cuda: bool, 
     return backend
 
 
-def _processor_and_config(args: Any) -> tuple[Any, Any, dict[str, Any]]:
-    """The processor (the demo model's byte-level BPE, 600 tokens: ids the model
-    generates beyond it decode to nothing, which does not matter here), the model's
-    configuration at the 7B or the tiny sizes, and those sizes for the report."""
-    from transformers import (
-        Qwen2_5_VLConfig,
-        Qwen2_5_VLProcessor,
-        Qwen2VLImageProcessor,
-        Qwen2VLVideoProcessor,
-    )
+def _registry_entry(family: str) -> dict[str, Any]:
+    """The first model of ``family`` in config/models.yaml (its options, its class)."""
+    return next(e for e in _registry_models().values() if e.get("family") == family)
 
-    from vlmrobust_demo.model import CHAT_TEMPLATE, _build_tokenizer
 
-    tokenizer = _build_tokenizer(600)
-    processor = Qwen2_5_VLProcessor(
-        image_processor=Qwen2VLImageProcessor(min_pixels=3136, max_pixels=12845056),
-        tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(),
-        chat_template=CHAT_TEMPLATE,
-    )
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in tokenizer.all_special_tokens}
-    text_cfg = dict(TINY_TEXT if args.tiny else QWEN25_VL_7B_TEXT)
-    text_cfg.update(
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
-    )
-    vision_cfg = dict(TINY_VISION if args.tiny else QWEN25_VL_7B_VISION)
-    config = Qwen2_5_VLConfig(
-        text_config=text_cfg,
-        vision_config=vision_cfg,
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=False,
-    )
-    return processor, config, {"text": text_cfg, "vision": vision_cfg}
+def _pixels(family: str) -> dict[str, int]:
+    """The registry's pixel options of a model of ``family`` (none for a tiling one)."""
+    options = _registry_entry(family).get("options") or {}
+    return {k: int(options[k]) for k in ("min_pixels", "max_pixels") if k in options}
+
+
+def _forecast_rates(family: str, engine: str, device: str) -> dict[str, Any]:
+    """What the forecast assumes for this family's engine on this GPU (its class in
+    forecast/throughput.yaml, scaled by ``backends``), for the report's comparison."""
+    from vlmrobust.forecast.tables import MissingEntry, load_table, throughput_class
+
+    model, entry = next((m, e) for m, e in _registry_models().items() if e.get("family") == family)
+    gpu = next((g for g in load_table("throughput")["gpu_types"] if g in device), None)
+    try:
+        rates = throughput_class(model, entry, gpu, engine)
+    except MissingEntry as exc:
+        return {"error": str(exc)}
+    return {
+        "class": rates.name, "gpu": rates.gpu, "prompt_tok_s": rates.prompt_tok_s,
+        "gen_tok_s": rates.gen_tok_s, "vision_factor": rates.vision_factor,
+        "note": "assumed rates (forecast/throughput.yaml), not a measurement",
+    }  # fmt: skip
+
+
+def _registry_models() -> dict[str, Any]:
+    import functools
+
+    @functools.cache
+    def load() -> dict[str, Any]:
+        import yaml
+
+        return yaml.safe_load((REPO / "config" / "models.yaml").read_text())["models"]
+
+    return load()
+
+
+def _processor_and_config(args: Any, tmp: Path) -> tuple[Any, Any, dict[str, Any]]:
+    """The family's twin (built offline into ``tmp``): its processor, and its
+    configuration at the published shapes (``SHAPES``; ``--tiny``: the twin's own), and
+    those shapes for the report."""
+    from transformers import AutoConfig, AutoProcessor
+
+    from vlmrobust_demo.twins import build_twin
+
+    twin = build_twin(args.family, tmp / "twin", seed=args.seed)
+    processor = AutoProcessor.from_pretrained(twin)
+    config = AutoConfig.from_pretrained(twin)
+    shapes = {"source": "the twin's own (tiny)"} if args.tiny else SHAPES[args.family]
+    for part in ("text", "vision"):
+        sub = getattr(config, f"{part}_config")
+        for key, value in shapes.get(part, {}).items():
+            setattr(sub, key, value)
+    if not args.tiny and hasattr(config, "vocab_size"):
+        config.vocab_size = shapes["text"]["vocab_size"]
+    return processor, config, {
+        "family": args.family,
+        "source": shapes["source"],
+        "text": config.text_config.to_dict(),
+        "vision": config.vision_config.to_dict(),
+    }
 
 
 def _build_model(config: Any, args: Any, cuda: bool, report: Report) -> Any:
     """The random model, built directly on the device (bf16 on a GPU) from the seed."""
     import torch
-    from transformers import Qwen2_5_VLForConditionalGeneration
+    import transformers
 
+    from vlmrobust_demo.twins import family_of
+
+    cls = getattr(transformers, family_of(args.family).model_class)
     device = torch.device("cuda" if cuda else "cpu")
     dtype = torch.bfloat16 if cuda else torch.float32
     t0 = time.perf_counter()
     torch.manual_seed(args.seed)
     with device:
-        model = Qwen2_5_VLForConditionalGeneration._from_config(config, dtype=dtype)
+        model = cls._from_config(config, dtype=dtype)
     model.eval()
     if cuda:
         torch.cuda.synchronize()
@@ -303,13 +361,12 @@ def _backend(model: Any, processor: Any, tmp: Path, args: Any, cuda: bool, repor
         from vlmrobust.clients.vlm.hf import HFBackend
 
         backend = HFBackend.from_loaded(
-            "qwen2.5-vl-7b-random",
+            f"{args.family}-random",
             model,
             processor,
             options={
                 "batch_size": args.batch_size,
-                "min_pixels": 3136,
-                "max_pixels": 12845056,
+                **_pixels(args.family),
                 "generation": {"min_new_tokens": args.new_tokens},
             },
             revision=f"random-seed-{args.seed}",
@@ -340,8 +397,21 @@ def _measure(
     min_tokens(4)
     w1, _ = _time(backend, warm[:1], 1)
     wb, _ = _time(backend, warm, args.batch_size)
-    min_tokens(args.new_tokens)
     report.phase("warmup", batch1_s=round(w1, 2), batchN_s=round(wb, 2))
+
+    # Prompt tokens/s: every request with one new token, at the large batch.
+    min_tokens(1)
+    first = [Request(r.key, r.content, max_new_tokens=1) for r in requests]
+    wallp, resp = _time(backend, first, args.batch_size)
+    prompt_tok = sum(r.prompt_tokens or 0 for r in resp)
+    report.phase(
+        "prefill",
+        requests=len(first),
+        prompt_tokens=prompt_tok,
+        wall_s=round(wallp, 2),
+        prompt_tokens_per_s=round(prompt_tok / wallp, 1),
+    )
+    min_tokens(args.new_tokens)
 
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -375,6 +445,7 @@ def _measure(
     same = sum(r.text == by_key[r.key].text for r in res1)
     all_lengths = {r.completion_tokens for r in [*res1, *resN]}
     report.data["summary"] = {
+        "prompt_tokens_per_s": round(prompt_tok / wallp, 1),
         "tokens_per_s_batch_1": round(tok1 / wall1, 1),
         f"tokens_per_s_batch_{args.batch_size}": round(tokN / wallN, 1),
         "speedup": round((tokN / wallN) / (tok1 / wall1), 2),
@@ -383,6 +454,45 @@ def _measure(
         "total_s": round(time.perf_counter() - report.t0, 1),
     }
     report.data["ok"] = all_lengths == {args.new_tokens}
+
+
+def _twin_results(backend: Any, requests: list[Any]) -> dict[str, str]:
+    return {r.key: (r.error or r.text) for r in backend.generate(requests)}
+
+
+def check_twins(args: Any, cuda: bool, report: Report, tmp: Path) -> bool:
+    """Every twin vLLM serves: the same greedy requests through hf and vLLM (bf16 on a
+    GPU, float32 on the CPU); identical outputs k of n and where the first pair parts."""
+    from vlmrobust.clients.vlm.hf import HFBackend
+    from vlmrobust.clients.vlm.vllm import VLLMBackend
+    from vlmrobust_demo.twins import FAMILIES, TWIN_FAMILIES, build_twin
+
+    requests = _requests(tmp, args)
+    dtype = "bfloat16" if cuda else "float32"
+    ok = True
+    for i, family in enumerate(f for f in TWIN_FAMILIES if FAMILIES[f].vllm):
+        path = build_twin(family, tmp / family, seed=args.seed + i)
+        pixels = _pixels(family)
+        hf = HFBackend(family, {"local_path": str(path),
+                                "options": {"batch_size": args.batch_size, "dtype": dtype, **pixels}})
+        texts_hf = _twin_results(hf, requests)
+        del hf
+        options = _engine_options(args, cuda, pixels)
+        vl = VLLMBackend(family, {"local_path": str(path), "options": options})
+        texts_vllm = _twin_results(vl, requests)
+        vl.close() if hasattr(vl, "close") else None
+        del vl
+        same = [k for k in texts_hf if texts_hf[k] == texts_vllm.get(k)]
+        parted = next((k for k in texts_hf if k not in same), None)
+        first = None
+        if parted is not None:
+            a, b = texts_hf[parted], texts_vllm.get(parted, "")
+            first = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                         min(len(a), len(b)))
+        report.phase(f"twin_{family}", dtype=dtype, identical=f"{len(same)}/{len(texts_hf)}",
+                     first_parting={"key": parted, "char": first} if parted else None)
+        ok = ok and all(t for t in texts_vllm.values())
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -395,26 +505,31 @@ def main(argv: list[str] | None = None) -> int:
     if not cuda and not args.tiny:
         print("no CUDA device: run with --tiny to check the script on the CPU", file=sys.stderr)
         return 2
+    device = torch.cuda.get_device_name(0) if cuda else "cpu"
     report.data["environment"] = {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "device": device,
         "dtype": "bfloat16" if cuda else "float32",
         "tiny": args.tiny,
         "args": vars(args),
     }
-    processor, config, report.data["config"] = _processor_and_config(args)
-    model = _build_model(config, args, cuda, report)
-
-    with tempfile.TemporaryDirectory(prefix="gpu_check.") as tmp:
-        requests = _requests(Path(tmp), args)
-        backend, min_tokens = _backend(model, processor, Path(tmp), args, cuda, report)
-        if args.engine != "hf":
-            del model  # the engine loaded its own copy from the checkpoint
-            if cuda:
-                torch.cuda.empty_cache()
-        _measure(backend, min_tokens, requests, args, cuda, report)
+    with tempfile.TemporaryDirectory(prefix="gpu_check.") as name:
+        tmp = Path(name)
+        if args.twins:
+            report.data["ok"] = check_twins(args, cuda, report, tmp)
+        else:
+            report.data["forecast"] = _forecast_rates(args.family, args.engine, device)
+            processor, config, report.data["config"] = _processor_and_config(args, tmp)
+            model = _build_model(config, args, cuda, report)
+            requests = _requests(tmp, args)
+            backend, min_tokens = _backend(model, processor, tmp, args, cuda, report)
+            if args.engine != "hf":
+                del model  # the engine loaded its own copy from the checkpoint
+                if cuda:
+                    torch.cuda.empty_cache()
+            _measure(backend, min_tokens, requests, args, cuda, report)
         report.save()
     print(json.dumps(report.data, indent=2))
     return 0 if report.data["ok"] else 1

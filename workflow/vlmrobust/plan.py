@@ -478,6 +478,9 @@ class RunPlan:
         }
         if spec.get("demo_sizes"):  # only where set: the default models' spec is unchanged
             out["sizes"] = dict(spec["demo_sizes"])
+        if spec.get("demo_twin"):  # a family's twin: random weights, never trained
+            out["twin"] = spec["demo_twin"]
+            return out
         train = self.config["demo"]["train"]
         if not train["enabled"]:
             return out

@@ -43,9 +43,9 @@ def demo_idis(out: str, seed: int | None, config: str | None, **sizes: int | Non
 
 
 def demo_model(out: str, spec: str | None, seed: int | None) -> None:
-    """A demo model (a tiny Qwen2-VL checkpoint) built as --spec says (the rule passes
-    the registry entry's build, ``RunPlan.demo_model_spec``), or with random weights
-    from --seed."""
+    """A demo model (a tiny Qwen2-VL checkpoint, or with ``twin`` in the spec a paper
+    model family's twin) built as --spec says (the rule passes the registry entry's
+    build, ``RunPlan.demo_model_spec``), or with random weights from --seed."""
     from .model import build_demo_model
     from .train import TrainSpec
 
@@ -57,6 +57,12 @@ def demo_model(out: str, spec: str | None, seed: int | None) -> None:
         raise SystemExit("demo-model: give --spec or --seed")
     train = build.get("train")
     t0 = time.perf_counter()
+    if build.get("twin"):  # a paper model family's twin (vlmrobust_demo/twins.py)
+        from .twins import build_twin
+
+        build_twin(build["twin"], Path(out), int(build["seed"]))
+        log.info("%s twin written to %s in %.2f s", build["twin"], out, time.perf_counter() - t0)
+        return
     info = build_demo_model(
         Path(out),
         seed=int(build["seed"]),

@@ -5,8 +5,11 @@ registry and returns a configuration and a registry that keep what the run is ma
 and replace only what this machine cannot reach:
 
 - **models**: every model of the run (and the base a reasoning model names) is answered
-  by a demo-sized checkpoint of its own (a tiny Qwen2-VL, random weights, a distinct
-  ``demo_seed`` per model, built by the workflow's ``demo_model`` job), under the same
+  by a demo-sized checkpoint of its own (random weights, a distinct ``demo_seed`` per
+  model, built by the workflow's ``demo_model`` job): a checkpoint of a paper model
+  family with a twin (:mod:`vlmrobust_demo.twins`: Qwen2.5-VL, Qwen3-VL, GLM-4.1V,
+  Intern-S1, Llama-3.2-Vision) is that family's twin (``demo_twin``), so each family's
+  real model, processor and template code runs; the others a tiny Qwen2-VL. Under the same
   id, name, family, role, base and studies, with the model's registry ``resources``
   as they were (filled from its kind's defaults where the registry leaves them out: 1
   GPU, 64,000 MB, 720 min for a checkpoint; 4 GPUs for Llama-3.2-90B; no GPU for an API
@@ -108,27 +111,47 @@ def stand_in_models(
         base = registry[model].get("base")
         if base and base not in wanted:
             wanted.append(base)
+    from .twins import TWIN_FAMILIES
+
     out = {}
     for i, model in enumerate(wanted):
         spec = registry[model]
         vllm = spec["backend"] == "vllm"
+        twin = spec.get("family") if spec.get("family") in TWIN_FAMILIES else None
         entry = {
             "name": spec.get("name", model),
             "local_path": f"results/models/{model}",
             "demo_seed": FIRST_SEED + i,
+            "demo_twin": twin,
             "backend": "vllm" if vllm else "hf",
             "family": spec.get("family"),
             "role": spec.get("role"),
             "base": spec.get("base"),
             "studies": spec.get("studies"),
-            "options": copy.deepcopy(VLLM_OPTIONS if vllm else DEMO_OPTIONS),
+            "options": _options(spec, vllm, twin),
             # what the paper's model asks of the machine, filled from its own kind
             "resources": model_resources(spec),
         }
-        if vllm:
+        if vllm and twin is None:
             entry["demo_sizes"] = {"head_dim": 32}
         out[model] = {k: v for k, v in entry.items() if v is not None}
     return out
+
+
+def _options(spec: dict[str, Any], vllm: bool, twin: str | None) -> dict[str, Any]:
+    """A stand-in's inference options: the CPU engine's (demo pixel limits); a twin
+    keeps the paper model's chat-template switches and takes pixel limits only where
+    the paper model sets them (a tiling processor, Intern-S1's or Llama's, has none)."""
+    options = copy.deepcopy(VLLM_OPTIONS if vllm else DEMO_OPTIONS)
+    if twin is None:
+        return options
+    own = spec.get("options") or {}
+    if "min_pixels" not in own and "max_pixels" not in own:
+        options.pop("min_pixels")
+        options.pop("max_pixels")
+    if own.get("chat_template_kwargs"):
+        options["chat_template_kwargs"] = copy.deepcopy(own["chat_template_kwargs"])
+    return options
 
 
 def _source(name: str, spec: dict[str, Any], shared: Path) -> dict[str, Any]:
