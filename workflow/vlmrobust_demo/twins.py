@@ -581,12 +581,13 @@ def build_tokenizer(family: TwinFamily) -> Any:
         bos_token=family.bos,
         eos_token=family.eos[0],
         pad_token=family.pad,
-        additional_special_tokens=specials,
         extra_special_tokens=dict(family.tokenizer_extra),
         model_max_length=32768,
         clean_up_tokenization_spaces=False,
         chat_template=family.template,
     )
+    # the special tokens keep the ids the trainer gave them (they are in the vocabulary)
+    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in family.think])
     return tok
 
