@@ -14,8 +14,8 @@ registry.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,7 +116,9 @@ def test_same_seed_same_weights_other_seed_other_weights(tmp_path, twins):
     first = read_build_record(twins / "qwen3-vl")
     assert read_build_record(again)["weights_sha256"] == first["weights_sha256"]
     assert read_build_record(other)["weights_sha256"] != first["weights_sha256"]
-    assert (again / "tokenizer.json").read_bytes() == (twins / "qwen3-vl/tokenizer.json").read_bytes()
+    assert (again / "tokenizer.json").read_bytes() == (
+        twins / "qwen3-vl/tokenizer.json"
+    ).read_bytes()
 
 
 @pytest.mark.parametrize("family", TWIN_FAMILIES)
@@ -159,7 +161,9 @@ def test_hf_vision_tokens_equal_the_forecast_rule(family, twins, backends):
     (the registry's min/max pixels as ``size``), makes as many image tokens as
     core/vision_tokens.py forecasts for the registry entry."""
     rule = processor_of(_entry(family))
-    got = {s: _hf_vision_tokens(family, backends[family], twins / f"{s[0]}x{s[1]}.png") for s in SIZES}
+    got = {
+        s: _hf_vision_tokens(family, backends[family], twins / f"{s[0]}x{s[1]}.png") for s in SIZES
+    }
     want = {s: image_tokens(s, rule) for s in SIZES}
     assert got == want
     assert len(set(got.values())) >= 2  # the sizes are told apart
@@ -184,7 +188,9 @@ def test_hf_vision_tokens_are_the_registry_options(family, twins, backends):
     """The numbers themselves: the registry's pixel options are applied (a processor
     that ignored them would give its defaults: e.g. Qwen2.5-VL's 100x60 image is
     4 x 2 tokens without min_pixels 200704)."""
-    got = {s: _hf_vision_tokens(family, backends[family], twins / f"{s[0]}x{s[1]}.png") for s in SIZES}
+    got = {
+        s: _hf_vision_tokens(family, backends[family], twins / f"{s[0]}x{s[1]}.png") for s in SIZES
+    }
     assert got == EXPECTED_HF_TOKENS[family]
 
 
@@ -262,7 +268,8 @@ PLACEMENT = {
         "<|im_end|>\n<|im_start|>assistant\n<think>\n",
     ),
     "glm-4.1v": (
-        "[gMASK]<sop><|user|>\n", "<|begin_of_image|><|image|><|end_of_image|>",
+        "[gMASK]<sop><|user|>\n",
+        "<|begin_of_image|><|image|><|end_of_image|>",
         "<|assistant|>\n",
     ),
     "intern-s1": (
@@ -271,7 +278,8 @@ PLACEMENT = {
         "<|im_end|>\n<|im_start|>assistant\n",
     ),
     "llama-3.2-vision": (
-        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n", "<|image|>",
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n",
+        "<|image|>",
         "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
     ),
 }
@@ -296,9 +304,15 @@ def test_chat_template_puts_the_image_where_it_stands(family, twins, backends):
 #: A decoded sample output of each family (as the model writes it after the prompt)
 #: and the split the project must make of it.
 SAMPLES = {
-    "qwen2.5-vl": ("<think>The bar is tall.</think><answer>yes</answer>", ("The bar is tall.", "yes")),
+    "qwen2.5-vl": (
+        "<think>The bar is tall.</think><answer>yes</answer>",
+        ("The bar is tall.", "yes"),
+    ),
     "qwen3-vl": ("The bar is tall.\n</think>\n\nyes", ("The bar is tall.", "yes")),
-    "glm-4.1v": ("<think>The bar is tall.</think><answer>yes</answer>", ("The bar is tall.", "yes")),
+    "glm-4.1v": (
+        "<think>The bar is tall.</think><answer>yes</answer>",
+        ("The bar is tall.", "yes"),
+    ),
     "intern-s1": ("<think>The bar is tall.</think>\n\nyes", ("The bar is tall.", "yes")),
     "llama-3.2-vision": ("The answer is yes.", (None, "The answer is yes.")),
 }
@@ -327,7 +341,9 @@ def test_thinking_tokens_template_and_split(family, backends):
     # the project's decode (up to the end of turn) and split of a sample output
     text, answer = SAMPLES[family]
     eos = backend._eos_ids[0]
-    decoded, n, finish = backend.decode_completion(tok(text, add_special_tokens=False)["input_ids"] + [eos])
+    decoded, n, finish = backend.decode_completion(
+        tok(text, add_special_tokens=False)["input_ids"] + [eos]
+    )
     assert (decoded, finish) == (text, "stop")
     assert split_thinking(decoded) == answer
 
@@ -341,9 +357,13 @@ def test_intern_s1_enable_thinking_switch(backends):
     on = render(messages, add_generation_prompt=True, tokenize=False, enable_thinking=True)
     default = render(messages, add_generation_prompt=True, tokenize=False)
     off = render(messages, add_generation_prompt=True, tokenize=False, enable_thinking=False)
-    assert on == default == (
-        f"<|im_start|>system\n{INTERN_THINKING_SYSTEM}<|im_end|>\n"
-        f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        on
+        == default
+        == (
+            f"<|im_start|>system\n{INTERN_THINKING_SYSTEM}<|im_end|>\n"
+            f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"
+        )
     )
     assert off == f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"
     assert backend._template_kwargs == {"enable_thinking": True}
@@ -376,7 +396,10 @@ def test_greedy_tokens_hf_equal_vllm(family, twins, backends, vllm_side):
     """The same image prompts, greedy, float32: transformers (the hf backend's prompt
     and inputs) and vLLM (the vllm backend's prompt, enforce_eager) see the same prompt
     token ids and generate the same MAX_NEW token ids; the project backends' texts
-    (HFBackend.generate, VLLMBackend.generate, stopping at the end of turn) agree."""
+    (HFBackend.generate, VLLMBackend.generate, stopping at the end of turn) agree, but
+    where a text is cut inside a UTF-8 character (the byte-level tokens are bytes):
+    transformers decodes the dangling bytes as U+FFFD, vLLM's incremental detokenizer
+    holds them back (as in tests/test_vllm_engine.py)."""
     if not FAMILIES[family].vllm:
         _assert_removed_from_vllm(vllm_side, family)
         return
@@ -391,6 +414,11 @@ def test_greedy_tokens_hf_equal_vllm(family, twins, backends, vllm_side):
         assert theirs["prompt_ids"] == prompt, req.key
         agree.append(theirs["ids"] == ids)
         assert theirs["ids"] == ids, (req.key, ids, theirs["ids"])
-        assert theirs["text"] == texts[req.key], req.key
+        ours = texts[req.key]
+        if theirs["text"] != ours:
+            assert ours.endswith("\ufffd") and ours.rstrip("\ufffd") == theirs["text"], req.key
+    print(
+        f"{family}: greedy token ids equal for {sum(agree)}/{len(agree)} prompts", file=sys.stderr
+    )
     assert len({tuple(result["greedy"][r.key]["ids"]) for r in reqs}) >= 2  # not one reply
     assert all(agree)
