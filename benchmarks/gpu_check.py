@@ -154,6 +154,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--twins", action="store_true",
         help="instead: every twin vLLM serves, greedy through hf and vLLM, bf16 on a GPU",
     )  # fmt: skip
+    p.add_argument(
+        "--twin-families", nargs="+", default=None, help="with --twins: only these families"
+    )
     p.add_argument("--requests", type=int, default=None, help="requests (32; tiny: 4)")
     p.add_argument("--new-tokens", type=int, default=None, help="per request (256; tiny: 8)")
     p.add_argument("--batch-size", type=int, default=32, help="the large batch (default 32)")
@@ -253,8 +256,10 @@ def _pixels(family: str) -> dict[str, int]:
 def _forecast_rates(family: str, engine: str, device: str) -> dict[str, Any]:
     """What the forecast assumes for this family's engine on this GPU (its class in
     forecast/throughput.yaml, scaled by ``backends``), for the report's comparison."""
-    from vlmrobust.forecast.tables import MissingEntry, load_table, throughput_class
-
+    tables = _forecast_tables()
+    MissingEntry, load_table, throughput_class = (
+        tables.MissingEntry, tables.load_table, tables.throughput_class,
+    )  # fmt: skip
     model, entry = next((m, e) for m, e in _registry_models().items() if e.get("family") == family)
     gpu = next((g for g in load_table("throughput")["gpu_types"] if g in device), None)
     try:
@@ -266,6 +271,21 @@ def _forecast_rates(family: str, engine: str, device: str) -> dict[str, Any]:
         "gen_tok_s": rates.gen_tok_s, "vision_factor": rates.vision_factor,
         "note": "assumed rates (forecast/throughput.yaml), not a measurement",
     }  # fmt: skip
+
+
+def _forecast_tables() -> Any:
+    """vlmrobust/forecast/tables.py by itself: the package's forecast imports the
+    studies' plotting, which the vLLM environment need not have."""
+    import importlib.util
+
+    name = "gpu_check_forecast_tables"
+    if name not in sys.modules:
+        path = REPO / "workflow" / "vlmrobust" / "forecast" / "tables.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def _registry_models() -> dict[str, Any]:
@@ -294,16 +314,23 @@ def _processor_and_config(args: Any, tmp: Path) -> tuple[Any, Any, dict[str, Any
     shapes = {"source": "the twin's own (tiny)"} if args.tiny else SHAPES[args.family]
     for part in ("text", "vision"):
         sub = getattr(config, f"{part}_config")
-        for key, value in shapes.get(part, {}).items():
-            setattr(sub, key, value)
+        if shapes.get(part):  # rebuilt, so what derives from the sizes follows them
+            fields = {**sub.to_dict(), **shapes[part]}
+            for derived in ("layer_types", "transformers_version", "model_type"):
+                fields.pop(derived, None)
+            setattr(config, f"{part}_config", type(sub)(**fields))
     if not args.tiny and hasattr(config, "vocab_size"):
         config.vocab_size = shapes["text"]["vocab_size"]
-    return processor, config, {
-        "family": args.family,
-        "source": shapes["source"],
-        "text": config.text_config.to_dict(),
-        "vision": config.vision_config.to_dict(),
-    }
+    return (
+        processor,
+        config,
+        {
+            "family": args.family,
+            "source": shapes["source"],
+            "text": config.text_config.to_dict(),
+            "vision": config.vision_config.to_dict(),
+        },
+    )
 
 
 def _build_model(config: Any, args: Any, cuda: bool, report: Report) -> Any:
@@ -457,7 +484,9 @@ def _measure(
 
 
 def _twin_results(backend: Any, requests: list[Any]) -> dict[str, str]:
-    return {r.key: (r.error or r.text) for r in backend.generate(requests)}
+    """Each request's text; a trailing incomplete UTF-8 character (transformers decodes
+    it as U+FFFD, vLLM holds it back) left out, so the texts compare token for token."""
+    return {r.key: (r.error or r.text).rstrip("\ufffd") for r in backend.generate(requests)}
 
 
 def check_twins(args: Any, cuda: bool, report: Report, tmp: Path) -> bool:
@@ -470,11 +499,17 @@ def check_twins(args: Any, cuda: bool, report: Report, tmp: Path) -> bool:
     requests = _requests(tmp, args)
     dtype = "bfloat16" if cuda else "float32"
     ok = True
-    for i, family in enumerate(f for f in TWIN_FAMILIES if FAMILIES[f].vllm):
+    chosen = args.twin_families or [f for f in TWIN_FAMILIES if FAMILIES[f].vllm]
+    for i, family in enumerate(chosen):
         path = build_twin(family, tmp / family, seed=args.seed + i)
         pixels = _pixels(family)
-        hf = HFBackend(family, {"local_path": str(path),
-                                "options": {"batch_size": args.batch_size, "dtype": dtype, **pixels}})
+        hf = HFBackend(
+            family,
+            {
+                "local_path": str(path),
+                "options": {"batch_size": args.batch_size, "dtype": dtype, **pixels},
+            },
+        )
         texts_hf = _twin_results(hf, requests)
         del hf
         options = _engine_options(args, cuda, pixels)
@@ -487,10 +522,16 @@ def check_twins(args: Any, cuda: bool, report: Report, tmp: Path) -> bool:
         first = None
         if parted is not None:
             a, b = texts_hf[parted], texts_vllm.get(parted, "")
-            first = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
-                         min(len(a), len(b)))
-        report.phase(f"twin_{family}", dtype=dtype, identical=f"{len(same)}/{len(texts_hf)}",
-                     first_parting={"key": parted, "char": first} if parted else None)
+            first = next(
+                (j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)),
+            )
+        report.phase(
+            f"twin_{family}",
+            dtype=dtype,
+            identical=f"{len(same)}/{len(texts_hf)}",
+            first_parting={"key": parted, "char": first} if parted else None,
+        )
         ok = ok and all(t for t in texts_vllm.values())
     return ok
 

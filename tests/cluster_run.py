@@ -34,6 +34,7 @@ from vlmrobust.core.paths import real_data
 
 from .conftest import BIN, REPO, copy_repo
 from .slurm_cluster import SlurmCluster, gpu_indices, read_records
+from .vllm_env import VLLM_ENV
 
 SHARED_DATA = real_data(REPO)
 GPU_PROFILE = REPO / "tests" / "slurm-gpu"
@@ -68,9 +69,16 @@ def missing_data(datasets: list[str] | None = None) -> str | None:
     return None
 
 
-def cut_down(config: dict, models: list[str], datasets: list[str]) -> dict:
-    """The stand-in run with only these models and datasets (the reduced CI run)."""
+def cut_down(
+    config: dict, models: list[str], datasets: list[str], engines: dict[str, int] | None = None
+) -> dict:
+    """The stand-in run with only these models and datasets (the reduced CI run), each
+    model with ``engines`` engines where given (the configuration's otherwise)."""
     config["models"] = list(models)
+    service = config.setdefault("service", {})
+    service["engines"] = {
+        m: (engines or {}).get(m, service.get("engines", {}).get(m, 1)) for m in models
+    }
     config["datasets"] = {d: config["datasets"][d] for d in datasets}
     for spec in config["datasets"].values():
         if spec.get("models"):
@@ -93,9 +101,12 @@ def prepare(
     sizes: dict[str, int],
     models: list[str] | None = None,
     datasets: list[str] | None = None,
+    engines: dict[str, int] | None = None,
 ) -> Path:
     """A copy of the working tree in ``workdir`` with the stand-in run at CONFIG
-    (``sizes``: rows, max_new_tokens, max_draws of ``vlmrobust demo-standins``)."""
+    (``sizes``: rows, max_new_tokens, max_draws of ``vlmrobust demo-standins``; ``engines``:
+    engines per model of a cut-down run), its vLLM engines in the test's vLLM
+    environment (tests/vllm_env.py)."""
     copy_repo(workdir)
     cmd = [str(BIN / "vlmrobust"), "demo-standins", "--out", "standins"]
     cmd += ["--shared", str(SHARED_DATA)]
@@ -105,11 +116,12 @@ def prepare(
         cmd += [f"--{key.replace('_', '-')}", str(value)]
     env = {**os.environ, "PYTHONPATH": str(workdir / "workflow")}
     subprocess.run(cmd, cwd=workdir, env=env, check=True, capture_output=True, timeout=120)
+    path = workdir / CONFIG
+    config = yaml.safe_load(path.read_text())
     if models is not None:
-        path = workdir / CONFIG
-        config = yaml.safe_load(path.read_text())
-        config = cut_down(config, models, datasets or list(config["datasets"]))
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        config = cut_down(config, models, datasets or list(config["datasets"]), engines)
+    config["environments"] = {"vllm": str(VLLM_ENV)}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     return workdir / CONFIG
 
 

@@ -92,9 +92,9 @@ def test_engines_papers_answers_each_dataset_with_its_papers_engine(paper):
         hf_cells = {d for d, _, _ in paper._cells(model, 0, "hf")}
         assert "mathverse" not in hf_cells and {"imagenet9", "mmmu", "distract-bench"} <= hf_cells
         assert {d for d, _, _ in paper._cells(model, 0, "vllm")} == {"mathverse"}
-        assert paper.infer_spec(model, "imagenet9", "idis-perception")["model_spec"][
-            "backend"
-        ] == "hf"
+        assert (
+            paper.infer_spec(model, "imagenet9", "idis-perception")["model_spec"]["backend"] == "hf"
+        )
         assert paper.infer_spec(model, "mathverse", "idis-math")["model_spec"]["backend"] == "vllm"
         assert paper.engine_plan(model, 0, "hf2")["engine"] == "hf2"
         assert paper.cell_backend("llama-3.2-90b-vision", "visargs") == "hf"

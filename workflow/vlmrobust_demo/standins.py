@@ -149,6 +149,8 @@ def _options(spec: dict[str, Any], vllm: bool, twin: str | None) -> dict[str, An
     if "min_pixels" not in own and "max_pixels" not in own:
         options.pop("min_pixels")
         options.pop("max_pixels")
+        if vllm:  # the processor's own limits: up to 13 tiles (Intern-S1), 5,350 tokens (GLM)
+            options["max_model_len"] = 8192
     if own.get("chat_template_kwargs"):
         options["chat_template_kwargs"] = copy.deepcopy(own["chat_template_kwargs"])
     return options

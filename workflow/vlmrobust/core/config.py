@@ -344,7 +344,9 @@ def validate_registry(registry: Any, source: str = "model registry") -> dict:
                 f"{where}: a demo model (demo_seed) needs backend 'hf' or 'vllm' and a local_path"
             )
         if m["demo_twin"] is not None and m["demo_seed"] is None:
-            raise ConfigError(f"{where}.demo_twin: only a demo model (demo_seed) is built as a twin")
+            raise ConfigError(
+                f"{where}.demo_twin: only a demo model (demo_seed) is built as a twin"
+            )
         if m["demo_sizes"] is not None and m["demo_seed"] is None:
             raise ConfigError(f"{where}.demo_sizes: only a demo model (demo_seed) has sizes")
         if m["backend"] in ("openai", "gemini") and not m["api_model"]:

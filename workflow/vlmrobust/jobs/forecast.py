@@ -41,9 +41,7 @@ def forecast(
         sys.stdout.write(render_text(result, sources=not no_sources))
 
 
-def balance(
-    config: str, gpus: int, gpu_type: str | None, tolerance: float, write: bool
-) -> None:
+def balance(config: str, gpus: int, gpu_type: str | None, tolerance: float, write: bool) -> None:
     """Size the engines of every local model of ``config`` from its forecast
     (:mod:`vlmrobust.forecast.balance`); print the choice and the forecast's makespan and
     GPU-hours / GPUs; ``write``: put it into ``config`` between the balance markers."""
