@@ -145,3 +145,31 @@ def test_pool_without_cells_asking_calls_nothing():
     pool.leave()
     pool.leave()
     assert backend.calls == []
+
+
+def test_cells_asking_at_once_load_the_model_once(monkeypatch):
+    """Eight cell threads reaching the model together (each asks the backend for its
+    revision first): one load, the others wait for it and get the same backend."""
+    import time
+
+    loads = []
+
+    def slow_load(model, spec):
+        loads.append(model)
+        time.sleep(0.2)
+        return object()
+
+    monkeypatch.setattr("vlmrobust.clients.vlm.make_backend", slow_load)
+    shared = _Shared("m", {"backend": "hf"})
+    got, start = [], threading.Barrier(8)
+
+    def cell():
+        start.wait()
+        got.append(shared())
+
+    threads = [threading.Thread(target=cell) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert loads == ["m"] and len(got) == 8 and len({id(b) for b in got}) == 1

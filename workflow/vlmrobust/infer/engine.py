@@ -81,23 +81,29 @@ def load_spec(model: str, cells: list[Cell]) -> dict[str, Any]:
 
 
 class _Shared:
-    """The engine's model: loaded by the first cell that has something to generate."""
+    """The engine's model: loaded by the first cell that has something to generate. The
+    cells run in threads, so loading holds a lock: the others wait for that one load
+    (two threads had each started a load, or raced in transformers' lazy imports)."""
 
     def __init__(self, model: str, spec: dict[str, Any], backend: Backend | None = None):
+        import threading
+
         self.model, self.spec, self.backend = model, spec, backend
         self.owned = backend is None
+        self.lock = threading.Lock()
 
     def __call__(self) -> Backend:
-        if self.backend is None:
-            from ..clients.vlm import make_backend
+        with self.lock:
+            if self.backend is None:
+                from ..clients.vlm import make_backend
 
-            t0 = time.perf_counter()
-            self.backend = make_backend(self.model, self.spec)
-            log.info(
-                "models.%s: loaded once for this engine (%.1f s)",
-                self.model,
-                time.perf_counter() - t0,
-            )
+                t0 = time.perf_counter()
+                self.backend = make_backend(self.model, self.spec)
+                log.info(
+                    "models.%s: loaded once for this engine (%.1f s)",
+                    self.model,
+                    time.perf_counter() - t0,
+                )
         return self.backend
 
     def close(self) -> None:
