@@ -49,17 +49,12 @@ holds the family, the seed and the weights' sha256.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vlmrobust.clients.vlm.checkpoint import BUILD_RECORD
-from vlmrobust.core.io import sha256_file
-
-from .model import _corpus, _normalize_json, _replace_dir
+from .model import CHAT_TEMPLATE, _corpus, _write_checkpoint
 
 #: Bump when the construction changes.
 TWIN_FORMAT = 1
@@ -75,26 +70,8 @@ _QWEN_SPECIALS = [
     "<|image_pad|>", "<|video_pad|>",
 ]  # fmt: skip
 
-# Qwen2.5-VL-7B-Instruct's chat template (the Qwen2-VL one: a default system message).
-QWEN25_TEMPLATE = (
-    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
-    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
-    "{% else %}{% for content in message['content'] %}"
-    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
-    "{% set image_count.value = image_count.value + 1 %}"
-    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
-    "<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif content['type'] == 'video' or 'video' in content %}"
-    "{% set video_count.value = video_count.value + 1 %}"
-    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
-    "<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
-    "{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+# Qwen2.5-VL-7B-Instruct's chat template: the Qwen2-VL one (a default system message).
+QWEN25_TEMPLATE = CHAT_TEMPLATE
 
 # Qwen3-VL-8B-Thinking's chat template without its tool branches: no default system
 # message; an assistant turn keeps only its answer after </think>; the generation
@@ -696,24 +673,5 @@ def build_twin(family: str, out: Path, seed: int) -> Path:
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "transformers": transformers.__version__,
     }
-    _write(out, model, processor, record)
+    _write_checkpoint(out, model, processor, record)  # the demo's atomic, shared writer
     return out
-
-
-def _write(out: Path, model: Any, processor: Any, record: dict[str, Any]) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        processor.save_pretrained(tmp)
-        for path in sorted(tmp.glob("*.json")):
-            _normalize_json(path)
-        record["weights_sha256"] = sha256_file(tmp / "model.safetensors")
-        (tmp / BUILD_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-        tmp.chmod(0o755)
-        for path in tmp.iterdir():
-            path.chmod(0o644)
-        _replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
