@@ -10,6 +10,7 @@ reads their settings' keys) and below the studies and the CLI.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -674,11 +675,10 @@ class RunPlan:
     def engine_backend(self, model: str, label: str | int) -> tuple[str, int]:
         """The backend and index of the engine ``label`` (:meth:`engine_label`)."""
         text = str(label)
-        digits = text.lstrip("abcdefghijklmnopqrstuvwxyz")
-        backend = text[: len(text) - len(digits)] or self.registry[model]["backend"]
-        if backend not in LOCAL_BACKENDS or not digits.isdigit():
+        found = re.fullmatch(r"(hf|vllm)?(\d+)", text)
+        if found is None:
             raise ValueError(f"models.{model}: no engine named {text!r}")
-        return backend, int(digits)
+        return found.group(1) or self.registry[model]["backend"], int(found.group(2))
 
     def engines(self) -> list[tuple[str, int, str]]:
         """Every engine of the run: (model, phase, label) of each local model (backends
