@@ -170,11 +170,12 @@ def _demo_lines() -> list[str]:
     return lines
 
 
-def _build_tokenizer(vocab: int):
-    """A byte-level BPE trained on the built-in corpus, wrapped as Qwen2's tokenizer."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers, trainers
+def train_bpe(specials: list[str], vocab_size: int) -> tuple[dict[str, int], list[tuple]]:
+    """Vocabulary and merges of a byte-level BPE (Qwen2's pre-tokenizer) trained on the
+    built-in corpus to ``vocab_size`` tokens, ``specials`` first (ids 0, 1, ...); the
+    demo models' and the twins' tokenizers (:mod:`vlmrobust_demo.twins`)."""
+    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers, trainers
     from tokenizers.models import BPE
-    from transformers import Qwen2TokenizerFast
 
     from_qwen = pre_tokenizers.Split(
         Regex(
@@ -188,19 +189,27 @@ def _build_tokenizer(vocab: int):
         [from_qwen, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
     )
     tok.decoder = decoders.ByteLevel()
-    n_added = len(THINK_TOKENS)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab - n_added,
+        vocab_size=vocab_size,
         min_frequency=2,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=list(specials),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(_corpus(), trainer=trainer)
     model = json.loads(tok.to_str())["model"]
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    return model["vocab"], merges
+
+
+def _build_tokenizer(vocab: int):
+    """A byte-level BPE trained on the built-in corpus, wrapped as Qwen2's tokenizer."""
+    from tokenizers import AddedToken
+    from transformers import Qwen2TokenizerFast
+
+    vocab_map, merges = train_bpe(SPECIAL_TOKENS, vocab - len(THINK_TOKENS))
     qwen = Qwen2TokenizerFast(
-        vocab=model["vocab"],
+        vocab=vocab_map,
         merges=merges,
         unk_token=None,
         bos_token=None,

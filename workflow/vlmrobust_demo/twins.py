@@ -48,13 +48,12 @@ holds the family, the seed and the weights' sha256.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .model import CHAT_TEMPLATE, _corpus, _write_checkpoint
+from .model import CHAT_TEMPLATE, _write_checkpoint, train_bpe
 
 #: Bump when the construction changes.
 TWIN_FORMAT = 1
@@ -577,37 +576,6 @@ def family_of(name: str) -> TwinFamily:
         ) from None
 
 
-def _train_bpe(specials: list[str]) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """Vocabulary and merges of a byte-level BPE trained on the demo corpus, the
-    family's special tokens first (ids 0, 1, ...)."""
-    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers, trainers
-    from tokenizers.models import BPE
-
-    split = pre_tokenizers.Split(
-        Regex(
-            r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-        ),
-        behavior="isolated",
-        invert=False,
-    )
-    tok = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=BPE_VOCAB + len(specials),
-        min_frequency=2,
-        special_tokens=list(specials),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_corpus(), trainer=trainer)
-    model = json.loads(tok.to_str())["model"]
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
-    return model["vocab"], merges
-
-
 def build_tokenizer(family: TwinFamily) -> Any:
     """The twin's tokenizer: Qwen2's byte-level BPE class (every family here is
     byte-level BPE; GLM-4.1V's and Llama 3's differ in their pre-tokenizer regex only),
@@ -616,7 +584,7 @@ def build_tokenizer(family: TwinFamily) -> Any:
     from tokenizers import AddedToken
     from transformers import Qwen2TokenizerFast
 
-    vocab, merges = _train_bpe(family.specials)
+    vocab, merges = train_bpe(family.specials, BPE_VOCAB + len(family.specials))
     specials = [t for t in family.specials if t not in (family.pad, family.eos[0], family.bos)]
     tok = Qwen2TokenizerFast(
         vocab=vocab,
