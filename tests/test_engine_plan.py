@@ -92,9 +92,13 @@ def test_engines_papers_answers_each_dataset_with_its_papers_engine(paper):
         hf_cells = {d for d, _, _ in paper._cells(model, 0, "hf")}
         assert "mathverse" not in hf_cells and {"imagenet9", "mmmu", "distract-bench"} <= hf_cells
         assert {d for d, _, _ in paper._cells(model, 0, "vllm")} == {"mathverse"}
-        assert (
-            paper.infer_spec(model, "imagenet9", "idis-perception")["model_spec"]["backend"] == "hf"
-        )
+        on_hf = paper.infer_spec(model, "imagenet9", "idis-perception")["model_spec"]
+        # the options transformers reads, less vLLM's requests per call (256)
+        assert on_hf["backend"] == "hf" and on_hf["options"] == {
+            "min_pixels": 65536,
+            "max_pixels": 4194304,
+            "generation_config": "checkpoint",
+        }
         assert paper.infer_spec(model, "mathverse", "idis-math")["model_spec"]["backend"] == "vllm"
         assert paper.engine_plan(model, 0, "hf2")["engine"] == "hf2"
         assert paper.cell_backend("llama-3.2-90b-vision", "visargs") == "hf"
@@ -106,6 +110,7 @@ def test_engines_papers_answers_each_dataset_with_its_papers_engine(paper):
         paper.__dict__.pop("_cells_cache", None)
     spec = paper.blocking_spec("qwen3-vl-8b-thinking", "imagenet9", "idis-perception")
     assert spec["infer"]["model_spec"]["backend"] == "hf"
+    assert "max_model_len" not in spec["infer"]["model_spec"]["options"]
 
 
 def test_jobs_a_killed_snakemake_left_are_cancelled_and_waited_for(tmp_path, monkeypatch):

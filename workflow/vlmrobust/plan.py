@@ -22,6 +22,7 @@ from .core.config import (
     demo_folder_family,
     demo_image_files,
     load_yaml,
+    switch_backend,
     under_demo_idis,
     validate_config,
     validate_registry,
@@ -528,7 +529,7 @@ class RunPlan:
         model_spec = inference_fields(self.registry[model], prompt)
         backend = self.cell_backend(model, dataset)
         if backend != model_spec["backend"]:  # config `engines: papers`
-            model_spec["backend"] = backend
+            model_spec = switch_backend(model_spec, backend)
         spec = {
             "model": model,
             "model_spec": model_spec,
@@ -880,7 +881,8 @@ class RunPlan:
         infer = self.infer_spec(model, dataset, prompt, 0, 1)
         # blocking swaps transformers' attention kernel: the checkpoint through hf,
         # whichever engine answered the outputs
-        infer["model_spec"]["backend"] = "hf"
+        if infer["model_spec"]["backend"] != "hf":
+            infer["model_spec"] = switch_backend(infer["model_spec"], "hf")
         return {
             "infer": infer,
             "settings": list(blocking["settings"]),

@@ -318,6 +318,25 @@ def validate(data: Any, schema: dict, what: str) -> dict:
     return data
 
 
+@lru_cache(maxsize=None)
+def backend_options(backend: str) -> frozenset[str]:
+    """The registry ``options`` a backend reads (the models schema's list for it)."""
+    for rule in load_schema("models")["properties"]["models"]["additionalProperties"]["allOf"]:
+        if rule["if"]["properties"]["backend"].get("const") == backend:
+            return frozenset(rule["then"]["properties"]["options"]["propertyNames"]["enum"])
+    raise ConfigError(f"no registry options are defined for backend {backend!r}")
+
+
+def switch_backend(model_spec: dict[str, Any], backend: str) -> dict[str, Any]:
+    """A job's ``model_spec`` answered with another local ``backend`` (config ``engines:
+    papers``): its options those the backend reads, less ``batch_size``, whose meaning
+    is the engine's own (a padded batch for hf, requests per call for vLLM: the
+    backend's default applies)."""
+    keep = backend_options(backend) - {"batch_size"}
+    options = {k: v for k, v in (model_spec.get("options") or {}).items() if k in keep}
+    return {**model_spec, "backend": backend, "options": options}
+
+
 def validate_registry(registry: Any, source: str = "model registry") -> dict:
     registry = validate(registry, load_schema("models"), source)
     models = registry["models"]
