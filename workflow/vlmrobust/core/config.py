@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -318,7 +318,7 @@ def validate(data: Any, schema: dict, what: str) -> dict:
     return data
 
 
-@lru_cache(maxsize=None)
+@cache
 def backend_options(backend: str) -> frozenset[str]:
     """The registry ``options`` a backend reads (the models schema's list for it)."""
     for rule in load_schema("models")["properties"]["models"]["additionalProperties"]["allOf"]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..plan import RunPlan
@@ -40,7 +40,6 @@ class Balance:
     engines: dict[str, int]
     makespan_s: float
     bound_s: float  # the engines' GPU-hours (start-ups included) / GPUs
-    tried: list[tuple[float, float, float]] = field(default_factory=list)  # (T, makespan, bound)
 
     @property
     def ratio(self) -> float:
@@ -67,9 +66,8 @@ def model_work(forecast: Forecast, plan: RunPlan) -> dict[str, float]:
     return work
 
 
-def _try(plan: RunPlan, forecast: Forecast, engines: dict[str, int], gpus: int):
+def _try(plan: RunPlan, forecast: Forecast, cells: dict, engines: dict[str, int], gpus: int):
     plan.config["service"]["engines"] = dict(engines)
-    cells = {(c.model, c.dataset, c.condition, c.prompt): c for c in forecast.cells}
     placed, _ = engines_of_run(plan, cells, forecast.rates)
     makespan = schedule(placed, gpus)
     bound = sum(e.seconds * e.gpus for e in placed) / gpus
@@ -89,21 +87,19 @@ def balance(
     if not work:
         raise ValueError("no local model with a known engine time: nothing to balance")
     total = sum(work.values()) / gpus
+    cells = {(c.model, c.dataset, c.condition, c.prompt): c for c in forecast.cells}
     best: Balance | None = None
-    tried = []
     for k in range(steps):
         target = total / (1 + k * 9 / max(1, steps - 1))  # GPU-hours / GPUs .. a tenth
         engines = {m: max(1, math.ceil(w / target)) for m, w in work.items()}
-        makespan, bound = _try(plan, forecast, engines, gpus)
-        tried.append((target, makespan, bound))
+        makespan, bound = _try(plan, forecast, cells, engines, gpus)
         found = Balance(gpus, tolerance, engines, makespan, bound)
-        if best is None or makespan < best.makespan_s:
-            best = found
         if found.within:
             best = found
             break
+        if best is None or makespan < best.makespan_s:
+            best = found
     assert best is not None
-    best.tried = tried
     plan.config["service"]["engines"] = dict(best.engines)
     return best
 

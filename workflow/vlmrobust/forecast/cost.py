@@ -54,7 +54,7 @@ def engines_of_run(
     """The engines of every local model with a known time (:meth:`RunPlan.engines`, each
     with the cells :meth:`RunPlan.engine_cells` deals it), and the models left out
     (unknown time) with the reason."""
-    engines, left_out = [], []
+    engines = []
     known = {
         model
         for model, entry in plan.models.items()
