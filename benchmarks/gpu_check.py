@@ -44,6 +44,7 @@ generated exactly ``--new-tokens`` tokens (throughput) or every twin answered (t
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -288,16 +289,12 @@ def _forecast_tables() -> Any:
     return sys.modules[name]
 
 
+@functools.cache
 def _registry_models() -> dict[str, Any]:
-    import functools
+    """config/models.yaml's models, read once."""
+    import yaml
 
-    @functools.cache
-    def load() -> dict[str, Any]:
-        import yaml
-
-        return yaml.safe_load((REPO / "config" / "models.yaml").read_text())["models"]
-
-    return load()
+    return yaml.safe_load((REPO / "config" / "models.yaml").read_text())["models"]
 
 
 def _processor_and_config(args: Any, tmp: Path) -> tuple[Any, Any, dict[str, Any]]:
@@ -485,8 +482,13 @@ def _measure(
 
 def _twin_results(backend: Any, requests: list[Any]) -> dict[str, str]:
     """Each request's text; a trailing incomplete UTF-8 character (transformers decodes
-    it as U+FFFD, vLLM holds it back) left out, so the texts compare token for token."""
-    return {r.key: (r.error or r.text).rstrip("\ufffd") for r in backend.generate(requests)}
+    it as U+FFFD, vLLM holds it back) left out, so the texts compare token for token. A
+    failed request is an error naming it, never a text to compare."""
+    results = list(backend.generate(requests))
+    failed = [r for r in results if r.error or r.finish_reason == "error"]
+    if failed:
+        raise RuntimeError(f"{backend.model_id}: request {failed[0].key} failed: {failed[0].error}")
+    return {r.key: r.text.rstrip("\ufffd") for r in results}
 
 
 def check_twins(args: Any, cuda: bool, report: Report, tmp: Path) -> bool:
@@ -515,7 +517,7 @@ def check_twins(args: Any, cuda: bool, report: Report, tmp: Path) -> bool:
         options = _engine_options(args, cuda, pixels)
         vl = VLLMBackend(family, {"local_path": str(path), "options": options})
         texts_vllm = _twin_results(vl, requests)
-        vl.close() if hasattr(vl, "close") else None
+        vl.close()
         del vl
         same = [k for k in texts_hf if texts_hf[k] == texts_vllm.get(k)]
         parted = next((k for k in texts_hf if k not in same), None)
@@ -532,7 +534,7 @@ def check_twins(args: Any, cuda: bool, report: Report, tmp: Path) -> bool:
             identical=f"{len(same)}/{len(texts_hf)}",
             first_parting={"key": parted, "char": first} if parted else None,
         )
-        ok = ok and all(t for t in texts_vllm.values())
+        ok = ok and len(texts_vllm) == len(texts_hf) == len(requests)
     return ok
 
 
