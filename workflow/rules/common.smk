@@ -43,6 +43,19 @@ LOCAL_MODELS = HF_MODELS + VLLM_MODELS
 API_MODELS = [
     m for m, spec in REGISTRY.items() if spec["backend"] not in ("hf", "vllm")
 ]
+# The local LLMs the judges name (config `llm: <id>`): engine jobs of their own write
+# the judged files of those judges (docs/judges.md); the judge rules make the others.
+LLM_MODELS = PLAN.llm_models
+ENGINE_JUDGED = PLAN.engine_judged_files()
+# the judges whose own rules run (an offline or API LLM), by the wildcard that tells
+MATH_JUDGED_BESIDE = sorted(
+    {f.split("/")[-3] for f in PLAN.math_judged_files() if f not in ENGINE_JUDGED}
+)
+EXTRACTORS_BESIDE = [
+    e
+    for e in PLAN.attribute_extractors
+    if PLAN.attribute_spec(e).get("backend") not in ("hf", "vllm")
+]
 
 
 def dataset_spec(wildcards):
@@ -100,8 +113,11 @@ def math_judge_spec(wildcards):
 
 
 def attribute_spec(wildcards):
-    """One attribute extractor's setting as JSON (config judge.attributes.extractors)."""
-    return json.dumps(PLAN.attribute_spec(wildcards.extractor), sort_keys=True)
+    """One attribute extractor's setting as JSON (config judge.attributes.extractors),
+    with this file's validation sample where it has one (judge.attributes.validation_sample)."""
+    w = wildcards
+    spec = PLAN.attribute_spec(w.extractor, w.dataset, w.model, w.condition, w.prompt)
+    return json.dumps(spec, sort_keys=True)
 
 
 def attribute_resources(wildcards):
@@ -219,10 +235,20 @@ def engine_rule_name(model, phase, engine):
 
 
 def engine_plan_json(wildcards):
-    """An engine's plan (RunPlan.engine_plan) as the text of its file."""
+    """An engine's plan (RunPlan.engine_plan; an LLM's: RunPlan.llm_engine_plan) as the
+    text of its file."""
     w = wildcards
-    plan = PLAN.engine_plan(w.model, int(w.phase), w.engine)
+    if w.model in LLM_MODELS:
+        plan = PLAN.llm_engine_plan(w.model, w.engine)
+    else:
+        plan = PLAN.engine_plan(w.model, int(w.phase), w.engine)
     return json.dumps(plan, sort_keys=True, indent=1)
+
+
+def llm_engine_rule_name(model, engine):
+    """The name of one LLM engine's rule, llm_engine_<model>_<e>."""
+    slug = "".join(ch if ch.isalnum() else "_" for ch in model)
+    return f"llm_engine_{slug}_{engine}"
 
 
 def write_engine_plan(out, log, plan):

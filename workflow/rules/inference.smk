@@ -116,7 +116,7 @@ rule engine_plan:
     log:
         "logs/engines/{model}/phase{phase}/engine{engine}.plan.log",
     wildcard_constraints:
-        model=alternation(LOCAL_MODELS),
+        model=alternation(LOCAL_MODELS + LLM_MODELS),
         phase=r"\d+",
         engine=r"(hf|vllm)?\d+",
     localrule: True
@@ -158,6 +158,42 @@ for _model, _phase, _engine in PLAN.engines():
             cli=engine_cli(_model, _engine),
         shell:
             "{params.cli} infer-engine --plan {input.plan} --threads {threads} > {log} 2>&1"
+
+
+# An LLM engine: one local LLM of the judges (config `llm: <id>`: the MathVerse judge, an
+# attribute extractor), loaded once, judges a share of that LLM's judged files (config
+# `service.engines`), its calls pooled across them; its outputs are those judged files.
+# On a cluster each is one SLURM job on the LLM's GPUs (registry `resources`).
+for _model, _engine in PLAN.llm_engines():
+
+    rule:
+        name:
+            llm_engine_rule_name(_model, _engine)
+        input:
+            plan=path(paths.ENGINE, model=_model, phase=0, engine=_engine),
+            files=PLAN.llm_engine_inputs(_model, _engine),
+        output:
+            [c.out for c in PLAN.llm_engine_cells(_model, _engine)],
+        log:
+            f"logs/engines/{_model}/phase0/engine{_engine}.log",
+        benchmark:
+            f"logs/benchmarks/engines/{_model}/phase0/engine{_engine}.tsv"
+        conda:
+            (
+                "../../envs/vllm.yaml"
+                if REGISTRY[_model]["backend"] == "vllm"
+                else "../../envs/judge.yaml"
+            )
+        threads: config["threads"]["infer"]
+        resources:
+            **config["cluster"]["engine_resources"],
+            gpu=engine_resource(_model, "gpu"),
+            mem_mb=engine_resource(_model, "mem_mb"),
+            runtime=PLAN.llm_engine_runtime(_model, _engine),
+        params:
+            cli=engine_cli(_model, _engine),
+        shell:
+            "{params.cli} llm-engine --plan {input.plan} --threads {threads} > {log} 2>&1"
 
 
 # Released outputs (config `imports`) instead of a model run: reviewers rebuild every

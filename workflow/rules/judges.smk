@@ -78,6 +78,9 @@ rule judge_mathverse:
         paths.MATH_JUDGED,
     log:
         "logs/judge-mathverse/{model}/{dataset}/{condition}/{prompt}.log",
+    # an LLM engine writes these files when the judge's LLM is local (inference.smk)
+    wildcard_constraints:
+        dataset=alternation(MATH_JUDGED_BESIDE),
     conda:
         "../../envs/judge.yaml"
     params:
@@ -100,8 +103,9 @@ rule judge_attributes:
         paths.ATTRIBUTES,
     log:
         "logs/judge-attributes/{extractor}/{model}/{dataset}/{condition}/{prompt}.log",
+    # an LLM engine writes the files of an extractor whose LLM is local (inference.smk)
     wildcard_constraints:
-        extractor=alternation(PLAN.attribute_extractors),
+        extractor=alternation(EXTRACTORS_BESIDE),
     conda:
         "../../envs/judge.yaml"
     params:

@@ -232,6 +232,15 @@ COMMANDS: dict[str, Command] = {
             THREADS,
         ),
     ),
+    "llm-engine": Command(
+        ".llm_engine:llm_engine",
+        "one local LLM (a judge's, an extractor's), loaded once, judges every file of an "
+        "LLM engine plan (resumable through the LLM cache)",
+        (
+            required("--plan", help="LLM engine plan JSON (rule engine_plan)"),
+            THREADS,
+        ),
+    ),
     "vllm-serve": Command(
         ".infer:vllm_serve",
         "serve a backend-vllm model through vLLM's OpenAI-compatible server (the openai "

@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator, validators
 
 from .benchmarks import BENCHMARKS, REGION_META, SCORER_NAMES
 from .harness import CHAT_WRAPPERS
+from .llms import LLMRefError, resolve_llm_refs
 from .paths import CONSTRUCTION, DEMO_IDIS_ROOT, DEMO_ROOT, NAME
 from .paths import path as fill_template
 from .prompts import DEFAULT_PROMPT
@@ -519,6 +520,15 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
     ``registry`` is the model registry; when None it is read from
     ``config["model_registry"]``.
     """
+    if registry is None:
+        source = (config or {}).get("model_registry", "config/models.yaml")
+        registry = validate_registry(load_yaml(source), source)
+    # a step's `llm: <id>` becomes the setting it stands for, then is validated as one
+    try:
+        if isinstance(config, dict):
+            resolve_llm_refs(config, registry, config.get("model_registry", "config/models.yaml"))
+    except LLMRefError as exc:
+        raise ConfigError(str(exc)) from None
     config = validate(config, load_schema("config"), "config")
     _fill_and_check_datasets(config)
     _check_demo_training(config)
@@ -527,10 +537,9 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
     seen_imports = _check_imports(config)
     _check_without_images(config, seen_imports)
     _check_decoding(config)
-    if registry is None:
-        registry = validate_registry(load_yaml(config["model_registry"]), config["model_registry"])
     _check_models(config, registry)
     _check_blocking(config, registry["models"])
+    _check_attribute_datasets(config)
     return config
 
 
@@ -751,6 +760,21 @@ def _check_blocking(config: dict, models: dict) -> None:
             "config: idis.blocking: blocking needs the attribute phrases of a trace; "
             "name at least one extractor under judge.attributes.extractors"
         )
+
+
+def _check_attribute_datasets(config: dict) -> None:
+    """``judge.attributes.datasets`` names datasets of the run with an attribute task: a
+    name that is not there would drop the attribute analysis without a word."""
+    from .idis import IDIS_TASKS
+
+    for name in config["judge"]["attributes"]["datasets"] or []:
+        spec = config["datasets"].get(name)
+        if spec is None or spec["adapter"] not in IDIS_TASKS:
+            raise ConfigError(
+                f"config: judge.attributes.datasets: {name!r} is not a dataset of the run "
+                f"with an attribute task (adapter {', '.join(IDIS_TASKS)}); name those "
+                "datasets there, or null for every one"
+            )
 
 
 def under_demo_idis(path: str | None) -> bool:

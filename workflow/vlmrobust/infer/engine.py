@@ -29,10 +29,11 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..clients.pool import RoundPool
 from ..clients.vlm.base import Backend, Request, Result
 from ..core.registry import INFERENCE_KEYS
 from .run import Job, run_inference
@@ -157,31 +158,14 @@ def _answer(cell: Cell, opener: Any) -> dict[str, int]:
 # --------------------------------------------------------------------------- pooling
 
 
-@dataclass
-class _Ask:
-    """One cell's generate call waiting in the pool: its requests, then its results
-    (or the engine call's error) and the event that says they are there."""
-
-    index: int
-    requests: list[Request]
-    done: Any
-    got: dict[str, Result] = field(default_factory=dict)
-    error: Exception | None = None
-
-
 class _Pool:
-    """The cells of one window as threads; each generate call of a cell waits until
-    every live cell has asked (or finished), then one call of the model answers them
-    all, in the order the cells asked. The call is made by the cell whose ask (or
-    departure) completes the round: the only two events that can."""
+    """The cells of one window as threads (:class:`~vlmrobust.clients.pool.RoundPool`):
+    each generate call of a cell waits until every live cell has asked (or finished),
+    then one call of the model answers them all, in the order the cells asked."""
 
     def __init__(self, shared: _Shared, n: int):
-        import threading
-
         self.shared = shared
-        self.live = n
-        self.waiting: list[_Ask] = []
-        self.lock = threading.Lock()
+        self.rounds = RoundPool(self._generate, n)
 
     @property
     def backend(self) -> Backend:
@@ -192,39 +176,20 @@ class _Pool:
         return _PoolClient(self, index)
 
     def ask(self, index: int, requests: list[Request]) -> dict[str, Result]:
-        import threading
-
-        ask = _Ask(index, requests, threading.Event())
-        with self.lock:
-            self.waiting.append(ask)
-            self._call_when_complete()
-        ask.done.wait()
-        if ask.error is not None:
-            raise RuntimeError(str(ask.error)) from ask.error
-        return ask.got
+        return self.rounds.ask([(index, r) for r in requests])
 
     def leave(self) -> None:
-        with self.lock:
-            self.live -= 1
-            self._call_when_complete()
+        self.rounds.leave()
 
-    def _call_when_complete(self) -> None:
-        """One model call for every waiting cell once every live cell waits (the lock
-        is held)."""
-        if not self.waiting or len(self.waiting) < self.live:
-            return
-        batch, self.waiting = self.waiting, []
-        pooled = [replace(r, key=f"{a.index}|{r.key}") for a in batch for r in a.requests]
-        by_cell = {a.index: a for a in batch}
-        try:
-            for result in self.backend.generate(pooled):
-                i, key = result.key.split("|", 1)
-                by_cell[int(i)].got[key] = replace(result, key=key)
-        except Exception as exc:  # every waiting cell fails with the engine's error
-            for a in batch:
-                a.error = exc
-        for a in batch:
-            a.done.set()
+    def _generate(self, asks: list[list[tuple[int, Request]]]) -> list[dict[str, Result]]:
+        """One model call for a round: each request's key made unique per cell for the
+        call (two prompt settings share variant ids), the results split back by cell."""
+        pooled = [replace(r, key=f"{i}|{r.key}") for ask in asks for i, r in ask]
+        got: dict[int, dict[str, Result]] = {i: {} for ask in asks for i, _ in ask}
+        for result in self.backend.generate(pooled):
+            i, key = result.key.split("|", 1)
+            got[int(i)][key] = replace(result, key=key)
+        return [got[ask[0][0]] if ask else {} for ask in asks]
 
 
 class _PoolClient:

@@ -494,11 +494,18 @@ def make_llm(
     *,
     sleep: Callable[[float], None] = time.sleep,
 ) -> LLMBackend:
-    """The LLM backend a spec names: ``{backend, model, base_url, api_key_env, options}``."""
+    """The LLM backend a spec names: ``{backend, model, base_url, api_key_env, options}``;
+    a local registry LLM (``backend: vllm | hf``, ``model`` its registry id) is answered by
+    the engine this process serves it with (:mod:`.local`)."""
     backend = spec.get("backend")
+    if backend in ("vllm", "hf"):  # a local registry LLM: its engine in this process
+        from .local import open_local
+
+        return open_local(spec, cache)
     cls = LLM_BACKENDS.get(str(backend))
     if cls is None:
         raise ValueError(
-            f"LLM spec backend {backend!r} is unknown; expected one of {', '.join(LLM_BACKENDS)}"
+            f"LLM spec backend {backend!r} is unknown; expected one of "
+            f"{', '.join([*LLM_BACKENDS, 'vllm', 'hf'])}"
         )
     return cls(spec, cache, sleep=sleep)

@@ -2,8 +2,9 @@
 
 Several steps take the same LLM setting (the textual-distractor writer, the MathVerse
 judge, the concept-family labeler): what :func:`~vlmrobust.clients.llm.make_llm` reads
-(``backend``: ``openai`` | ``gemini``, ``model``, ``base_url``, ``api_key_env``,
-``options``) plus the step's own decoding settings ``temperature`` and ``max_tokens``
+(``backend``: ``openai`` | ``gemini``, or ``vllm`` | ``hf`` for a local registry LLM
+answered by its engine, ``model``, ``base_url``, ``api_key_env``, ``options``; ``llm``: the
+registry id the setting was resolved from, :mod:`vlmrobust.core.llms`) plus the step's own decoding settings ``temperature`` and ``max_tokens``
 (each step has its own defaults) and ``cache_dir`` (null = ``results/cache/llm``), the
 content-addressed cache's folder. :func:`check_llm_spec` checks such a setting (at
 ``prepare`` time, before any call); :func:`llm_from_spec` checks it and builds the
@@ -19,6 +20,7 @@ from typing import Any
 from ...core.paths import LLM_CACHE
 from .backends import LLM_BACKENDS, LLMBackend, make_llm
 from .cache import LLMCache
+from .local import LOCAL_LLM_BACKENDS
 
 __all__ = ["DEFAULT_CACHE_DIR", "LLM_SPEC_KEYS", "check_llm_spec", "llm_from_spec"]
 
@@ -33,6 +35,7 @@ LLM_SPEC_KEYS = (
     "temperature",
     "max_tokens",
     "cache_dir",
+    "llm",
 )
 
 
@@ -42,10 +45,9 @@ def check_llm_spec(spec: Mapping[str, Any], where: str, others: Sequence[str] = 
     the step's backends that are no LLM (``offline``), listed with the LLM ones in the
     error for an unknown backend."""
     backend = spec.get("backend")
-    if backend not in LLM_BACKENDS:
-        raise ValueError(
-            f"{where}.backend: {backend!r} is not one of {', '.join([*others, *LLM_BACKENDS])}"
-        )
+    if backend not in LLM_BACKENDS and backend not in LOCAL_LLM_BACKENDS:
+        known = [*others, *LLM_BACKENDS, *LOCAL_LLM_BACKENDS]
+        raise ValueError(f"{where}.backend: {backend!r} is not one of {', '.join(known)}")
     extra = sorted(set(spec) - set(LLM_SPEC_KEYS))
     if extra:
         raise ValueError(
