@@ -96,12 +96,25 @@ def cut_down(
     return config
 
 
+def with_judged_math(config: dict, model: str) -> dict:
+    """The reduced run's Idis-math: MathVerse's clean condition answered by ``model`` (the
+    stand-ins' Idis models are not in the reduced run), judged by the stand-in twins of
+    config/paper.yaml's local LLMs: the MathVerse judge (gpt-oss-120b) and the attribute
+    extractor qwen3.5-27b, each answered by an LLM engine job of its own."""
+    spec = config["datasets"]["mathverse"]
+    spec["models"], spec["conditions"] = [model], ["clean"]
+    used = {c for ds in config["datasets"].values() for c in ds["conditions"]}
+    config["conditions"] = {c: v for c, v in config["conditions"].items() if c in used}
+    return config
+
+
 def prepare(
     workdir: Path,
     sizes: dict[str, int],
     models: list[str] | None = None,
     datasets: list[str] | None = None,
     engines: dict[str, int] | None = None,
+    judged_by: str | None = None,
 ) -> Path:
     """A copy of the working tree in ``workdir`` with the stand-in run at CONFIG
     (``sizes``: rows, max_new_tokens, max_draws of ``vlmrobust demo-standins``; ``engines``:
@@ -120,6 +133,8 @@ def prepare(
     config = yaml.safe_load(path.read_text())
     if models is not None:
         config = cut_down(config, models, datasets or list(config["datasets"]), engines)
+    if judged_by is not None:  # (``judged_by``: the model answering Idis-math)
+        config = with_judged_math(config, judged_by)
     config["environments"] = {"vllm": str(VLLM_ENV)}
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return workdir / CONFIG

@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
+import signal
 import subprocess
 import time
 from collections import Counter
@@ -47,7 +49,12 @@ from .vllm_env import require_vllm, vllm_cli, vllm_env_vars
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm]
 
 MODELS = ["qwen2.5-vl-7b", "r1-onevision-7b"]
-DATASETS = ["chartqa", "visargs"]
+# MathVerse (clean, answered by R1-OneVision-7B) brings the judges' local LLMs: the
+# MathVerse judge and the Qwen3.5-27B attribute extractor, each an LLM engine job
+DATASETS = ["chartqa", "visargs", "mathverse"]
+JUDGE_MODEL = "r1-onevision-7b"
+# (model, engine) of the LLM engines: config/paper.yaml's local judges, as text twins
+LLM_ENGINES = [("gpt-oss-120b", 0), ("qwen3.5-27b", 0)]
 # Qwen2.5-VL-7B on 2 engines: config/paper.yaml's service.split_cells splits each of its
 # cells in 2, engine k answering shard k of every cell
 ENGINE_COUNTS = {"qwen2.5-vl-7b": 2}
@@ -78,7 +85,10 @@ def cluster_run(gpu_cluster, tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
     workdir = root / "repo"
     sizes = {"rows": 2, "max_new_tokens": 16, "max_draws": 2}
-    prepare(workdir, sizes, models=MODELS, datasets=DATASETS, engines=ENGINE_COUNTS)
+    prepare(
+        workdir, sizes, models=MODELS, datasets=DATASETS, engines=ENGINE_COUNTS,
+        judged_by=JUDGE_MODEL,
+    )  # fmt: skip
     records, log = root / "records.jsonl", root / "snakemake.log"
     with JobRecorder(gpu_cluster, records, interval=0.5):
         proc = start(gpu_cluster, workdir, log)
@@ -129,7 +139,7 @@ def test_every_cell_was_answered_inside_its_engines_allocation(cluster_run):
     written there (the shard files its rule declares)."""
     workdir, log, records, _ = cluster_run
     engines = engine_jobs(log, records, workdir)
-    runs = engine_runs(workdir)
+    runs = [r for r in engine_runs(workdir) if r["engine"][0] in MODELS]
     assert sorted(r["engine"] for r in runs) == ENGINES  # each ran once
     for job in engines.values():
         model, phase, k = job.engines[0]
@@ -150,12 +160,16 @@ def test_every_job_went_through_slurm_or_beside_snakemake(cluster_run):
     submitted = submissions(log)
     folders = [next(p for p in path.parts if p.startswith("rule_")) for _, path in submitted]
     rules = Counter("rule_engine" if f.startswith("rule_engine_") else f for f in folders)
+    rules = Counter("rule_llm_engine" if f.startswith("rule_llm_engine_") else f for f in rules.elements())
     assert rules == {
         "rule_demo_data": 1,
-        "rule_demo_model": len(MODELS),
+        "rule_demo_idis": 1,  # MathVerse's demo slice
+        "rule_demo_model": len(MODELS) + len(LLM_ENGINES),  # the judges' twins too
         "rule_samples": len(DATASETS),
-        "rule_variants": 5,  # ChartQA clean, corrupt; VisArgs clean and two masks
+        # ChartQA clean, corrupt; VisArgs clean and two masks; MathVerse clean
+        "rule_variants": 6,
         "rule_engine": len(ENGINES),
+        "rule_llm_engine": len(LLM_ENGINES),
     }
     states = cluster.job_states([job_id for job_id, _ in submitted])
     assert set(states.values()) == {"COMPLETED"}, states
@@ -232,3 +246,84 @@ def test_one_cell_split_over_two_engines_gives_a_single_engines_rows(cluster_run
     assert any("/chartqa/corrupt/" in g for g in outputs)
     for gathered, alone in outputs.items():
         assert rows(workdir / gathered) == rows(alone), gathered
+
+
+def test_the_judges_local_llms_ran_as_engine_jobs_on_their_gpus(cluster_run):
+    """config/paper.yaml's local judges (the MathVerse judge, the Qwen3.5-27B extractor):
+    one SLURM job per LLM engine, on the GPU its registry entry asks for, the model loaded
+    once there, every judged file of its plan written."""
+    workdir, log, records, _ = cluster_run
+    runs = {r["engine"][0]: r for r in engine_runs(workdir) if r["engine"][0] not in MODELS}
+    assert sorted((m, r["engine"][2]) for m, r in runs.items()) == LLM_ENGINES
+    jobs = dict(submissions(log))
+    registry = yaml.safe_load((workdir / "standins" / "models.yaml").read_text())["models"]
+    for model, run in runs.items():
+        assert registry[model]["kind"] == "llm" and registry[model]["resources"]["gpu"] == 1
+        assert run["job"] in jobs and "rule_llm_engine_" in str(jobs[run["job"]])
+        assert run["loads"] == 1 and run["calls"], run  # loaded once; pooled calls made
+        states = [r.get("JobState") for r in records["jobs"].get(run["job"], [])]
+        assert states and states[-1] == "COMPLETED", states
+        plan = json.loads((workdir / f"results/engines/{model}/phase0/engine0.json").read_text())
+        assert plan["cells"] and all((workdir / c["out"]).is_file() for c in plan["cells"])
+    steps = {json.loads((workdir / f"results/engines/{m}/phase0/engine0.json").read_text())
+             ["cells"][0]["step"] for m, _ in LLM_ENGINES}  # fmt: skip
+    assert steps == {"mathverse", "attributes"}
+
+
+def test_a_judge_engines_rows_equal_the_same_model_served(cluster_run, tmp_path):
+    """The MathVerse judge's rows from its LLM engine equal those of the same twin served
+    by `vlmrobust vllm-serve` and asked through `backend: openai` (a fresh cache), every
+    field but `judge`, which names the transport (vllm/… against openai/…)."""
+    import socket
+
+    workdir = cluster_run[0]
+    model = "gpt-oss-120b"
+    plan = json.loads((workdir / f"results/engines/{model}/phase0/engine0.json").read_text())
+    cell = next(c for c in plan["cells"] if c["step"] == "mathverse")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**vllm_env_vars(), "PYTHONPATH": str(workdir / "workflow")}
+    serve = [*vllm_cli(), "vllm-serve", "--config", CONFIG, "--model", model, "--port", str(port)]
+    server = subprocess.Popen(serve, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
+                              stderr=open(tmp_path / "serve.log", "wb"), start_new_session=True)  # noqa: SIM115
+    try:
+        _wait_for(port, server, tmp_path / "serve.log")
+        served = {
+            "backend": "openai", "model": model, "base_url": f"http://127.0.0.1:{port}/v1",
+            "api_key_env": None, "temperature": cell["spec"]["temperature"],
+            "max_tokens": cell["spec"]["max_tokens"], "cache_dir": str(tmp_path / "cache"),
+        }  # fmt: skip
+        out = tmp_path / "served.jsonl"
+        cmd = [str(BIN / "vlmrobust"), "judge-mathverse", "--spec", json.dumps(served),
+               "--outputs", cell["outputs"], "--samples", cell["samples"], "--out", str(out)]  # fmt: skip
+        done = subprocess.run(cmd, cwd=workdir, env={**env, "PATH": f"{BIN}:/usr/bin:/bin"},
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+    def rows(path):
+        return [{**json.loads(line), "judge": None} for line in Path(path).read_text().splitlines()]
+
+    engine_rows = rows(workdir / cell["out"])
+    assert engine_rows and rows(out) == engine_rows
+    assert {json.loads(x)["judge"] for x in (workdir / cell["out"]).read_text().splitlines()} == {
+        f"vllm/{model}"
+    }
+
+
+def _wait_for(port: int, server, log: Path, timeout: float = 240) -> None:
+    """Until the server answers /v1/models (or it died: its log in the message)."""
+    import urllib.request
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if server.poll() is not None:
+            raise AssertionError(f"the server ended: {log.read_text()[-3000:]}")
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+            return
+        time.sleep(1)
+    raise AssertionError(f"the server did not start: {log.read_text()[-3000:]}")

@@ -66,13 +66,14 @@ def test_a_misspelt_key_of_an_offline_backend_is_an_error_naming_its_path(path):
 
 
 LLM_KEYS = {
-    "masking.hallucination": "backend, model, base_url, api_key_env, options, max_tokens, "
+    "masking.hallucination": "backend, llm, model, base_url, api_key_env, options, max_tokens, "
     "temperature, seed",
-    "judge.reference": "backend, model, base_url, api_key_env, options, max_tokens, temperature",
+    "judge.reference": "backend, llm, model, base_url, api_key_env, options, max_tokens, "
+    "temperature",
     "scoring.llm_fallback": "backend, model, base_url, api_key_env, options",
-    "datasets.demo-visargs.question_writer": "backend, model, base_url, api_key_env, options, "
-    "temperature, max_tokens, cache_dir",
-    "construct.demo-distract.writer": "backend, model, base_url, api_key_env, options",
+    "datasets.demo-visargs.question_writer": "backend, llm, model, base_url, api_key_env, "
+    "options, temperature, max_tokens, cache_dir",
+    "construct.demo-distract.writer": "backend, llm, model, base_url, api_key_env, options",
     "construct.demo-distract.editor": "backend, model, base_url, api_key_env, options",
 }
 
@@ -146,6 +147,7 @@ def test_backend_specs_take_their_keys_and_the_code_defaults():
         "options": {"concurrency": 2},
         "base_url": None,
         "max_tokens": 1024,
+        "llm": None,  # an inline setting: no registry model
     }
     assert config["datasets"]["demo-visargs"]["question_writer"]["max_tokens"] == 256
     assert config["construct"]["demo-distract"]["editor"]["model"] is None

@@ -249,6 +249,7 @@ def test_prepare_names_the_key():
         "temperature": 0.7,
         "max_tokens": 4096,
         "cache_dir": None,
+        "llm": None,
     }
 
 

@@ -26,7 +26,12 @@ and replace only what this machine cannot reach:
   ``rows`` samples (``limit``).
 - **conditions**: those the datasets name; the released Idis images (``idis-release``,
   a download) become the same kind of distractor built offline (``IDIS_CONDITIONS``).
-- **judges and writers**: the offline ones (no API here), under the same names.
+- **judges and writers**: a step whose setting names a local registry LLM (``llm:
+  gpt-oss-120b``, ``llm: qwen3.5-27b``) keeps it, answered by that LLM's engine jobs:
+  the LLM becomes a demo-built random-weight text twin of its family
+  (:data:`LLM_TWINS`, with its registry ``resources``; its answers at most
+  ``max_new_tokens`` long); every other LLM step (an API) becomes the offline one,
+  under the same names.
 - **sizes**: ``max_new_tokens`` (decoding, each dataset that sets its own, the
   masking stages, attention blocking) at most ``max_new_tokens``, and the sampled draws
   per question (``n``: 5, or 64 for ImageNet-9's App. D.3 run) at most ``max_draws``. A
@@ -100,6 +105,50 @@ VLLM_OPTIONS = {
 }
 #: The first stand-in's demo_seed (the registry's own demo models use 1-4).
 FIRST_SEED = 101
+#: The text twin standing in for a local LLM of each registry family (Qwen3.5's own
+#: architecture has no twin: a Qwen3 dense one stands in).
+LLM_TWINS = {"gpt-oss": "gpt-oss", "qwen3": "qwen3", "qwen3.5": "qwen3"}
+#: The vLLM CPU build's recipe for a text twin (as VLLM_OPTIONS, no images).
+LLM_VLLM_OPTIONS = {
+    "dtype": "float32",
+    "max_model_len": 2048,
+    "enforce_eager": True,
+    "engine": {"kv_cache_memory_bytes": 1 << 30},
+}
+
+
+def local_llms(config: dict[str, Any], registry: dict[str, dict[str, Any]]) -> list[str]:
+    """The local registry LLMs (backend vllm or hf) the run's judges name (``llm:``)."""
+    from vlmrobust.core.llms import is_engine_step, llm_settings
+
+    found = []
+    for where, setting in llm_settings(config.get("judge") or {}, "judge"):
+        entry = registry.get(setting["llm"]) or {}
+        if entry.get("backend") in ("vllm", "hf") and is_engine_step(where):
+            found.append(setting["llm"])
+    return sorted(set(found))
+
+
+def stand_in_llms(llms: list[str], registry: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A demo-built text twin for each local LLM, by id, with its registry resources."""
+    out = {}
+    for i, model in enumerate(llms):
+        spec = registry[model]
+        vllm = spec["backend"] == "vllm"
+        twin = LLM_TWINS.get(str(spec.get("family")), "qwen3")
+        entry = {
+            "kind": "llm",
+            "name": spec.get("name", model),
+            "local_path": f"results/models/{model}",
+            "demo_seed": FIRST_SEED + 50 + i,
+            "demo_twin": twin,
+            "backend": "vllm" if vllm else "hf",
+            "family": spec.get("family"),
+            "options": copy.deepcopy(LLM_VLLM_OPTIONS) if vllm else {},
+            "resources": model_resources(spec),
+        }
+        out[model] = {k: v for k, v in entry.items() if v is not None}
+    return out
 
 
 def stand_in_models(
@@ -220,8 +269,19 @@ def stand_in_conditions(config: dict[str, Any], datasets: dict[str, Any]) -> dic
     return out
 
 
-def _offline_steps(config: dict[str, Any], max_new_tokens: int) -> dict[str, Any]:
-    """Judges and writers offline (same names), generation lengths capped."""
+def _stand_in_judge(setting: dict[str, Any], llms: list[str], max_new_tokens: int) -> dict:
+    """A judge's setting here: its local LLM's twin (answers capped), else offline."""
+    if setting.get("llm") in llms:
+        keep = {k: v for k, v in setting.items() if k in ("llm", "prompt", "temperature")}
+        return {**keep, "max_tokens": max_new_tokens}
+    return {"backend": "offline"}
+
+
+def _offline_steps(
+    config: dict[str, Any], max_new_tokens: int, llms: list[str] = ()
+) -> dict[str, Any]:
+    """Judges and writers offline (same names) but those of a local LLM, generation
+    lengths capped."""
     out: dict[str, Any] = {}
     masking = copy.deepcopy(config.get("masking") or {})
     masking["hallucination"] = {"backend": "offline", "threshold": 0.6}
@@ -230,10 +290,10 @@ def _offline_steps(config: dict[str, Any], max_new_tokens: int) -> dict[str, Any
     out["masking"] = masking
     judge = copy.deepcopy(config.get("judge") or {})
     if "mathverse" in judge:
-        judge["mathverse"] = {"backend": "offline"}
+        judge["mathverse"] = _stand_in_judge(judge["mathverse"], llms, max_new_tokens)
     extractors = (judge.get("attributes") or {}).get("extractors") or {}
-    for name in extractors:
-        extractors[name] = {"backend": "offline"}
+    for name, setting in extractors.items():
+        extractors[name] = _stand_in_judge(setting, llms, max_new_tokens)
     out["judge"] = judge
     idis = copy.deepcopy(config.get("idis") or {})
     blocking = idis.get("blocking")
@@ -256,10 +316,12 @@ def stand_in_run(
     max_new_tokens: int = 16,
     max_draws: int = 2,
     only: list[str] | None = None,
+    llms: list[str] = (),
 ) -> dict[str, Any]:
     """The stand-in configuration of ``config`` (see the module's docstring); its
     registry is written to ``registry_file`` by the caller (``stand_in_models``).
-    ``only``: these of the run's datasets (their real data alone is then needed)."""
+    ``only``: these of the run's datasets (their real data alone is then needed);
+    ``llms``: the local LLMs of its judges (:func:`local_llms`), kept as twins."""
     sizes = {"rows": rows, "max_new_tokens": max_new_tokens, "max_draws": max_draws}
     chosen = config["datasets"]
     if only is not None:
@@ -270,7 +332,7 @@ def stand_in_run(
     datasets = stand_in_datasets(chosen, shared, sizes)
     out = {k: copy.deepcopy(v) for k, v in config.items() if k not in ("datasets", "conditions")}
     out["model_registry"] = registry_file
-    out.update(_offline_steps(config, max_new_tokens))
+    out.update(_offline_steps(config, max_new_tokens, llms))
     out["conditions"] = stand_in_conditions(config, datasets)
     out["datasets"] = datasets
     if any(d["adapter"] == "constructed" for d in datasets.values()):
@@ -296,15 +358,17 @@ def write_stand_ins(
     registry = validate_registry(load_yaml(registry_file), registry_file)["models"]
     out.mkdir(parents=True, exist_ok=True)
     config_out, registry_out = out / "config.yaml", out / "models.yaml"
+    llms = local_llms(config, registry)
     run = stand_in_run(
         config,
         registry,
         registry_file=str(registry_out),
         shared=shared,
         only=only,
+        llms=llms,
         **sizes,
     )
-    models = stand_in_models(config["models"], registry)
+    models = {**stand_in_models(config["models"], registry), **stand_in_llms(llms, registry)}
     header = f"# Stand-ins of {config_file} (vlmrobust demo-standins; vlmrobust_demo/standins.py)\n"
     registry_out.write_text(header + yaml.safe_dump({"models": models}, sort_keys=False))
     config_out.write_text(header + yaml.safe_dump(run, sort_keys=False))
