@@ -160,7 +160,9 @@ def test_every_job_went_through_slurm_or_beside_snakemake(cluster_run):
     submitted = submissions(log)
     folders = [next(p for p in path.parts if p.startswith("rule_")) for _, path in submitted]
     rules = Counter("rule_engine" if f.startswith("rule_engine_") else f for f in folders)
-    rules = Counter("rule_llm_engine" if f.startswith("rule_llm_engine_") else f for f in rules.elements())
+    rules = Counter(
+        "rule_llm_engine" if f.startswith("rule_llm_engine_") else f for f in rules.elements()
+    )
     assert rules == {
         "rule_demo_data": 1,
         "rule_demo_idis": 1,  # MathVerse's demo slice
@@ -257,11 +259,11 @@ def test_the_judges_local_llms_ran_as_engine_jobs_on_their_gpus(cluster_run):
     assert sorted((m, r["engine"][2]) for m, r in runs.items()) == LLM_ENGINES
     jobs = dict(submissions(log))
     registry = yaml.safe_load((workdir / "standins" / "models.yaml").read_text())["models"]
-    for model, run in runs.items():
+    for model, got in runs.items():
         assert registry[model]["kind"] == "llm" and registry[model]["resources"]["gpu"] == 1
-        assert run["job"] in jobs and "rule_llm_engine_" in str(jobs[run["job"]])
-        assert run["loads"] == 1 and run["calls"], run  # loaded once; pooled calls made
-        states = [r.get("JobState") for r in records["jobs"].get(run["job"], [])]
+        assert got["job"] in jobs and "rule_llm_engine_" in str(jobs[got["job"]])
+        assert got["loads"] == 1 and got["calls"], got  # loaded once; pooled calls made
+        states = [r.get("JobState") for r in records["jobs"].get(got["job"], [])]
         assert states and states[-1] == "COMPLETED", states
         plan = json.loads((workdir / f"results/engines/{model}/phase0/engine0.json").read_text())
         assert plan["cells"] and all((workdir / c["out"]).is_file() for c in plan["cells"])
@@ -285,8 +287,16 @@ def test_a_judge_engines_rows_equal_the_same_model_served(cluster_run, tmp_path)
         port = s.getsockname()[1]
     env = {**vllm_env_vars(), "PYTHONPATH": str(workdir / "workflow")}
     serve = [*vllm_cli(), "vllm-serve", "--config", CONFIG, "--model", model, "--port", str(port)]
-    server = subprocess.Popen(serve, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
-                              stderr=open(tmp_path / "serve.log", "wb"), start_new_session=True)  # noqa: SIM115
+    serve_log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - kept by the server
+    server = subprocess.Popen(
+        serve,
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=serve_log,
+        start_new_session=True,
+    )
+    serve_log.close()
     try:
         _wait_for(port, server, tmp_path / "serve.log")
         served = {

@@ -48,7 +48,7 @@ class FakeEngine:
                 word = text.rsplit(">>>", 1)[0].split()[-1].strip(".")
                 out.append(TextResult(json.dumps({"extracted": word}), "stop", 10, 5))
             else:
-                verdict = 1 if "Model's answer: 2" in text else 0
+                verdict = 1 if text.rstrip().endswith("Model's answer: 2") else 0
                 out.append(TextResult(json.dumps({"judgement": verdict}), "stop", 10, 3))
         return out
 
@@ -71,14 +71,25 @@ def _cells(tmp_path: Path) -> list[dict]:
     for name, answers in (("a", ["so it is 2.", "L is 14."]), ("b", ["it is A.", "L = 12."])):
         outputs = tmp_path / f"{name}.outputs.jsonl"
         rows = [
-            {"key": f"{name}{i}#0", "variant_id": f"{name}{i}", "sample_id": sid,
-             "answer_text": text, "raw_text": text, "error": None}
+            {
+                "key": f"{name}{i}#0",
+                "variant_id": f"{name}{i}",
+                "sample_id": sid,
+                "answer_text": text,
+                "raw_text": text,
+                "error": None,
+            }
             for i, (sid, text) in enumerate(zip(["mv-1", "mv-2"], answers, strict=True))
         ]
         write_jsonl(outputs, rows)
         cells.append(
-            {"step": "mathverse", "spec": spec, "outputs": str(outputs), "samples": str(samples),
-             "out": str(tmp_path / f"{name}.judged.jsonl")}
+            {
+                "step": "mathverse",
+                "spec": spec,
+                "outputs": str(outputs),
+                "samples": str(samples),
+                "out": str(tmp_path / f"{name}.judged.jsonl"),
+            }
         )
     return cells
 
@@ -162,7 +173,14 @@ def registry():
 def _config(judge: dict, **extra) -> dict:
     return {
         "models": ["demo-base"],
-        "datasets": {"demo-chart": {"adapter": "demo", "conditions": ["clean"]}},
+        "datasets": {
+            "demo-chart": {
+                "adapter": "demo",
+                "source": "local",
+                "path": "results/raw/demo/chart",
+                "conditions": ["clean"],
+            }
+        },
         "conditions": {"clean": {"perturbation": "none"}},
         "judge": judge,
         **extra,
@@ -171,33 +189,54 @@ def _config(judge: dict, **extra) -> dict:
 
 def test_a_registry_llm_setting_becomes_the_inline_setting_it_stands_for(registry):
     config = validate_config(
-        _config({"mathverse": {"llm": "gpt-oss-120b", "max_tokens": 512},
-                 "attributes": {"extractors": {"ds": {"llm": "deepseek-v3.2"}}}}),
+        _config(
+            {
+                "mathverse": {"llm": "gpt-oss-120b", "max_tokens": 512},
+                "attributes": {"extractors": {"ds": {"llm": "deepseek-v3.2"}}},
+            }
+        ),
         copy.deepcopy(registry),
     )
     assert config["judge"]["mathverse"] == {
-        "backend": "vllm", "model": "gpt-oss-120b", "llm": "gpt-oss-120b",
-        "max_tokens": 512, "temperature": 0.0, "cache_dir": None,
+        "backend": "vllm",
+        "model": "gpt-oss-120b",
+        "llm": "gpt-oss-120b",
+        "max_tokens": 512,
+        "temperature": 0.0,
+        "cache_dir": None,
     }
     ds = config["judge"]["attributes"]["extractors"]["ds"]
     assert (ds["backend"], ds["model"], ds["base_url"], ds["api_key_env"]) == (
-        "openai", "deepseek-chat", "https://api.deepseek.com", "DEEPSEEK_API_KEY"
+        "openai",
+        "deepseek-chat",
+        "https://api.deepseek.com",
+        "DEEPSEEK_API_KEY",
     )
     # validated twice (the Snakefile and a job): the same setting
-    assert validate_config(copy.deepcopy(config), copy.deepcopy(registry))["judge"] == config["judge"]
+    assert (
+        validate_config(copy.deepcopy(config), copy.deepcopy(registry))["judge"] == config["judge"]
+    )
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"judge": {"mathverse": {"llm": "gpt-oss-12b"}}},
-         r"judge\.mathverse\.llm: 'gpt-oss-12b' is not in the model registry"),
-        ({"masking": {"hallucination": {"llm": "qwen3.5-27b"}}},
-         r"masking\.hallucination\.llm: models\.qwen3\.5-27b is a local model"),
-        ({"judge": {"mathverse": {"llm": "qwen2.5-vl-7b"}}},
-         r"models\.qwen2\.5-vl-7b is a vision-language model"),
-        ({"judge": {"mathverse": {"llm": "gpt-oss-120b", "base_url": "http://x"}}},
-         r"judge\.mathverse\.base_url: the registry entry models\.gpt-oss-120b decides it"),
+        (
+            {"judge": {"mathverse": {"llm": "gpt-oss-12b"}}},
+            r"judge\.mathverse\.llm: 'gpt-oss-12b' is not in the model registry",
+        ),
+        (
+            {"masking": {"hallucination": {"llm": "qwen3.5-27b"}}},
+            r"masking\.hallucination\.llm: models\.qwen3\.5-27b is a local model",
+        ),
+        (
+            {"judge": {"mathverse": {"llm": "qwen2.5-vl-7b"}}},
+            r"models\.qwen2\.5-vl-7b is a vision-language model",
+        ),
+        (
+            {"judge": {"mathverse": {"llm": "gpt-oss-120b", "base_url": "http://x"}}},
+            r"judge\.mathverse\.base_url: the registry entry models\.gpt-oss-120b decides it",
+        ),
         ({"models": ["gpt-oss-120b"]}, r"models: 'gpt-oss-120b' is a `kind: llm` model"),
     ],
 )

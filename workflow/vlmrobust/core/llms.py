@@ -94,9 +94,7 @@ def resolved_setting(
         _check_local(entry, mid, where, source)
         base = {"backend": backend, "model": mid}
     # a setting resolved before (validated twice) holds the same values: no clash
-    clash = [
-        k for k in REGISTRY_DECIDES[1:] if k in setting and setting[k] != base.get(k)
-    ]
+    clash = [k for k in REGISTRY_DECIDES[1:] if k in setting and setting[k] != base.get(k)]
     if clash:
         raise LLMRefError(
             f"config: {where}.{clash[0]}: the registry entry models.{mid} decides it "

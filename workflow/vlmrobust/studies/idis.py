@@ -116,7 +116,7 @@ class IdisStudy(Study):
             "prompts": prompts,
             "mitigation_prompts": [p for p, (role, _) in roles.items() if role == "mitigation"],
             "budget_prompts": {p: n for p, (role, n) in roles.items() if role == "budget"},
-            "extractors": plan.attribute_extractors if plan.idis_task(scope) else [],
+            "extractors": plan.attribute_extractors_of(scope),
             "blocking": bool(plan.blocked_files(scope)),
             "bootstrap": plan.bootstrap,
         }

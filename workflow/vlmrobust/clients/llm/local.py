@@ -36,7 +36,14 @@ from typing import Any
 
 from jsonschema.exceptions import best_match
 
-from .backends import LLMBackend, LLMResponse, _usage, _validator, normalize_messages, parse_json_text
+from .backends import (
+    LLMBackend,
+    LLMResponse,
+    _usage,
+    _validator,
+    normalize_messages,
+    parse_json_text,
+)
 from .cache import LLMCache, make_key, request_payload
 
 __all__ = ["LOCAL_LLM_BACKENDS", "LocalLLM", "Transport", "open_local", "serving"]
@@ -138,7 +145,9 @@ class LocalLLM(LLMBackend):
 
         messages = normalize_messages(kwargs.pop("messages"))
         if kwargs.pop("images", None):
-            return LLMResponse(text="", error=f"{self.name} {self.model}: a text LLM takes no images")
+            return LLMResponse(
+                text="", error=f"{self.name} {self.model}: a text LLM takes no images"
+            )
         schema = kwargs.get("json_schema")
         temperature = float(kwargs.get("temperature", 0.0))
         max_tokens = int(kwargs.get("max_tokens", 1024))
