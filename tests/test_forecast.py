@@ -527,3 +527,225 @@ def test_a_checkpoint_the_workflow_builds_takes_the_demo_rates():
         5.0,
         "cpu",
     )
+
+
+# --- every LLM call of the run: judges, extractors, money, LLM engines -------------------
+
+from vlmrobust.forecast import calls as calls_module  # noqa: E402
+from vlmrobust.forecast import money as money_module  # noqa: E402
+from vlmrobust.forecast.money import totals  # noqa: E402
+from vlmrobust.judges.attributes import math_prompt, perception_prompt  # noqa: E402
+from vlmrobust.judges.mathverse import extract_prompt, judge_prompt  # noqa: E402
+
+LLM_REGISTRY = {
+    "models": {
+        "vlm": REGISTRY["models"]["vlm"],
+        "api": dict(
+            REGISTRY["models"]["api"],
+            prices={"input": 2.0, "cached_input": 0.5, "output": 8.0, "batch_input": 1.0,
+                    "batch_output": 4.0, "source": "https://example.test/api", "date": "2026-12-06"},
+        ),  # fmt: skip
+        "judge-llm": {"kind": "llm", "name": "J", "hf_repo": "org/j", "backend": "vllm",
+                      "family": "tllm", "resources": {"gpu": 1}},  # fmt: skip
+        "ext-api": {"kind": "llm", "name": "E", "api_model": "e-chat", "backend": "openai",
+                    "base_url": "https://e.test", "family": "efam",
+                    "prices": {"input": 1.0, "cached_input": 0.1, "output": 2.0,
+                               "source": "https://example.test/e", "date": "2026-12-06"}},
+    }
+}  # fmt: skip
+
+
+def _entry(n: float) -> dict:
+    return {"tokens": n, "source": "test"}
+
+
+#: the LLM calls' stated numbers of the test: round numbers to compute with
+CALLS = {
+    "mathverse": {
+        "response_tokens": _entry(100),
+        "judge_share": {"value": 0.5, "source": "test"},
+        "extract_answer_tokens": _entry(10),
+        "judge_answer_tokens": _entry(4),
+    },
+    "attributes": {
+        "sentence_tokens": _entry(50),
+        "answer_tokens": {"perception": _entry(30), "math": _entry(8), "waterbirds": _entry(9)},
+    },
+    "reasoning": {"tllm": _entry(100)},
+    "caching": {
+        "efam": {"min_tokens": 0, "source": "test"},
+        "openai": {"min_tokens": 1024, "source": "test"},
+    },  # fmt: skip
+}
+
+
+def _llm_config(**attributes):
+    return {
+        "model_registry": "registry.yaml",
+        "models": ["vlm", "api"],
+        "decoding": {"max_new_tokens": 1000},
+        "conditions": {"clean": {"perturbation": "none"}},
+        "datasets": {
+            "mathverse": {
+                "adapter": "mathverse",
+                "expected_size": 4,
+                "conditions": ["clean"],
+                "models": ["vlm"],
+                "prompts": ["idis-math"],
+            },
+            "imagenet9": {
+                "adapter": "imagenet9",
+                "source": "local",
+                "path": "nowhere",
+                "expected_size": 3,
+                "conditions": ["clean"],
+                "models": ["vlm", "api"],
+                "prompts": ["idis-perception"],
+            },
+        },  # fmt: skip
+        "judge": {
+            "mathverse": {"llm": "judge-llm"},
+            "attributes": {
+                "scope": "all",
+                "extractors": {"main": {"llm": "ext-api"}},
+                **attributes,
+            },  # fmt: skip
+        },
+    }
+
+
+@pytest.fixture
+def llm_dir(run_dir, monkeypatch):
+    """The test's registry with a local judge LLM (class `small`) and an API extractor,
+    and the test's LLM-call numbers."""
+    (run_dir / "registry.yaml").write_text(yaml.safe_dump(LLM_REGISTRY))
+    found = copy.deepcopy(TABLES)
+    found["throughput"]["models"]["judge-llm"] = "small"
+    monkeypatch.setattr(tables, "load_table", lambda name: found[name])
+    for module in (calls_module, money_module):
+        monkeypatch.setattr(module, "load_table", lambda name: CALLS)
+    return run_dir
+
+
+def _before(text: str) -> float:
+    """Tokens of a prompt before its first varying part, the chat template's included."""
+    return len(text.split("\x00")[0]) / CHARS_PER_TOKEN + TEMPLATE_TOKENS
+
+
+def _whole(text: str) -> float:
+    return len(text.replace("\x00", "")) / CHARS_PER_TOKEN + TEMPLATE_TOKENS
+
+
+def _call(result, step, model, dataset):
+    (found,) = [
+        c for c in result.calls if (c.step, c.reads[0], c.reads[1]) == (step, model, dataset)
+    ]
+    return found
+
+
+def test_the_llm_calls_their_gpu_hours_and_money_by_hand(llm_dir):
+    result = build_forecast(_plan(_llm_config()), gpus=2)
+    # the MathVerse judge (local): 4 rows x (1 extraction + 0.5 judgement); the answer
+    # text 100 tokens (under the VLM's 200); every answer after 100 reasoning tokens
+    judge = _call(result, "mathverse", "vlm", "mathverse")
+    assert (judge.model, judge.kind, judge.role) == ("judge-llm", "local", "judge")
+    assert judge.requests == 6
+    p_extract = _whole(extract_prompt("\x00")) + 100
+    p_judge = _whole(judge_prompt("", "a", "a" * 20))  # no question: images.yaml's 0 chars
+    assert judge.prompt == pytest.approx((p_extract + 0.5 * p_judge) / 1.5)
+    cached = (_before(extract_prompt("\x00")) + 0.5 * _before(judge_prompt("\x00", "", ""))) / 1.5
+    assert judge.cached == pytest.approx(cached)
+    assert judge.generated == pytest.approx((10 + 100 + 0.5 * (4 + 100)) / 1.5)  # 108
+    assert {"judge share", "answer text", "reasoning"} <= set(judge.assumed)
+    # its engine time at class `small` (1,000 prompt, 100 generated tokens/s): the
+    # repeated prefix is not prefilled again
+    seconds = 6 * ((judge.prompt - cached) / 1000 + 108 / 100)
+    assert judge.engine_s == pytest.approx(seconds) and judge.gpu_hours == pytest.approx(
+        seconds / 3600
+    )
+    # the API extractor: one call per perception trace (the VLM's 200 tokens; the API
+    # model's 10), one per sentence of a math trace (200 / 50 = 4 sentences)
+    per_trace = _call(result, "attributes", "vlm", "imagenet9")
+    template = perception_prompt("\x00")
+    assert (per_trace.model, per_trace.kind, per_trace.requests) == ("ext-api", "api", 3)
+    assert per_trace.prompt == pytest.approx(_whole(template) + 200)
+    assert per_trace.cached == pytest.approx(_before(template)) and per_trace.generated == 30
+    short = _call(result, "attributes", "api", "imagenet9")
+    assert short.prompt == pytest.approx(_whole(template) + 10)
+    math = _call(result, "attributes", "vlm", "mathverse")
+    m_template = math_prompt("\x00", "triangle", "circle; a table (an image of a data table)", "")
+    assert math.requests == 4 * 4 and math.generated == 8 and "sentences" in math.assumed
+    assert math.prompt == pytest.approx(_whole(m_template) + 50)
+    assert math.cached == pytest.approx(_before(m_template) * 3 / 4)
+    # money: the extractor's tokens x its prices (no batch API); the API VLM's at its own
+    rows = {(u.model, u.role): u for u in result.usage}
+    ext = rows[("ext-api", "extractor")]
+    prompt = sum(c.prompt * c.requests for c in (per_trace, short, math))
+    gen = sum(c.generated * c.requests for c in (per_trace, short, math))
+    cached_tokens = sum(c.cached * c.requests for c in (per_trace, short, math))
+    assert ext.requests == 3 + 3 + 16
+    assert ext.usd == pytest.approx((prompt * 1.0 + gen * 2.0) / 1e6)
+    assert ext.usd_batch is None
+    assert ext.usd_cached == pytest.approx(ext.usd - cached_tokens * (1.0 - 0.1) / 1e6)
+    api_cell = _cell(result, "api", "imagenet9", "clean")
+    vlm_api = rows[("api", "VLM")]
+    assert vlm_api.usd == pytest.approx(3 * (api_cell.prompt_tokens * 2.0 + 10 * 8.0) / 1e6)
+    assert vlm_api.usd_batch == pytest.approx(3 * (api_cell.prompt_tokens * 1.0 + 10 * 4.0) / 1e6)
+    # totals: GPU-hours of the VLM and the judge; USD of the API VLM and the extractor
+    all_ = totals(result.usage)
+    vlm_gpu = sum(c.gpu_hours for c in result.cells if c.model == "vlm")
+    assert all_["gpu_hours"] == pytest.approx(vlm_gpu + seconds / 3600)
+    assert all_["usd"] == pytest.approx(ext.usd + vlm_api.usd)
+    assert all_["requests"] == 4 + 3 + 3 + 6 + 22
+    # scope all, and the validation sample (the schema's 1,250) only samples the
+    # alternative extractors, of which there is none: the scoping saves nothing
+    assert result.savings["saved"]["requests"] == 0
+
+
+def test_an_llm_engine_starts_after_the_vlms_it_reads(llm_dir):
+    result = build_forecast(_plan(_llm_config()), gpus=2)
+    (vlm,) = [e for e in result.engines if e.model == "vlm"]
+    (judge,) = [e for e in result.engines if e.model == "judge-llm"]
+    assert judge.after == ("vlm",) and judge.start == pytest.approx(vlm.end)
+    assert judge.seconds == pytest.approx(
+        60 + _call(result, "mathverse", "vlm", "mathverse").engine_s
+    )
+    assert result.makespan_s == pytest.approx(vlm.end + judge.seconds)
+    text = render_text(result)
+    assert "| judge-llm | 1 (after 1 VLMs) | 1 |" in text
+    assert "| ext-api | api | extractor | attributes | 22 |" in text
+    assert "https://example.test/e, read 2026-12-06" in text
+
+
+def test_a_model_without_prices_is_unknown_money_naming_the_key(llm_dir):
+    registry = copy.deepcopy(LLM_REGISTRY)
+    del registry["models"]["ext-api"]["prices"]
+    (llm_dir / "registry.yaml").write_text(yaml.safe_dump(registry))
+    result = build_forecast(_plan(_llm_config()), gpus=2)
+    ext = next(u for u in result.usage if u.model == "ext-api")
+    assert ext.usd is None and ext.requests == 22
+    assert any("add models.ext-api.prices" in u for u in ext.unknown)
+    assert totals(result.usage)["usd"] is None  # never a silent zero
+    text = render_text(result)
+    assert "**USD all unknown**" in text and "add models.ext-api.prices" in text
+    data = to_json(result)
+    assert data["usage_totals"]["usd"] is None and data["prices"]["ext-api"] is None
+
+
+def test_the_scoping_savings_are_the_unsampled_calls_minus_the_run_s(llm_dir):
+    """A second extractor on a validation sample of 3 traces per file: against all
+    traces (5 per file: the VLM's and the API model's perception outputs) it saves two
+    calls per file."""
+    config = _llm_config(validation_sample=3)
+    config["datasets"]["imagenet9"]["expected_size"] = 5
+    config["judge"]["attributes"]["extractors"]["alt"] = {"llm": "ext-api", "prompt": "alternative"}
+    result = build_forecast(_plan(config), gpus=2)
+    alt = [c for c in result.calls if c.where.endswith(".alt")]
+    assert sorted(c.requests for c in alt) == [3, 3] and all("sample" in c.how for c in alt)
+    saved = result.savings["saved"]
+    assert saved["requests"] == 4 and saved["gpu_hours"] == pytest.approx(0)
+    per_call = [c.prompt * 1.0 + c.generated * 2.0 for c in alt]
+    assert saved["usd"] == pytest.approx(2 * sum(per_call) / 1e6)
+    assert "validation_sample: 3" in result.savings["setting"]
+    text = render_text(result)
+    assert "(judge.attributes.scope: all, validation_sample: 3) saves 4 requests" in text

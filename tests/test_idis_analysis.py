@@ -507,3 +507,49 @@ def test_read_attributes_paths_errors_and_bad_rows(tmp_path):
     write_jsonl(bad, [{"key": "k#0", "counts": {"dog": 1}, "task": "chart", "error": None}])
     with pytest.raises(ValueError, match=r"p.jsonl:1: attribute row 'k#0' has task 'chart'"):
         read_attributes([str(bad)])
+
+
+def test_a_sampled_extractor_is_compared_on_its_sample_and_says_so(tmp_path):
+    """judge.attributes.validation_sample: the other extractor labelled 3 of the 6
+    traces; the rest are not "without an attribute row", its rows say they rest on a
+    sample, and the agreement is over the sampled traces."""
+    conf = "s1__conflicting-n1"
+    scored = _scored([("vis", conf, "s1", d, d % 2, 10 * (d + 1)) for d in range(6)])
+    variants = _variants(tmp_path, "vis", [(conf, "s1", "conflicting", 1, ["Fish"])])
+    samples = _samples(tmp_path, [("s1", {"label": "Dog"})])
+    counts = [{"dog": 2}, {"dog": 1, "fish": 1}, {"fish": 2}, {"dog": 3, "fish": 1}]
+    counts += [{"dog": 1, "fish": 3}, {"dog": 4}]
+    main = _attributes(tmp_path, "main", "vis", [(f"{conf}#{d}", c) for d, c in enumerate(counts)])
+    alt = tmp_path / "judged-attributes" / "alt" / "m" / "d" / "vis" / "p.jsonl"
+    alt.parent.mkdir(parents=True)
+    tag = {"n": 3, "seed": 0, "of": 6}
+    alt_counts = {0: {"dog": 3, "fish": 1}, 2: {"fish": 1}, 4: {"fish": 1}}
+    write_jsonl(
+        alt,
+        [
+            {"key": f"{conf}#{d}", "task": "perception", "counts": c, "error": None, "sample": tag}
+            for d, c in alt_counts.items()
+        ],
+    )
+    attributes = read_attributes([main, str(alt)])
+    assert list(attributes["sampled"]) == [False] * 6 + [True] * 3
+    spec = {**SPEC, "extractors": ["main", "alt"]}
+    metrics, warnings = compute_idis_metrics(
+        scored, variants, spec, samples=samples, attributes=attributes
+    )
+    assert not any("without an attribute row" in w for w in warnings)
+    # main (0, 1, .75) vs alt (.25, 1, 1) on the sampled traces #0, #2, #4
+    agree = _one(metrics, "extractor_pearson")
+    assert agree["n"] == 3 and "alt: a seeded sample of the traces" in agree["note"]
+    x, y = [0, 1, 0.75], [0.25, 1, 1]
+    mx, my = sum(x) / 3, sum(y) / 3
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    r = sxy / math.sqrt(sum((a - mx) ** 2 for a in x) * sum((b - my) ** 2 for b in y))
+    assert agree["value"] == pytest.approx(r)
+    c = {"semantics": "conflicting", "extractor": "alt"}
+    total = _one(metrics, "attributes_total", **c)
+    assert total["n"] == 3 and "without an attribute row" not in total["note"]
+    assert "a seeded sample: 3 of 6 responses labelled" in total["note"]
+    rows = metrics[metrics["extractor"] == "alt"]
+    assert len(rows) > 3 and rows["note"].str.contains("a seeded sample").all()
+    assert not metrics[metrics["extractor"] == "main"]["note"].str.contains("sample").any()

@@ -94,7 +94,7 @@ def test_math_judge_files_and_spec(config):
 
 
 def test_attribute_files_per_extractor_of_every_idis_output(config):
-    plan = _plan(config)
+    plan = _plan(config, [(("judge", "attributes", "scope"), "all")])  # every output
     assert plan.attribute_extractors == ["lexical", "lexical-minimal"]
     files = plan.attribute_files("demo-idis-perception")
     # 2 extractors x 2 models x 5 conditions x 2 prompts
@@ -294,3 +294,106 @@ def test_demo_mitigation_prompts_answer_greedily_once(config):
     ):
         spec = plan.infer_spec("demo-base", dataset, prompt)
         assert (spec["temperature"], spec["n"], spec["image_size"]) == (0.0, 1, 512)
+
+
+# ------------------------------------------------- which traces are judged (judge.attributes)
+
+
+def _files(plan, dataset, extractor):
+    """(model, condition, prompt) of each labels file of ``extractor`` on ``dataset``."""
+    return [
+        tuple(f.split("/")[i] for i in (3, 5, 6))
+        for f in plan.attribute_files(dataset, [extractor])
+    ]
+
+
+def test_attribute_scope_read_is_what_the_views_read(config):
+    read, every = _plan(config), _plan(config, [(("judge", "attributes", "scope"), "all")])
+    assert read.config["judge"]["attributes"]["scope"] == "read"  # the default
+    p, mit = "idis-perception.jsonl", "idis-perception-mitigate.jsonl"
+    conds = ["clean", "idis-objects", "idis-typographic", "idis-size", "idis-res"]
+    models = ["demo-base", "demo-reasoning"]
+    # the main extractor: every condition of the main and of the mitigation prompt
+    main = _files(read, "demo-idis-perception", "lexical")
+    assert main == [(m, c, q) for c in conds for m in models for q in (p, mit)]
+    # another one: the main prompt only, without the clean images (no r_attr)
+    assert _files(read, "demo-idis-perception", "lexical-minimal") == [
+        (m, c, p) for c in conds[1:] for m in models
+    ]
+    assert len(every.attribute_files("demo-idis-perception")) == 2 * 2 * 5 * 2
+    # math: one prompt; its clean traces have a distractor ratio (0 or more): kept
+    assert len(read.attribute_files("demo-idis-math", ["lexical-minimal"])) == 2 * 5
+    # a budget prompt: no attribute view reads it, but for the sizes table
+    budget = "idis-perception-budget-1024.jsonl"
+    assert _files(read, "demo-idis-budget", "lexical") == [
+        ("demo-reasoning", "clean", p),
+        ("demo-reasoning", "idis-objects", p),
+    ]
+    assert len(_files(every, "demo-idis-budget", "lexical")) == 2 * 2
+    sized = _plan(
+        config, [(("datasets", "demo-idis-budget", "conditions"), ["clean", "idis-size"])]
+    )
+    assert ("demo-reasoning", "idis-size", budget) in _files(sized, "demo-idis-budget", "lexical")
+    assert ("demo-reasoning", "clean", budget) not in _files(sized, "demo-idis-budget", "lexical")
+    # waterbirds: base and mitigation prompt (main), the base prompt (the other)
+    assert len(read.attribute_files("demo-idis-waterbirds", ["lexical"])) == 2 * 2
+    assert len(read.attribute_files("demo-idis-waterbirds", ["lexical-minimal"])) == 2
+    assert read.attribute_extractors_of("demo-idis-perception") == ["lexical", "lexical-minimal"]
+    assert read.attribute_extractors_of("demo-chart") == []
+
+
+def test_attribute_datasets_and_blocking(config):
+    only = _plan(config, [(("judge", "attributes", "datasets"), ["demo-idis-math"])])
+    assert only.attribute_extractors_of("demo-idis-perception") == []
+    assert only.attribute_files("demo-idis-perception", ["lexical-minimal"]) == []
+    # the attention-blocking outputs keep their main labels wherever they are
+    assert only.attribute_files("demo-idis-perception") == [
+        "results/judged-attributes/lexical/demo-reasoning/demo-idis-perception/idis-objects/"
+        "idis-perception.jsonl"
+    ]
+    assert len(only.attribute_files("demo-idis-math")) == 2 * 2 * 5
+    for bad in ("x", "demo-chart"):  # not a dataset of the run; no attribute task
+        with pytest.raises(ConfigError, match=rf"judge\.attributes\.datasets: '{bad}'"):
+            _plan(config, [(("judge", "attributes", "datasets"), [bad])])
+    with pytest.raises(ConfigError, match="scope"):
+        _plan(config, [(("judge", "attributes", "scope"), "some")])
+    with pytest.raises(ConfigError, match="validation_sample"):
+        _plan(config, [(("judge", "attributes", "validation_sample"), 2)])
+    # an alternative perception prompt labels perception traces only
+    alt = {"lexical": {"backend": "offline"}, "alt": {"backend": "openai", "model": "m",
+           "prompt": "alternative"}}  # fmt: skip
+    plan = _plan(config, [(("judge", "attributes", "extractors"), alt)])
+    assert plan.attribute_files("demo-idis-math", ["alt"]) == []
+    assert len(plan.attribute_files("demo-idis-perception", ["alt"])) == 2 * 4
+
+
+def test_attribute_sample_quota_by_hand(config):
+    plan = _plan(config)
+    assert plan.config["judge"]["attributes"]["validation_sample"] == 1250
+    sample = plan.attribute_sample
+    # perception, main prompt: 4 condition files (clean left out) -> ceil(1250 / 4)
+    assert sample("lexical-minimal", "demo-idis-perception", "demo-base", "idis-objects",
+                  "idis-perception") == 313  # fmt: skip
+    # math: 5 condition files -> 1250 / 5; waterbirds: one file -> every 1250
+    assert sample("lexical-minimal", "demo-idis-math", "demo-base", "clean", "idis-math") == 250
+    assert sample("lexical-minimal", "demo-idis-waterbirds", "demo-base", "clean",
+                  "waterbirds") == 1250  # fmt: skip
+    # a file outside the scope counts itself: 4 + 1 files
+    assert sample("lexical-minimal", "demo-idis-perception", "demo-base", "clean",
+                  "idis-perception") == 250  # fmt: skip
+    # the main extractor labels every trace
+    assert sample("lexical", "demo-idis-perception", "demo-base", "idis-objects",
+                  "idis-perception") is None  # fmt: skip
+    key = ("demo-idis-perception", "demo-base", "idis-objects", "idis-perception")
+    assert plan.attribute_spec("lexical", *key) == plan.attribute_spec("lexical")
+    assert plan.attribute_spec("lexical-minimal", *key)["sample"] == {"n": 313, "seed": 0}
+    assert "sample" not in plan.attribute_spec("lexical-minimal")  # no file named
+    seven = _plan(config, [(("judge", "attributes", "validation_sample"), 10),
+                           (("judge", "attributes", "validation_seed"), 7)])  # fmt: skip
+    assert seven.attribute_spec("lexical-minimal", *key)["sample"] == {"n": 3, "seed": 7}
+    every = _plan(config, [(("judge", "attributes", "scope"), "all")])
+    assert every.attribute_sample("lexical-minimal", *key) == 250  # 5 files of that prompt
+    # null: every trace, and the setting is the extractor's as before
+    off = _plan(config, [(("judge", "attributes", "validation_sample"), None)])
+    assert off.attribute_sample("lexical-minimal", *key) is None
+    assert off.attribute_spec("lexical-minimal", *key) == off.attribute_spec("lexical-minimal")

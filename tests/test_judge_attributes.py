@@ -452,3 +452,63 @@ def test_judge_attributes_files(tmp_path):
     write_jsonl(outputs, [out("m9__x#0", "x", sid="m9")])
     with pytest.raises(ValueError, match=r"'m9'"):
         judge_attributes(outputs, samples, manifest, None, "math", "lex", dest)
+
+
+# --- the validation sample (judge.attributes.validation_sample) ---------------------------------
+
+
+def test_sample_rows_is_seeded_by_key_not_by_order():
+    import hashlib
+    import random
+
+    from vlmrobust.judges.attributes import sample_rows
+
+    rows = [out(f"v{i}#{d}", "A dog.") for i in range(40) for d in range(3)]
+    chosen = sample_rows(rows, 10, seed=0)
+    # by hand: the 10 keys with the smallest sha256("0|<key>"), in the rows' order
+    by_hash = sorted(rows, key=lambda r: hashlib.sha256(f"0|{r['key']}".encode()).hexdigest())
+    expected = {r["key"] for r in by_hash[:10]}
+    assert [r["key"] for r in chosen] == [r["key"] for r in rows if r["key"] in expected]
+    shuffled = list(rows)
+    random.Random(7).shuffle(shuffled)
+    again = sample_rows(shuffled, 10, seed=0)
+    assert {r["key"] for r in again} == expected  # whatever the order of the file
+    assert [r["key"] for r in again] == [r["key"] for r in shuffled if r["key"] in expected]
+    other = {r["key"] for r in sample_rows(rows, 10, seed=1)}
+    assert len(other) == 10 and other != expected  # another seed, another sample
+    assert sample_rows(rows, None) == rows  # null = every trace
+    assert sample_rows(rows, 500) == rows  # a quota above the rows: every row, in order
+
+
+def test_judge_attributes_with_a_sample_labels_only_it(tmp_path):
+    samples, outputs = tmp_path / "s.jsonl", tmp_path / "o.jsonl"
+    write_samples(samples, list(PERCEPTION_SAMPLES.values()))
+    traces = ["A dog and a bird.", "A fish.", "Dog dog.", "", "A tennis ball and a dog bowl."]
+    write_jsonl(outputs, [out(f"v{i}#0", t) for i, t in enumerate(traces * 4)][:18])
+    full, part = tmp_path / "lex" / "full.jsonl", tmp_path / "lex" / "part.jsonl"
+    main = judge_attributes(
+        outputs, samples, None, {"backend": "offline"}, "perception", "lex", full
+    )
+    assert "sample" not in main
+    sampled_spec = {"backend": "offline", "sample": {"n": 5, "seed": 3}}
+    summary = judge_attributes(outputs, samples, None, sampled_spec, "perception", "lex", part)
+    assert summary["sample"] == {"n": 5, "seed": 3, "of": 18, "labelled": 5}
+    assert summary["rows"] == 5
+    full_rows, part_rows = read_jsonl(full), read_jsonl(part)
+    # the main extractor's rows carry no sample field: as before this setting
+    assert all("sample" not in r for r in full_rows)
+    assert len(full_rows) == 18
+    # the sampled rows are those of the full run, plus what the sample was
+    by_key = {r["key"]: r for r in full_rows}
+    for r in part_rows:
+        assert r.pop("sample") == {"n": 5, "seed": 3, "of": 18}
+        assert r == by_key[r["key"]]
+    from vlmrobust.judges.attributes import sample_rows
+
+    assert [r["key"] for r in part_rows] == [
+        r["key"] for r in sample_rows(read_jsonl(outputs), 5, seed=3)
+    ]
+    # the spec without a sample, written again: byte for byte the same file
+    again = tmp_path / "lex" / "again.jsonl"
+    judge_attributes(outputs, samples, None, {"backend": "offline"}, "perception", "lex", again)
+    assert again.read_bytes() == full.read_bytes()

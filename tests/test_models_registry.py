@@ -65,7 +65,9 @@ def test_backends_read_only_inference_fields():
     for path in files:
         read |= set(re.findall(r"spec(?:\.get\(|\[)\s*[\"'](\w+)[\"']", path.read_text()))
     assert read, "no registry key read found: the pattern is out of date"
-    assert read <= set(INFERENCE_KEYS), read - set(INFERENCE_KEYS)
+    # `kind` is read for a `kind: llm` entry alone (engine_kwargs: no image inputs), whose
+    # LLM engine plan carries it (RunPlan.llm_engine_plan); absent, a VLM's is `vlm`
+    assert read <= {*INFERENCE_KEYS, "kind"}, read - set(INFERENCE_KEYS)
 
 
 def test_prompt_versions_of_a_job():
@@ -414,3 +416,24 @@ def test_a_bad_generation_config_names_the_key():
     registry["models"]["gpt-4o"]["options"] = {"generation_config": "checkpoint"}
     with pytest.raises(ConfigError, match="generation_config"):
         validate_registry(registry)
+
+
+# --- prices (the forecast's money) ------------------------------------------------------
+
+
+def test_every_api_model_of_the_papers_has_prices_with_a_source_and_a_date():
+    models = _models()
+    for mid in ("gpt-4o", "gpt-5", "gemini-1.5-flash", "gemini-3-flash-low",
+                "gemini-3-flash-high", "deepseek-v3.2", "claude-sonnet-4.5"):  # fmt: skip
+        prices = models[mid]["prices"]
+        assert prices["input"] > 0 and prices["output"] > 0, mid
+        assert prices["source"].startswith("https://"), mid
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", prices["date"]), mid
+
+
+@pytest.mark.parametrize("missing", ["source", "date"])
+def test_a_price_without_its_source_or_date_is_an_error_naming_the_key(missing):
+    registry = yaml.safe_load((REPO / "config/models.yaml").read_text())
+    del registry["models"]["gpt-4o"]["prices"][missing]
+    with pytest.raises(ConfigError, match=rf"'models\.gpt-4o\.prices' lacks '{missing}'"):
+        validate_registry(registry, "config/models.yaml")

@@ -164,7 +164,10 @@ def idis_review(tmp_path_factory) -> Path:
     assert "infer" not in jobs and "demo_model" not in jobs  # no model runs
     assert "block_attention" not in jobs
     assert jobs["import_outputs"] == str(len(config["imports"]))
-    assert jobs["judge_attributes"] == str(2 * len(config["imports"]))  # two extractors
+    # what the views read (judge.attributes.scope: read): the main extractor on the
+    # base and the mitigation prompts and on the budget prompt's size condition, the
+    # other one on the base prompt (not the clean perception images)
+    assert jobs["judge_attributes"] == str(2 * (5 * 2 + 1 + 2) + 2 * (4 + 1))
     _snakemake(workdir)
     return workdir
 

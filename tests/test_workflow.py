@@ -253,10 +253,15 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     ) == {"1"}
     assert jobs["score"] == "303"
     assert jobs["judge_mathverse"] == "16"
-    # every Idis output (85 + Gemini's 4) by the four attribute extractors; areas of the
+    # the Idis outputs a table or figure reads (judge.attributes.scope: read): the main
+    # extractor on ImageNet-9's base and mitigation prompts (24), Gemini's 4, the
+    # 64-draw file, MathVerse's 16 and Waterbirds' 8 (53); each other one on the base
+    # prompt, the clean perception images left out: ImageNet-9 8, Gemini 2, 64 draws 1,
+    # MathVerse 16, Waterbirds 4 (31; the alternative prompt on perception only: 11;
+    # Qwen3.5-27B's 31 written by its LLM engines, not by this rule); areas of the
     # released visual and typographic conditions; attention blocking for
     # Qwen3-VL-Thinking
-    assert jobs["judge_attributes"] == str(89 * 4)
+    assert jobs["judge_attributes"] == str(53 + 11 + 31)
     assert jobs["idis_areas"] == "6" and jobs["block_attention"] == "1"
     assert jobs["compare_masking"] == "8"  # 4 models x 2 mask conditions
     assert jobs["judge_hallucination"] == "8"  # each compared file judged once
@@ -292,8 +297,9 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         "judge_mathverse": "5",
         "compare_masking": "2",
         "judge_hallucination": "2",
-        # its 17 Idis outputs, each labelled by the two attribute extractors
-        "judge_attributes": str(17 * 2),
+        # its 17 Idis outputs labelled by the main extractor, and by the other one the
+        # base prompt's (judge.attributes.scope: read; not the clean perception images)
+        "judge_attributes": str(17 + 4 + 5 + 1),
     }
     # Every study reruns where demo-extra answers (not the Idis budget slice, which is
     # demo-reasoning's only): 3 + 3 Idis metrics; 5 + 3 + 4 tables and 6 + 3 + 3 Idis

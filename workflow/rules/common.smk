@@ -114,7 +114,7 @@ def math_judge_spec(wildcards):
 
 def attribute_spec(wildcards):
     """One attribute extractor's setting as JSON (config judge.attributes.extractors),
-    with this file's validation sample where it has one (judge.attributes.validation_sample)."""
+    with this file's validation sample where it has one (validation_sample)."""
     w = wildcards
     spec = PLAN.attribute_spec(w.extractor, w.dataset, w.model, w.condition, w.prompt)
     return json.dumps(spec, sort_keys=True)

@@ -123,7 +123,8 @@ COMMANDS: dict[str, Command] = {
     **DEMO_COMMANDS,
     "forecast": Command(
         ".forecast:forecast",
-        "forecast a run before it runs: requests, tokens, GPU-hours, wall time, disk",
+        "forecast a run before it runs: every model call's requests and tokens (VLMs, "
+        "judges, extractors, writers), GPU-hours, money, wall time, disk",
         (
             arg("config", help="run configuration YAML, e.g. config/paper.yaml"),
             arg("--gpus", type=int, default=8, help="GPUs for the wall time (default 8)"),
@@ -135,8 +136,8 @@ COMMANDS: dict[str, Command] = {
             arg(
                 "--engines",
                 type=int,
-                help="what if every local model had this many engines (service.engines; "
-                "default the configuration's)",
+                help="what if every local model and LLM had this many engines "
+                "(service.engines; default the configuration's)",
             ),
             arg(
                 "--pilot",

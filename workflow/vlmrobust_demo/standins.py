@@ -113,7 +113,11 @@ LLM_VLLM_OPTIONS = {
     "dtype": "float32",
     "max_model_len": 2048,
     "enforce_eager": True,
-    "engine": {"kv_cache_memory_bytes": 1 << 30},
+    # without any-whitespace JSON: a random-weight twin would write blanks to its budget
+    "engine": {
+        "kv_cache_memory_bytes": 1 << 30,
+        "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
+    },
 }
 
 

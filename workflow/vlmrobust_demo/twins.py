@@ -618,10 +618,14 @@ def _generation_config(family: TwinFamily, tokenizer: Any) -> Any:
 def build_twin(family: str, out: Path, seed: int) -> Path:
     """Write the twin of ``family`` (one of :data:`TWIN_FAMILIES`) with weights drawn
     from ``seed`` to the directory ``out`` (built beside it, then moved into place);
-    return ``out``."""
+    return ``out``. A text LLM family (:data:`TEXT_TWIN_FAMILIES`) is built by
+    :func:`build_text_twin`."""
     import torch
     import transformers
 
+    if family in TEXT_TWIN_FAMILIES:
+        build_text_twin(family, Path(out), seed)
+        return Path(out)
     spec = family_of(family)
     out = Path(out)
     tokenizer = build_tokenizer(spec)
@@ -643,3 +647,226 @@ def build_twin(family: str, out: Path, seed: int) -> Path:
     }
     _write_checkpoint(out, model, processor, record)  # the demo's atomic, shared writer
     return out
+
+
+# --- Text-only twins: the local LLMs the run's steps call (judges, extractors) ----------
+
+#: The text LLM families a twin can be built for (registry ``demo_twin`` of a ``kind:
+#: llm`` entry); :func:`build_twin` hands them to :func:`build_text_twin`.
+TEXT_TWIN_FAMILIES = ("qwen3", "gpt-oss")
+#: Width and attention heads / KV heads (of :data:`HEAD_DIM`) of a text twin.
+TEXT_HIDDEN, TEXT_HEADS, TEXT_KV_HEADS = 128, 4, 2
+#: gpt-oss's vocabulary size (o200k_harmony): vLLM's server renders every gpt-oss chat
+#: request with Harmony into these ids, so the twin's embedding covers them all.
+GPT_OSS_VOCAB = 201088
+#: gpt-oss's special tokens at their o200k_harmony ids (the ids Harmony renders).
+GPT_OSS_SPECIALS = {
+    "<|startoftext|>": 199998, "<|endoftext|>": 199999, "<|return|>": 200002,
+    "<|constrain|>": 200003, "<|channel|>": 200005, "<|start|>": 200006, "<|end|>": 200007,
+    "<|message|>": 200008, "<|call|>": 200012,
+}  # fmt: skip
+
+# Qwen3's hybrid-thinking chat template (Qwen3-8B's) without its tool branches: no
+# default system message; an earlier assistant turn keeps only its answer after
+# </think>; ``enable_thinking=false`` prefills an empty think block.
+QWEN3_TEXT_TEMPLATE = """{%- if messages[0].role == 'system' %}
+    {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+    {%- if message.content is string %}
+        {%- set content = message.content %}
+    {%- else %}
+        {%- set content = '' %}
+    {%- endif %}
+    {%- if (message.role == 'user') or (message.role == 'system' and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == 'assistant' %}
+        {%- if '</think>' in content %}
+            {%- set content = content.split('</think>')[-1].lstrip('\\n') %}
+        {%- endif %}
+        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- endif %}
+{%- endif %}"""
+
+# gpt-oss's chat template reduced to what Harmony renders for a chat request without
+# tools (vLLM's server renders gpt-oss with Harmony, not with this template; the hf
+# engine uses it): the system header with the date, a system message as the
+# developer's instructions, earlier answers on the final channel.
+GPT_OSS_TEMPLATE = """{%- set effort = reasoning_effort if reasoning_effort is defined and reasoning_effort else 'medium' -%}
+<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.
+Knowledge cutoff: 2024-06
+Current date: {{ strftime_now('%Y-%m-%d') }}
+
+Reasoning: {{ effort }}
+
+# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>
+{%- set rest = messages -%}
+{%- if messages and messages[0].role in ('system', 'developer') -%}
+<|start|>developer<|message|># Instructions
+
+{{ messages[0].content }}<|end|>
+{%- set rest = messages[1:] -%}
+{%- endif -%}
+{%- for message in rest -%}
+{%- if message.role == 'assistant' -%}
+<|start|>assistant<|channel|>final<|message|>{{ message.content }}<|end|>
+{%- else -%}
+<|start|>{{ message.role }}<|message|>{{ message.content }}<|end|>
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}<|start|>assistant{%- endif -%}"""
+
+
+@dataclass(frozen=True)
+class TextTwinFamily:
+    """What a text twin is made of: its tokens, template, config and model class."""
+
+    name: str
+    specials: list[str]
+    #: reasoning tags: single tokens, not special (they survive skip_special_tokens)
+    think: list[str]
+    template: str
+    eos: list[str]
+    pad: str
+    config: Callable[[dict[str, int], int], Any]
+    model_class: str
+    bos: str | None = None
+    #: special tokens at fixed ids (the rest of the vocabulary fills 0, 1, ...)
+    fixed_ids: dict[str, int] = field(default_factory=dict)
+    tokenizer_extra: dict[str, str] = field(default_factory=dict)
+
+
+def _qwen3_text_config(ids: dict[str, int], vocab: int) -> Any:
+    from transformers import Qwen3Config
+
+    return Qwen3Config(
+        vocab_size=vocab, hidden_size=TEXT_HIDDEN, intermediate_size=TEXT_HIDDEN * 2,
+        num_hidden_layers=TEXT_LAYERS, num_attention_heads=TEXT_HEADS,
+        num_key_value_heads=TEXT_KV_HEADS, head_dim=HEAD_DIM, max_position_embeddings=32768,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        tie_word_embeddings=False, bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+    )  # fmt: skip
+
+
+def _gpt_oss_config(ids: dict[str, int], vocab: int) -> Any:
+    from transformers import GptOssConfig
+
+    # gpt-oss-120b's YaRN (factor 32 over 4096 positions) and alternating sliding (128)
+    # and full attention; 4 experts, 2 per token, instead of 128 and 4.
+    rope = {
+        "rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
+        "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096,
+    }  # fmt: skip
+    return GptOssConfig(
+        vocab_size=max(vocab, GPT_OSS_VOCAB), hidden_size=TEXT_HIDDEN,
+        intermediate_size=TEXT_HIDDEN, num_hidden_layers=TEXT_LAYERS,
+        num_attention_heads=TEXT_HEADS, num_key_value_heads=TEXT_KV_HEADS, head_dim=HEAD_DIM,
+        num_local_experts=4, num_experts_per_tok=2, sliding_window=128,
+        layer_types=["sliding_attention", "full_attention"], max_position_embeddings=131072,
+        rope_parameters=rope, tie_word_embeddings=False, pad_token_id=ids["<|endoftext|>"],
+        bos_token_id=ids["<|startoftext|>"], eos_token_id=ids["<|return|>"],
+    )  # fmt: skip
+
+
+TEXT_FAMILIES: dict[str, TextTwinFamily] = {
+    "qwen3": TextTwinFamily(
+        "qwen3", ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], _THINK,
+        QWEN3_TEXT_TEMPLATE, ["<|im_end|>", "<|endoftext|>"], "<|endoftext|>",
+        _qwen3_text_config, "Qwen3ForCausalLM",
+    ),
+    "gpt-oss": TextTwinFamily(
+        "gpt-oss", list(GPT_OSS_SPECIALS), [], GPT_OSS_TEMPLATE,
+        ["<|return|>", "<|endoftext|>", "<|call|>"], "<|endoftext|>", _gpt_oss_config,
+        "GptOssForCausalLM", bos="<|startoftext|>", fixed_ids=dict(GPT_OSS_SPECIALS),
+    ),
+}  # fmt: skip
+
+
+def build_text_tokenizer(family: TextTwinFamily) -> Any:
+    """The text twin's tokenizer: as :func:`build_tokenizer` (the demo's byte-level BPE
+    with the family's special tokens, reasoning tags and chat template). gpt-oss's special
+    tokens keep their o200k_harmony ids (:data:`GPT_OSS_SPECIALS`), above the trained
+    tokens (ids 0, 1, ...); the ids in between decode to nothing."""
+    from tokenizers import AddedToken
+    from transformers import Qwen2TokenizerFast
+
+    if not family.fixed_ids:
+        return build_tokenizer(family)  # type: ignore[arg-type] - the fields it reads
+    trained, merges = train_bpe(family.specials, BPE_VOCAB + len(family.specials))
+    plain = sorted((t for t in trained if t not in family.fixed_ids), key=trained.__getitem__)
+    vocab = {t: i for i, t in enumerate(plain)} | dict(family.fixed_ids)
+    tok = Qwen2TokenizerFast(
+        vocab=vocab,
+        merges=merges,
+        unk_token=None,
+        bos_token=family.bos,
+        eos_token=family.eos[0],
+        pad_token=family.pad,
+        model_max_length=131072,
+        clean_up_tokenization_spaces=False,
+        chat_template=family.template,
+    )
+    named = (family.pad, family.eos[0], family.bos)
+    tok.add_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in family.specials if t not in named]
+    )
+    return tok
+
+
+def build_text_twin(family: str, out: Path, seed: int) -> None:
+    """Write the text-only twin of ``family`` (one of :data:`TEXT_TWIN_FAMILIES`):
+    transformers' own ``Qwen3ForCausalLM`` / ``GptOssForCausalLM`` with random weights
+    drawn from ``seed`` (hidden 128, 2 layers, 4 heads / 2 KV heads of 32), a tokenizer
+    trained here with the family's special tokens and chat template, and a build record;
+    deterministic, as :func:`build_twin`.
+
+    vLLM 0.32's CPU build loads, generates and serves both (float32, eager; checked by
+    tests/test_llm_engines.py). Its OpenAI server renders a gpt-oss chat request with
+    Harmony (o200k_harmony token ids, not the tokenizer's chat template) and parses the
+    answer with Harmony's parser, so the gpt-oss twin's special tokens sit at their
+    o200k_harmony ids and its embeddings have gpt-oss's 201,088 rows (about 200 MB of
+    float32 weights). The ids between the trained vocabulary and the special tokens
+    decode to nothing; their output rows are zero, so a greedy twin writes decodable
+    text. A random twin writes no Harmony channels: the server's parser returns what
+    it recovers (often nothing).
+    """
+    import torch
+    import transformers
+
+    try:
+        spec = TEXT_FAMILIES[family]
+    except KeyError:
+        raise ValueError(
+            f"text twin: unknown family {family!r}; known: {', '.join(TEXT_TWIN_FAMILIES)}"
+        ) from None
+    out = Path(out)
+    tokenizer = build_text_tokenizer(spec)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in spec.specials}
+    size = max(len(tokenizer), max(tokenizer.get_vocab().values()) + 1)
+    config = spec.config(ids, size)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        model = getattr(transformers, spec.model_class)(config).to(torch.float32).eval()
+    if spec.fixed_ids:  # ids no token has score 0: a greedy twin writes decodable text
+        unused = torch.ones(config.vocab_size, dtype=torch.bool)
+        unused[sorted(tokenizer.get_vocab().values())] = False
+        with torch.no_grad():
+            model.get_output_embeddings().weight[unused] = 0.0
+    model.generation_config = _generation_config(spec, tokenizer)  # type: ignore[arg-type]
+    record = {
+        "format": TWIN_FORMAT,
+        "kind": "text-twin",
+        "family": family,
+        "architecture": spec.model_class,
+        "seed": int(seed),
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "transformers": transformers.__version__,
+    }
+    _write_checkpoint(out, model, tokenizer, record)  # the demo's atomic, shared writer

@@ -13,18 +13,26 @@ it loads no model and opens no connection.
 - :mod:`.counts`: samples, variants and image sizes, each measured or assumed;
 - :mod:`.tokens`: prompt and generated tokens (``--pilot``: measured ones);
 - :mod:`.cells`: one cell per outputs file, its requests, tokens, studies, engine time;
-- :mod:`.cost`: the engines' schedule on N GPUs and the variants' disk;
+- :mod:`.calls`: every LLM call of the judges, extractors and writers, and the local
+  LLMs' engine time;
+- :mod:`.money`: every model in every role, its GPU-hours or money (the registry's
+  prices), and what the attribute scoping saves;
+- :mod:`.cost`: the engines' schedule on N GPUs (the LLM engines after the VLMs they
+  read) and the variants' disk;
 - :mod:`.render`: the printed tables and the JSON.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from ..plan import RunPlan
+from .calls import Calls, all_calls, time_calls
 from .cells import Cell, build_cell, cell_studies, inference_keys, time_cell
-from .cost import Disk, Engine, disk_of, engines_of_run, schedule
+from .cost import Disk, Engine, disk_of, engines_of_run, llm_engines_of_run, schedule
 from .counts import condition_facts, dataset_facts
+from .money import Usage, api_models, prices_of, totals, usage
 from .tables import MissingEntry, Throughput, check_gpu_type
 from .tokens import Pilot, read_pilot
 
@@ -49,6 +57,17 @@ class Forecast:
     notes: list[str] = field(default_factory=list)
     #: ``variants.format``: the encoding the variants' disk is forecast for
     disk_format: str = "png"
+    #: every LLM call of the judges, extractors and writers (:mod:`.calls`)
+    calls: list[Calls] = field(default_factory=list)
+    #: every model in every role with its GPU-hours or money (:mod:`.money`)
+    usage: list[Usage] = field(default_factory=list)
+    #: what ``judge.attributes.scope: all`` without a validation sample would add
+    #: (requests, tokens, GPU-hours, USD; None: the configuration scopes nothing)
+    savings: dict | None = None
+    #: the registry's prices of every API model of the run (None: it has none)
+    prices: dict = field(default_factory=dict)
+    #: the API models of the run (whose prices the sources list)
+    price_models: list[str] = field(default_factory=list)
 
 
 def build_forecast(
@@ -88,10 +107,42 @@ def build_forecast(
         ):
             rates[cell.model] = found
         cells[key] = cell
+    calls = all_calls(plan, cells, conds, facts, plan.judge_cells())
+    time_calls(plan, calls, gpu_type, rates)
     placed, left_out = engines_of_run(plan, cells, rates)
+    llm_placed, llm_left_out = llm_engines_of_run(plan, calls, placed, rates)
+    placed, left_out = placed + llm_placed, left_out + llm_left_out
     makespan = schedule(placed, gpus) if placed else None
     disk = [found for cond in conds.values() if (found := disk_of(plan, cond)) is not None]
-    return Forecast(
+    found = Forecast(
         config, gpus, gpu_type, engines, list(cells.values()), disk, placed, makespan, left_out,
         rates, pilot.folder if pilot else None, disk_format=plan.config["variants"]["format"],
+        calls=calls, usage=usage(plan, list(cells.values()), calls),
     )  # fmt: skip
+    found.savings = scoping_savings(plan, found, cells, conds, facts, gpu_type)
+    found.price_models = api_models(plan, found.usage)
+    found.prices = {m: prices_of(plan, m) for m in found.price_models}
+    return found
+
+
+def scoping_savings(
+    plan: RunPlan, forecast: Forecast, cells: dict, conds: dict, facts: dict, gpu_type: str | None
+) -> dict | None:
+    """What the attribute scoping saves: the calls of ``judge.attributes.scope: all``
+    without a validation sample minus the configured run's (the plan built a second time
+    with those two keys changed; the VLM cells are the same). None when the configuration
+    already labels every trace."""
+    attributes = plan.config["judge"]["attributes"]
+    if attributes.get("scope", "all") == "all" and attributes.get("validation_sample") is None:
+        return None
+    config = copy.deepcopy(plan.config)
+    config["judge"]["attributes"].update(scope="all", validation_sample=None)
+    unscoped = RunPlan.from_config(config)
+    calls = all_calls(unscoped, cells, conds, facts, unscoped.judge_cells())
+    time_calls(unscoped, calls, gpu_type, dict(forecast.rates))
+    full = totals(usage(unscoped, forecast.cells, calls))
+    run = totals(forecast.usage)
+    saved = {k: None if full[k] is None or run[k] is None else full[k] - run[k] for k in full}
+    setting = (f"judge.attributes.scope: {attributes.get('scope')}, validation_sample: "
+               f"{attributes.get('validation_sample')}")  # fmt: skip
+    return {"setting": setting, "unscoped": full, "run": run, "saved": saved}

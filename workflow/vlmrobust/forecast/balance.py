@@ -9,7 +9,9 @@ for a target engine length from GPU-hours / GPUs down to a tenth of it, schedule
 candidate as the forecast does (:func:`~vlmrobust.forecast.cost.schedule`) and keeps the
 first whose makespan is within ``tolerance`` of the engines' GPU-hours / GPUs (their
 start-ups included), else the shortest makespan found. Fewer, longer engines come first:
-each costs a start-up and a SLURM job.
+each costs a start-up and a SLURM job. The local LLMs' engines (``service.engines.<llm>``:
+the judges' and extractors', :mod:`.calls`) are sized the same way, at most one per judged
+file (an LLM engine answers whole files, dealt in turn).
 
 :func:`write_block` puts the result into the configuration file between two marker
 lines, so the choice is written down with the numbers it came from and a rerun replaces
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from ..plan import RunPlan
 from . import Forecast
-from .cost import engines_of_run, schedule
+from .cost import engines_of_run, llm_engines_of_run, schedule
 
 BEGIN = "# >>> vlmrobust balance"
 END = "# <<< vlmrobust balance"
@@ -63,12 +65,25 @@ def model_work(forecast: Forecast, plan: RunPlan) -> dict[str, float]:
     work: dict[str, float] = {}
     for (model, _), seconds in phases.items():
         work[model] = max(work.get(model, 0.0), seconds)
+    for call in forecast.calls:  # the local LLMs: their judged files' calls
+        if call.kind == "local" and call.engine_s is not None:
+            work[call.model] = work.get(call.model, 0.0) + call.engine_s * max(1, call.gpus)
     return work
+
+
+def most_engines(forecast: Forecast) -> dict[str, int]:
+    """The most engines worth giving each local LLM: one per judged file it answers."""
+    files: dict[str, int] = {}
+    for call in forecast.calls:
+        if call.kind == "local":
+            files[call.model] = files.get(call.model, 0) + 1
+    return files
 
 
 def _try(plan: RunPlan, forecast: Forecast, cells: dict, engines: dict[str, int], gpus: int):
     plan.config["service"]["engines"] = dict(engines)
     placed, _ = engines_of_run(plan, cells, forecast.rates)
+    placed += llm_engines_of_run(plan, forecast.calls, placed, forecast.rates)[0]
     makespan = schedule(placed, gpus)
     bound = sum(e.seconds * e.gpus for e in placed) / gpus
     return makespan, bound
@@ -88,10 +103,13 @@ def balance(
         raise ValueError("no local model with a known engine time: nothing to balance")
     total = sum(work.values()) / gpus
     cells = {(c.model, c.dataset, c.condition, c.prompt): c for c in forecast.cells}
+    cap = most_engines(forecast)
     best: Balance | None = None
     for k in range(steps):
         target = total / (1 + k * 9 / max(1, steps - 1))  # GPU-hours / GPUs .. a tenth
-        engines = {m: max(1, math.ceil(w / target)) for m, w in work.items()}
+        engines = {
+            m: min(max(1, math.ceil(w / target)), cap.get(m, math.inf)) for m, w in work.items()
+        }
         makespan, bound = _try(plan, forecast, cells, engines, gpus)
         found = Balance(gpus, tolerance, engines, makespan, bound)
         if found.within:

@@ -8,7 +8,11 @@ loaded model per device): per local model and phase (0: prompts on the images al
 GPUs for its start-up plus its jobs' time (a job's time: its cell's engine time over
 the dataset's shards). :func:`schedule` places the engines on ``gpus`` GPUs by list
 scheduling, longest first, an engine starting as soon as enough GPUs are free and its
-model's phase 0 is done (a CPU demo engine takes one slot). That is a greedy bound,
+model's phase 0 is done (a CPU demo engine takes one slot). The local LLMs' engines
+(the judges' and extractors': :meth:`RunPlan.llm_engines`, each holding its judged files'
+calls, :mod:`.calls`) are engines of the same schedule, each starting only when every
+engine of the VLMs whose outputs its files read has ended (an API VLM's jobs hold no GPU
+and take no forecast time: they do not delay it). That is a greedy bound,
 not the cluster's queue: it takes no other users, no queueing delay and no failed
 jobs into account, and within an engine its jobs run one after another at the
 engine's full rate.
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from ..plan import RunPlan
+from .calls import Calls
 from .cells import Cell
 from .counts import ConditionFacts
 from .tables import MissingEntry, Throughput, bytes_per_pixel
@@ -42,6 +47,9 @@ class Engine:
     gpus: int
     seconds: float
     start: float = 0.0
+    #: models whose every engine must have ended before this one starts (an LLM engine:
+    #: the VLMs whose outputs it reads)
+    after: tuple[str, ...] = ()
 
     @property
     def end(self) -> float:
@@ -78,6 +86,28 @@ def engines_of_run(
     return engines, left_out
 
 
+def llm_engines_of_run(
+    plan: RunPlan, calls: list[Calls], engines: list[Engine], rates: dict[str, Throughput]
+) -> tuple[list[Engine], list[str]]:
+    """The engines of every local LLM with a known time (:meth:`RunPlan.llm_engines`,
+    each with the judged files :meth:`RunPlan.llm_engine_cells` deals it), each after the
+    scheduled VLMs (``engines``) whose outputs it reads; and the LLMs left out."""
+    by_file = {c.file: c for c in calls if c.kind == "local"}
+    scheduled = {e.model for e in engines}
+    out, left_out = [], []
+    for model, label in plan.llm_engines():
+        files = [by_file.get(jc.out) for jc in plan.llm_engine_cells(model, label)]
+        if model not in rates or any(f is None or f.engine_s is None for f in files):
+            if model not in left_out:
+                left_out.append(model)
+            continue
+        seconds = rates[model].startup_s + sum(f.engine_s for f in files if f is not None)
+        after = sorted({f.reads[0] for f in files if f is not None and f.reads} & scheduled)
+        gpus = max(1, files[0].gpus if files and files[0] is not None else 1)
+        out.append(Engine(model, 0, label, gpus, seconds, after=tuple(after)))
+    return out, left_out
+
+
 def cells_gpus(cells: dict[tuple, Cell], model: str) -> int:
     return next((c.gpus for k, c in cells.items() if k[0] == model), 1)
 
@@ -91,13 +121,16 @@ def schedule(engines: list[Engine], gpus: int) -> float:
         raise ValueError(f"--gpus {gpus}: an engine of {e.model} holds {e.gpus} GPUs")
     waiting = sorted(engines, key=lambda e: -e.seconds)
     phase0_left = {e.model: 0 for e in engines}
+    left = {e.model: 0 for e in engines}  # engines not ended yet, every phase
     for e in engines:
         phase0_left[e.model] += e.phase == 0
+        left[e.model] += 1
     running: list[tuple[float, int, Engine]] = []
     now, free = 0.0, gpus
     while waiting or running:
         for e in list(waiting):
-            if e.gpus <= free and (e.phase == 0 or phase0_left[e.model] == 0):
+            ready = e.phase == 0 or phase0_left[e.model] == 0
+            if e.gpus <= free and ready and not any(left.get(m) for m in e.after):
                 e.start, free = now, free - e.gpus
                 heapq.heappush(running, (e.end, id(e), e))
                 waiting.remove(e)
@@ -106,6 +139,7 @@ def schedule(engines: list[Engine], gpus: int) -> float:
         now, _, done = heapq.heappop(running)
         free += done.gpus
         phase0_left[done.model] -= done.phase == 0
+        left[done.model] -= 1
     return now
 
 

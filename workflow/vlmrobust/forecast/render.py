@@ -2,9 +2,12 @@
 
 Rows are per (model, study) — a cell shared by several studies (a clean condition
 that the corruption and the distraction study both read) is counted once, under the
-studies joined by ``+`` — then per study, the totals, the engines' schedule, the
-variants' disk and every number's source. Token figures per request are means
-weighted by requests; a total that rests on an unknown is printed as ``unknown``.
+studies joined by ``+`` — then per study, the totals; then every model of the run in
+every role (the VLMs' answers and the judges', extractors' and writers' calls) with its
+GPU-hours or money, the LLM calls per step, the totals and what the attribute scoping
+saves; the engines' schedule, the variants' disk and every number's source. Token
+figures per request are means weighted by requests; a total that rests on an unknown is
+printed as ``unknown``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from dataclasses import asdict
 from typing import Any
 
 from . import Forecast
+from . import calls as calls_module
+from .calls import Calls
 from .cells import Cell
+from .money import Usage, totals
 from .tables import load_table
 
 
@@ -122,6 +128,109 @@ def study_table(forecast: Forecast) -> list[str]:
     return lines
 
 
+def _usd(value: float | None) -> str:
+    """Dollars: cents below $10 (a small run), whole dollars above."""
+    if value is None:
+        return "unknown"
+    return f"${value:,.2f}" if abs(value) < 10 else f"${value:,.0f}"
+
+
+def _cost(u: Usage) -> list[str]:
+    """GPU-h, USD, USD batch, USD with the repeated prefix cached of one usage row."""
+    if u.kind == "offline":
+        return ["0", "", "", ""]
+    if not u.priced:
+        gpu = u.gpu_hours
+        return ["CPU" if u.kind == "demo" else _n(gpu, 1), "", "", ""]
+    batch = "no batch API" if u.usd is not None and u.usd_batch is None else _usd(u.usd_batch)
+    return ["API", _usd(u.usd), batch, _usd(u.usd_cached)]
+
+
+def usage_table(forecast: Forecast) -> list[str]:
+    """Every model of the run in every role: requests, tokens, GPU-hours or money."""
+    lines = [
+        "| model | kind | role | steps | requests | prompt Mtok | of it a repeated prefix | "
+        "generated Mtok | GPU-h | USD | USD batch | USD prefix cached | assumed |",
+        "|---|---|---|---|" + "---:|" * 8 + "---|",
+    ]
+    for u in forecast.usage:
+        model = "(no LLM)" if u.kind == "offline" else u.model
+        lines.append("| " + " | ".join([
+            model, u.kind, u.role, ", ".join(u.steps), _n(u.requests), _m(u.prompt_tokens),
+            _m(u.cached_tokens), _m(u.generated_tokens), *_cost(u), ", ".join(u.assumed),
+        ]) + " |")  # fmt: skip
+    return lines
+
+
+def calls_table(forecast: Forecast) -> list[str]:
+    """The LLM calls per (model, step, setting): files, requests, tokens per request."""
+    by: dict[tuple[str, str, str], list[Calls]] = defaultdict(list)
+    for c in forecast.calls:
+        by[(c.model, c.step, c.where)].append(c)
+    lines = [
+        "| LLM | step | setting | files | requests | prompt tok/req | of it a repeated prefix "
+        "| generated tok/req | GPU-h | how (one file) | assumed |",
+        "|---|---|---|" + "---:|" * 6 + "---|---|",
+    ]
+    for (model, step, where), calls in by.items():
+        n = sum(c.requests for c in calls)
+        prompt = _sum([c.total(c.prompt) for c in calls])
+        gen = _sum([c.total(c.generated) for c in calls])
+        cached = sum(c.cached * c.requests for c in calls)
+        gpu = _sum([c.gpu_hours for c in calls]) if calls[0].kind == "local" else None
+        assumed = sorted({a for c in calls for a in c.assumed})
+        per = [_per(t, n) for t in (prompt, cached, gen)]
+        lines.append("| " + " | ".join([
+            "(no LLM)" if calls[0].kind == "offline" else model, step, where, str(len(calls)),
+            _n(n), *per,
+            _n(gpu, 1) if calls[0].kind == "local" else calls[0].kind,
+            max(calls, key=lambda c: c.requests).how, ", ".join(assumed),
+        ]) + " |")  # fmt: skip
+    return lines
+
+
+def _per(total: float | None, n: float) -> str:
+    """A per-request mean; empty without a request."""
+    return "" if not n else _n(None if total is None else total / n)
+
+
+def totals_lines(forecast: Forecast) -> list[str]:
+    """Every call of the run, GPU-hours all and USD all, and what the scoping saves."""
+    t = totals(forecast.usage)
+    vlm = totals([u for u in forecast.usage if u.role == "VLM"])
+    llm = totals([u for u in forecast.usage if u.role != "VLM"])
+
+    def g(v: float | None) -> str:
+        return "unknown" if v is None else f"{v / 1e9:,.2f} G"
+
+    lines = [
+        f"All models' calls: **{_n(t['requests'])} requests** (VLMs {_n(vlm['requests'])}, "
+        f"judges, extractors and writers {_n(llm['requests'])}), {g(t['prompt_tokens'])} "
+        f"prompt and {g(t['generated_tokens'])} generated tokens; **GPU-hours all "
+        f"{_n(t['gpu_hours'], 1)}** (VLMs {_n(vlm['gpu_hours'], 1)}, LLMs "
+        f"{_n(llm['gpu_hours'], 1)}); **USD all {_usd(t['usd'])}** at standard prices "
+        f"(VLMs {_usd(vlm['usd'])}, LLMs {_usd(llm['usd'])}), {_usd(t['usd_batch'])} "
+        f"through the batch APIs where there are any, {_usd(t['usd_cached'])} with every "
+        "repeated prompt prefix at the cached-input price.",
+    ]
+    saved = forecast.savings
+    if saved is not None:
+        a = saved["saved"]
+        attrs = forecast_scope(forecast)
+        lines += ["", f"The attribute scoping ({attrs}) saves {_n(a['requests'])} requests, "
+                  f"{_n(a['gpu_hours'], 1)} GPU-hours and {_usd(a['usd'])} "
+                  f"({_usd(a['usd_cached'])} with cached prefixes) against `scope: all` "
+                  f"without a validation sample (which would make "
+                  f"{_n(saved['unscoped']['requests'])} requests, "
+                  f"{_n(saved['unscoped']['gpu_hours'], 1)} GPU-hours, "
+                  f"{_usd(saved['unscoped']['usd'])})."]  # fmt: skip
+    return lines
+
+
+def forecast_scope(forecast: Forecast) -> str:
+    return str(forecast.savings.get("setting", "judge.attributes")) if forecast.savings else ""
+
+
 def schedule_lines(forecast: Forecast) -> list[str]:
     if forecast.makespan_s is None:
         return ["No local model with a known engine time: nothing to schedule."]
@@ -148,6 +257,8 @@ def schedule_lines(forecast: Forecast) -> list[str]:
         by[e.model].append(e)
     for model, engines in by.items():
         phases = f"{sum(e.phase == 0 for e in engines)} + {sum(e.phase == 1 for e in engines)}"
+        if engines[0].after:  # an LLM engine: after the VLMs it reads
+            phases = f"{len(engines)} (after {len(engines[0].after)} VLMs)"
         lines.append(
             f"| {model} | {phases} | {engines[0].gpus} | "
             f"{hours(sum(e.seconds for e in engines))} | "
@@ -189,6 +300,7 @@ def source_lines(forecast: Forecast) -> list[str]:
             seen.add(item)
             lines.append(f"- {c.model} / {c.dataset} / {c.prompt}: {c.generated:,.0f} "
                          f"({c.generated_source})")  # fmt: skip
+    lines += ["", *price_lines(forecast)]
     lines += ["", "Throughput classes:", ""]
     for rates in {r.name: r for r in forecast.rates.values()}.values():
         lines.append(f"- {rates.name} on {rates.gpu}: prompt {rates.prompt_tok_s} tok/s, "
@@ -198,8 +310,36 @@ def source_lines(forecast: Forecast) -> list[str]:
     return lines
 
 
+def price_lines(forecast: Forecast) -> list[str]:
+    """The registry's prices of every API model of the run, each with its source and
+    date, and the stated numbers the LLM calls rest on (``calls.yaml``)."""
+    lines = ["Prices (config/models.yaml `prices`, USD per million tokens):", ""]
+    for model in forecast.price_models:
+        p = forecast.prices.get(model)
+        if p is None:
+            lines.append(f"- {model}: none (add models.{model}.prices)")
+            continue
+        batch = (f", batch {p['batch_input']:g} / {p['batch_output']:g}"
+                 if p.get("batch_input") is not None else ", no batch API")  # fmt: skip
+        cached = f", cached input {p['cached_input']:g}" if p.get("cached_input") else ""
+        lines.append(f"- {model}: input {p['input']:g}{cached}, output {p['output']:g}{batch} "
+                     f"({p['source']}, read {p['date']})")  # fmt: skip
+    table = calls_module.load_table("calls")
+    lines += ["", "LLM calls (forecast/calls.yaml; each flagged `assumed` in the tables):", ""]
+    for step, entries in table.items():
+        for key, entry in entries.items():
+            if isinstance(entry, dict) and "source" in entry:
+                value = entry.get("tokens", entry.get("value", entry.get("min_tokens")))
+                lines.append(f"- {step}.{key}: {value} ({entry['source']})")
+            elif isinstance(entry, dict):
+                lines += [f"- {step}.{key}.{k}: {e.get('tokens')} ({e['source']})"
+                          for k, e in entry.items()]  # fmt: skip
+    return lines
+
+
 def render_text(forecast: Forecast, sources: bool = True) -> str:
-    unknown = sorted({u for c in forecast.cells for u in c.unknown})
+    unknown = sorted({u for c in forecast.cells for u in c.unknown}
+                     | {u for r in forecast.usage for u in r.unknown})  # fmt: skip
     parts = [
         f"Forecast of {forecast.config or 'the run'}: {len(forecast.cells)} outputs files, "
         f"rates for {forecast.gpu_type or load_table('throughput')['gpu']} (vLLM)"
@@ -208,6 +348,17 @@ def render_text(forecast: Forecast, sources: bool = True) -> str:
         *model_table(forecast),
         "",
         *study_table(forecast),
+        "",
+        "Every model of the run in every role (the VLMs' answers; the judges', extractors' "
+        "and writers' calls):",
+        "",
+        *usage_table(forecast),
+        "",
+        "The LLM calls per step (a count flagged `assumed` rests on forecast/calls.yaml):",
+        "",
+        *calls_table(forecast),
+        "",
+        *totals_lines(forecast),
         "",
         *schedule_lines(forecast),
         "",
@@ -258,4 +409,9 @@ def to_json(forecast: Forecast) -> dict[str, Any]:
         "disk_bytes": _sum([d.bytes for d in forecast.disk]),
         "throughput": {m: asdict(r) for m, r in forecast.rates.items()},
         "cells": cells,
+        "calls": [asdict(c) | {"gpu_hours": c.gpu_hours} for c in forecast.calls],
+        "usage": [asdict(u) for u in forecast.usage],
+        "usage_totals": totals(forecast.usage),
+        "savings": forecast.savings,
+        "prices": {m: forecast.prices.get(m) for m in forecast.price_models},
     }

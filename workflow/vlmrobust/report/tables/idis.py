@@ -466,7 +466,9 @@ def extractor_agreement_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) ->
     data = pd.DataFrame(cells, columns=["Prompt", "Extractors", "Group", "Pearson r", "Traces"])
     foot = _footnotes(
         "Pearson r of the per-trace distractor attribute ratio r_attr given by the two "
-        "extractors, over the traces both judged without error (Traces).",
+        "extractors, over the traces both judged without error (Traces); an extractor "
+        "that labelled a seeded sample of the traces (judge.attributes.validation_sample) "
+        "is compared on its sample, as its note says.",
         notes,
         data,
         "extractor_pearson rows (attributes from two extractors)",
