@@ -244,24 +244,35 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     with contextlib.chdir(workdir):
         plan = RunPlan.load("config/paper.yaml")
     engines = plan.engines()
-    assert len(engines) == 25
+    assert len(engines) == 32  # the balance block's engines (config/paper.yaml)
     cells = {(e[0], *c[:3]) for e in engines for c in plan.engine_cells(*e)}
     assert len(cells) == 281
     engine_jobs = {k: v for k, v in jobs.items() if k.startswith("engine_") and k != "engine_plan"}
-    assert len(engine_jobs) == len(engines) == int(jobs["engine_plan"]) and set(
-        engine_jobs.values()
-    ) == {"1"}
+    assert len(engine_jobs) == len(engines) and set(engine_jobs.values()) == {"1"}
+    # the judges' local LLMs: gpt-oss-120b (the MathVerse judge's 16 files) on 5 LLM
+    # engines, Qwen3.5-27B (an extractor's 28 files) on 2; no judge job of their own
+    llm_jobs = {k: v for k, v in jobs.items() if k.startswith("llm_engine_")}
+    assert sorted(llm_jobs) == [f"llm_engine_gpt_oss_120b_{k}" for k in range(5)] + [
+        f"llm_engine_qwen3_5_27b_{k}" for k in range(2)
+    ]
+    assert plan.llm_engines() == [("gpt-oss-120b", str(k)) for k in range(5)] + [
+        ("qwen3.5-27b", "0"),
+        ("qwen3.5-27b", "1"),
+    ]
+    judged = [c for m, k in plan.llm_engines() for c in plan.llm_engine_cells(m, k)]
+    assert sum(c.step == "mathverse" for c in judged) == 16 and len(judged) == 16 + 28
+    assert int(jobs["engine_plan"]) == len(engines) + len(llm_jobs)
     assert jobs["score"] == "303"
-    assert jobs["judge_mathverse"] == "16"
-    # the Idis outputs a table or figure reads (judge.attributes.scope: read): the main
-    # extractor on ImageNet-9's base and mitigation prompts (24), Gemini's 4, the
-    # 64-draw file, MathVerse's 16 and Waterbirds' 8 (53); each other one on the base
-    # prompt, the clean perception images left out: ImageNet-9 8, Gemini 2, 64 draws 1,
-    # MathVerse 16, Waterbirds 4 (31; the alternative prompt on perception only: 11;
-    # Qwen3.5-27B's 31 written by its LLM engines, not by this rule); areas of the
-    # released visual and typographic conditions; attention blocking for
-    # Qwen3-VL-Thinking
-    assert jobs["judge_attributes"] == str(53 + 11 + 31)
+    assert "judge_mathverse" not in jobs
+    # the Idis outputs a table or figure reads (judge.attributes.scope: read) of the
+    # datasets the paper analyses (judge.attributes.datasets: ImageNet-9, MathVerse,
+    # Waterbirds): the main extractor on ImageNet-9's base and mitigation prompts (24),
+    # MathVerse's 16 and Waterbirds' 8 (48); the alternative prompt on ImageNet-9's base
+    # prompt, the clean images left out (8); the lexical matcher on the base prompt:
+    # ImageNet-9 8, MathVerse 16, Waterbirds 4 (28; Qwen3.5-27B's 28 are written by its
+    # LLM engines, not by this rule); areas of the released visual and typographic
+    # conditions; attention blocking for Qwen3-VL-Thinking
+    assert jobs["judge_attributes"] == str(48 + 8 + 28)
     assert jobs["idis_areas"] == "6" and jobs["block_attention"] == "1"
     assert jobs["compare_masking"] == "8"  # 4 models x 2 mask conditions
     assert jobs["judge_hallucination"] == "8"  # each compared file judged once
