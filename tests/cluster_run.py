@@ -87,6 +87,9 @@ def cut_down(
     config["conditions"] = {c: v for c, v in config["conditions"].items() if c in used}
     if not any(spec.get("adapter") == "constructed" for spec in config["datasets"].values()):
         config.pop("construct", None)
+    attributes = config.get("judge", {}).get("attributes") or {}
+    if attributes.get("datasets") is not None:
+        attributes["datasets"] = [d for d in attributes["datasets"] if d in datasets]
     blocking = config.get("idis", {}).get("blocking")
     if blocking:
         blocking["models"] = [m for m in blocking["models"] if m in models]

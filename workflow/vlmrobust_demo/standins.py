@@ -337,6 +337,9 @@ def stand_in_run(
     out = {k: copy.deepcopy(v) for k, v in config.items() if k not in ("datasets", "conditions")}
     out["model_registry"] = registry_file
     out.update(_offline_steps(config, max_new_tokens, llms))
+    attributes = out["judge"].get("attributes") or {}
+    if attributes.get("datasets") is not None:  # those of the datasets kept
+        attributes["datasets"] = [d for d in attributes["datasets"] if d in datasets]
     out["conditions"] = stand_in_conditions(config, datasets)
     out["datasets"] = datasets
     if any(d["adapter"] == "constructed" for d in datasets.values()):

@@ -42,18 +42,10 @@ def infer(
 
 def infer_engine(plan: str, threads: int) -> None:
     """One local model, loaded once, answers every cell of an engine plan."""
-    from ..core.workflow import allocation
     from ..infer.engine import read_plan, run_engine
 
     model, cells = read_plan(plan)
-    where = allocation()
-    log.info(
-        "engine %s: models.%s, %d cell(s)%s",
-        plan,
-        model,
-        len(cells),
-        f", runs in {where}" if where else "",
-    )
+    announce_engine(plan, model, len(cells))
     set_threads(threads)
     t0 = time.perf_counter()
     stats = run_engine(model, cells)
@@ -66,6 +58,21 @@ def infer_engine(plan: str, threads: int) -> None:
         generated,
         errors,
         time.perf_counter() - t0,
+    )
+
+
+def announce_engine(plan: str, model: str, cells: int) -> None:
+    """An engine job's first line: its plan, model and cells, and where it runs (a SLURM
+    job, its node and devices; the evidence tests/cluster_run.py reads)."""
+    from ..core.workflow import allocation
+
+    where = allocation()
+    log.info(
+        "engine %s: models.%s, %d cell(s)%s",
+        plan,
+        model,
+        cells,
+        f", runs in {where}" if where else "",
     )
 
 

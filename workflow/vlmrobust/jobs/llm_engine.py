@@ -139,17 +139,10 @@ def run_llm_engine(model: str, spec: dict[str, Any], cells: list[dict[str, Any]]
 
 def llm_engine(plan: str, threads: int) -> None:
     """One local LLM, loaded once, answers every judged file of an LLM engine plan."""
-    from ..core.workflow import allocation
+    from .infer import announce_engine
 
     model, spec, cells = read_llm_plan(plan)
-    where = allocation()
-    log.info(
-        "engine %s: models.%s, %d cell(s)%s",
-        plan,
-        model,
-        len(cells),
-        f", runs in {where}" if where else "",
-    )
+    announce_engine(plan, model, len(cells))
     set_threads(threads)
     t0 = time.perf_counter()
     run_llm_engine(model, spec, cells)

@@ -53,12 +53,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
-import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..vlm.checkpoint import hub_commit, local_revision
+from ..vlm.checkpoint import hub_commit, local_revision, release_memory
 from ..vlm.vllm import _load_vllm, checkpoint_sampling_defaults, engine_kwargs, source_of
 
 __all__ = [
@@ -461,15 +460,8 @@ class VLLMTextEngine(TextEngine):
         if llm is None:
             return
         self.llm = None
-        with contextlib.suppress(Exception):
-            import gc
-
-            import torch
-
-            del llm
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+        del llm
+        release_memory()
 
 
 # --- transformers ------------------------------------------------------------------------
@@ -641,15 +633,8 @@ class HFTextEngine(TextEngine):
         if model is None:
             return
         self.model = None
-        with contextlib.suppress(Exception):
-            import gc
-
-            import torch
-
-            del model
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+        del model
+        release_memory()
 
 
 TEXT_ENGINES: dict[str, type[TextEngine]] = {"vllm": VLLMTextEngine, "hf": HFTextEngine}

@@ -22,6 +22,19 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 BUILD_RECORD = "vlmrobust_demo.json"
 
 
+def release_memory() -> None:
+    """Give back the memory of a model just dropped (its last reference deleted): a
+    garbage collection, and CUDA's cached blocks where there is a GPU. Never raises."""
+    with contextlib.suppress(Exception):
+        import gc
+
+        import torch
+
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
 def read_build_record(model_dir: Path) -> dict[str, Any] | None:
     """The build record of a local checkpoint directory, or None when it has none."""
     path = Path(model_dir) / BUILD_RECORD

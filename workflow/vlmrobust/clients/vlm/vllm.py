@@ -53,7 +53,7 @@ from typing import Any
 
 from ...core.registry import GENERATION_CONFIGS
 from .base import Backend, Request, Result, chunks, template_messages
-from .checkpoint import hub_commit, local_revision
+from .checkpoint import hub_commit, local_revision, release_memory
 from .media import load_images
 
 #: Tokens removed from the end of an output (ends of turn, padding); reasoning tags
@@ -524,15 +524,8 @@ class VLLMBackend(Backend):
         if llm is None:
             return
         self.llm = None
-        with contextlib.suppress(Exception):
-            import gc
-
-            import torch
-
-            del llm
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+        del llm
+        release_memory()
 
 
 def _error(key: str, reason: str) -> Result:
