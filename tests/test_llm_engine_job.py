@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,78 @@ def test_a_local_llm_without_declared_gpus_is_an_error(registry):
     reg["models"]["gpt-oss-120b"]["resources"]["gpu"] = None
     with pytest.raises(ConfigError, match=r"models\.gpt-oss-120b\.resources\.gpu is not declared"):
         validate_config(_config({"mathverse": {"llm": "gpt-oss-120b"}}), reg)
+
+
+# --- a real engine process, killed -------------------------------------------------------------
+
+#: an engine process whose model is :class:`FakeEngine` (its second call hangs when asked)
+ENGINE_SCRIPT = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from tests.test_llm_engine_job import FakeEngine
+
+class Slow(FakeEngine):
+    def generate(self, requests):
+        if {hang} and len(self.calls) == 1:
+            print("second call", flush=True)
+            time.sleep(600)
+        return super().generate(requests)
+
+import vlmrobust.clients.llm.engines as engines
+engines.load_text_engine = lambda model, spec: Slow()
+from vlmrobust.cli import main
+main(["llm-engine", "--plan", sys.argv[1]])
+"""
+
+
+def test_an_engine_process_killed_mid_run_resumes_from_the_cache(tmp_path):
+    """`vlmrobust llm-engine` in a process of its own, killed with SIGKILL in its second
+    round (the MathVerse judge's stage 2 of two files), then run again: the rerun asks
+    stage 2 alone (stage 1 is in the cache), and its judged files equal an uninterrupted
+    engine's in a fresh cache (but `cached`, which says where an answer came from)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def plan(folder: Path) -> Path:
+        folder.mkdir()
+        path = folder / "plan.json"
+        path.write_text(json.dumps({"model": "tiny-judge", "spec": {}, "cells": _cells(folder)}))
+        return path
+
+    def engine(path: Path, log: Path, hang: bool) -> subprocess.Popen:
+        script = tmp_path / f"engine_{hang}.py"
+        script.write_text(ENGINE_SCRIPT.format(repo=str(REPO), hang=hang))
+        env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+        with open(log, "wb") as out:
+            return subprocess.Popen(
+                [sys.executable, str(script), str(path)], stdout=out, stderr=subprocess.STDOUT,
+                env=env, cwd=tmp_path,
+            )  # fmt: skip
+
+    killed = plan(tmp_path / "killed")
+    first = tmp_path / "first.log"
+    proc = engine(killed, first, hang=True)
+    end = time.monotonic() + 120
+    while "second call" not in first.read_text() and time.monotonic() < end:
+        assert proc.poll() is None, first.read_text()
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert "generated 4 requests" in first.read_text()
+    assert not (tmp_path / "killed/a.judged.jsonl").exists()
+    assert len(list((tmp_path / "killed/cache").rglob("*.json"))) == 4  # stage 1's answers
+    assert engine(killed, tmp_path / "second.log", hang=False).wait(timeout=120) == 0
+    asked = re.findall(r"generated (\d+) requests", (tmp_path / "second.log").read_text())
+    assert asked == ["3"]  # stage 2 alone
+    fresh = plan(tmp_path / "fresh")
+    assert engine(fresh, tmp_path / "fresh.log", hang=False).wait(timeout=120) == 0
+    # stage 1 from the cache (True), stage 2 asked (False); a1's answer was exact: no stage 2
+    cached = {"a": [[True, False], [True]], "b": [[True, False], [True, False]]}
+    for name in ("a", "b"):
+        resumed = read_jsonl(tmp_path / f"killed/{name}.judged.jsonl")
+        alone = read_jsonl(tmp_path / f"fresh/{name}.judged.jsonl")
+        assert [{**r, "cached": None} for r in resumed] == [{**r, "cached": None} for r in alone]
+        assert [r["cached"] for r in resumed] == cached[name]
