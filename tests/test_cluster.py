@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -274,8 +275,10 @@ def test_the_judges_local_llms_ran_as_engine_jobs_on_their_gpus(cluster_run):
 
 def test_a_judge_engines_rows_equal_the_same_model_served(cluster_run, tmp_path):
     """The MathVerse judge's rows from its LLM engine equal those of the same twin served
-    by `vlmrobust vllm-serve` and asked through `backend: openai` (a fresh cache), every
-    field but `judge`, which names the transport (vllm/… against openai/…)."""
+    by `vlmrobust vllm-serve` and asked through `backend: openai` (a fresh cache, no
+    retries), every field but what names the transport: `judge` (vllm/… against
+    openai/…) and, in a failed call's `error`, the backend, the cache key and the
+    attempts before the reason (the reason itself is compared)."""
     import socket
 
     workdir = cluster_run[0]
@@ -303,6 +306,7 @@ def test_a_judge_engines_rows_equal_the_same_model_served(cluster_run, tmp_path)
             "backend": "openai", "model": model, "base_url": f"http://127.0.0.1:{port}/v1",
             "api_key_env": None, "temperature": cell["spec"]["temperature"],
             "max_tokens": cell["spec"]["max_tokens"], "cache_dir": str(tmp_path / "cache"),
+            "options": {"max_retries": 0},
         }  # fmt: skip
         out = tmp_path / "served.jsonl"
         cmd = [str(BIN / "vlmrobust"), "judge-mathverse", "--spec", json.dumps(served),
@@ -314,11 +318,18 @@ def test_a_judge_engines_rows_equal_the_same_model_served(cluster_run, tmp_path)
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
 
+    transport = re.compile(r"\w+ \S+ call [0-9a-f]{12} failed after 1 attempt \([^)]*\): ")
+
     def rows(path):
-        return [{**json.loads(line), "judge": None} for line in Path(path).read_text().splitlines()]
+        found = [json.loads(line) for line in Path(path).read_text().splitlines()]
+        for r in found:
+            r["judge"] = None
+            r["error"] = transport.sub("", r["error"]) if r["error"] else None
+        return found
 
     engine_rows = rows(workdir / cell["out"])
     assert engine_rows and rows(out) == engine_rows
+    print("judged rows compared:", [(r["method"], r["error"]) for r in engine_rows])
     assert {json.loads(x)["judge"] for x in (workdir / cell["out"]).read_text().splitlines()} == {
         f"vllm/{model}"
     }

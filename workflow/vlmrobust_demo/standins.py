@@ -105,9 +105,12 @@ VLLM_OPTIONS = {
 }
 #: The first stand-in's demo_seed (the registry's own demo models use 1-4).
 FIRST_SEED = 101
-#: The text twin standing in for a local LLM of each registry family (Qwen3.5's own
-#: architecture has no twin: a Qwen3 dense one stands in).
-LLM_TWINS = {"gpt-oss": "gpt-oss", "qwen3": "qwen3", "qwen3.5": "qwen3"}
+#: The text twin standing in for a local LLM of each registry family: a Qwen3 dense twin
+#: for all. Qwen3.5's own architecture has no twin; the gpt-oss twin runs (its family's
+#: classes, Harmony rendering and parsing: tests/test_llm_engines.py), but with random
+#: weights it writes no Harmony channel, so a server parses no answer out of it (every
+#: call fails): a judge stand-in must answer something to be checked.
+LLM_TWINS = {"gpt-oss": "qwen3", "qwen3": "qwen3", "qwen3.5": "qwen3"}
 #: The vLLM CPU build's recipe for a text twin (as VLLM_OPTIONS, no images).
 LLM_VLLM_OPTIONS = {
     "dtype": "float32",

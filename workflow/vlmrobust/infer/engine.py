@@ -35,6 +35,7 @@ from typing import Any
 
 from ..clients.pool import RoundPool
 from ..clients.vlm.base import Backend, Request, Result
+from ..clients.vlm.checkpoint import import_transformers
 from ..core.registry import INFERENCE_KEYS
 from .run import Job, run_inference
 
@@ -125,6 +126,8 @@ def run_engine(
         return {}
     shared = _Shared(model, load_spec(model, cells), backend)
     stats: dict[str, dict[str, int]] = {}
+    if backend is None:  # before the cells' threads (clients.vlm.checkpoint)
+        import_transformers()
     try:
         from ..clients.vlm import backend_class
 

@@ -116,9 +116,11 @@ def run_cell(cell: dict[str, Any]) -> None:
 def run_llm_engine(model: str, spec: dict[str, Any], cells: list[dict[str, Any]]) -> None:
     """Answer every cell with one model, ``options.pool_cells`` cells at a time."""
     from ..clients.llm.local import serving
+    from ..clients.vlm.checkpoint import import_transformers
 
     loaded = _Model(model, spec)
     size = int((spec.get("options") or {}).get("pool_cells", POOL_CELLS))
+    import_transformers()  # before the cells' threads
     try:
         for start in range(0, len(cells), size):
             window = cells[start : start + size]

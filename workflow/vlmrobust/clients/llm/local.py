@@ -177,15 +177,16 @@ class LocalLLM(LLMBackend):
     ) -> LLMResponse:
         """The response of one engine result: an error, a rejected JSON answer, or the
         text (stored in the cache with its request)."""
-        describe = f"{self.name} {self.model} call {key[:12]}"
+        # worded as an API backend's final failure (clients.apicall), so a row reads the
+        # same from an engine and from a server but for the transport and the key
+        failed = f"{self.name} {self.model} call {key[:12]} failed after 1 attempt (not retried)"
         if result.error is not None:
-            return LLMResponse(text="", error=f"{describe} failed: {result.error}", key=key)
+            return LLMResponse(text="", error=f"{failed}: {result.error}", key=key)
         parsed = None
         if request.json_schema is not None:
-            problem, parsed = _json_problem(result.text, request.json_schema)
+            problem, parsed = _json_problem(result.text, request.json_schema, result.finish_reason)
             if problem is not None:
-                reason = f"{describe}: {problem} (finish_reason={result.finish_reason})"
-                return LLMResponse(text="", error=reason, key=key)
+                return LLMResponse(text="", error=f"{failed}: {problem}", key=key)
         usage = _usage(result.prompt_tokens, result.completion_tokens)
         if self.cache is not None:
             entry = {
@@ -202,13 +203,13 @@ class LocalLLM(LLMBackend):
         )
 
 
-def _json_problem(text: str, schema: dict[str, Any]) -> tuple[str | None, Any]:
+def _json_problem(text: str, schema: dict[str, Any], finish: str) -> tuple[str | None, Any]:
     """(None, the parsed value) for a JSON answer that follows ``schema``, else (what is
-    wrong, None)."""
+    wrong, None), in the API backends' words (:func:`.backends.answer_check`)."""
     try:
         parsed = parse_json_text(text)
     except json.JSONDecodeError as exc:
-        return f"invalid JSON ({exc.msg} at char {exc.pos})", None
+        return f"invalid JSON ({exc.msg} at char {exc.pos}; finish_reason={finish})", None
     error = best_match(_validator(schema).iter_errors(parsed))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"

@@ -22,6 +22,31 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 BUILD_RECORD = "vlmrobust_demo.json"
 
 
+#: transformers' classes the local backends and text engines load a checkpoint with
+TRANSFORMERS_CLASSES = (
+    "AutoConfig",
+    "AutoModelForCausalLM",
+    "AutoModelForImageTextToText",
+    "AutoProcessor",
+    "AutoTokenizer",
+    "GenerationConfig",
+)
+
+
+def import_transformers() -> None:
+    """Resolve transformers' lazily imported classes in this thread, before an engine's
+    cell threads start. Its lazy module is not safe to import from two threads at once:
+    a cell building its prompts (the harness's task code imports transformers) while
+    another loads the model failed the load with "cannot import name 'AutoProcessor'"
+    (the stand-in cluster run, 2026-12-06). Without transformers, nothing to do."""
+    with contextlib.suppress(ImportError):
+        import transformers
+
+        for name in TRANSFORMERS_CLASSES:
+            with contextlib.suppress(ImportError, AttributeError):
+                getattr(transformers, name)
+
+
 def release_memory() -> None:
     """Give back the memory of a model just dropped (its last reference deleted): a
     garbage collection, and CUDA's cached blocks where there is a GPU. Never raises."""
