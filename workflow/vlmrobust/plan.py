@@ -1090,20 +1090,31 @@ class RunPlan:
         """The judged files LLM engines write (no judge job of their own)."""
         return {c.out for c in self._engine_judge_cells()}
 
+    def llm_engine_count(self, model: str) -> int:
+        """How many LLM engines judge ``model``'s files: ``service.engines.<model>``, and
+        at least as many as keep each within ``cluster.max_runtime`` (an engine asks for
+        the registry runtime of each of its files); at most one per judged file."""
+        files = sum(c.llm == model for c in self._engine_judge_cells())
+        engines = self.engines_of(model)
+        cap = self.config["cluster"]["max_runtime"]
+        if cap:
+            per_engine = max(1, cap // model_resources(self.registry[model])["runtime"])
+            engines = max(engines, -(-files // per_engine))
+        return min(engines, files)
+
     def llm_engines(self) -> list[tuple[str, str]]:
-        """(model, label) of every LLM engine: ``service.engines.<model>`` engines per
-        local LLM (at most one per judged file)."""
-        out = []
-        for model in self.llm_models:
-            cells = [c for c in self._engine_judge_cells() if c.llm == model]
-            out += [(model, str(k)) for k in range(min(self.engines_of(model), len(cells)))]
-        return out
+        """(model, label) of every LLM engine (:meth:`llm_engine_count` per local LLM)."""
+        return [
+            (model, str(k))
+            for model in self.llm_models
+            for k in range(self.llm_engine_count(model))
+        ]
 
     def llm_engine_cells(self, model: str, label: str | int) -> list[JudgeCell]:
         """The judged files LLM engine ``label`` of ``model`` writes: the model's files
         dealt to its engines in turn."""
         cells = [c for c in self._engine_judge_cells() if c.llm == model]
-        engines = min(self.engines_of(model), len(cells))
+        engines = self.llm_engine_count(model)
         return [c for k, c in enumerate(cells) if k % engines == int(label)]
 
     def llm_engine_plan(self, model: str, label: str | int) -> dict[str, Any]:
