@@ -153,7 +153,7 @@ def test_an_invalid_json_answer_is_an_error_response_not_cached(tmp_path):
         (resp,) = llm.complete_many([{"messages": "hi", "json_schema": schema}])
     assert re.fullmatch(
         r"vllm tiny-judge call [0-9a-f]{12} failed after 1 attempt \(not retried\): "
-        r"invalid JSON \(Expecting value at char 13; finish_reason=length\)",
+        r"malformed response: invalid JSON \(Expecting value at char 13; finish_reason=length\)",
         resp.error,
     ), resp.error
     assert list(tmp_path.rglob("*.json")) == []

@@ -209,7 +209,8 @@ def _json_problem(text: str, schema: dict[str, Any], finish: str) -> tuple[str |
     try:
         parsed = parse_json_text(text)
     except json.JSONDecodeError as exc:
-        return f"invalid JSON ({exc.msg} at char {exc.pos}; finish_reason={finish})", None
+        reason = f"invalid JSON ({exc.msg} at char {exc.pos}; finish_reason={finish})"
+        return f"malformed response: {reason}", None
     error = best_match(_validator(schema).iter_errors(parsed))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
