@@ -30,7 +30,7 @@ and replace only what this machine cannot reach:
   gpt-oss-120b``, ``llm: qwen3.5-27b``) keeps it, answered by that LLM's engine jobs:
   the LLM becomes a demo-built random-weight text twin of its family
   (:data:`LLM_TWINS`, with its registry ``resources``; its answers at most
-  ``max_new_tokens`` long); every other LLM step (an API) becomes the offline one,
+  ``max_new_tokens`` long, and at least :data:`JUDGE_TOKENS`); every other LLM step (an API) becomes the offline one,
   under the same names.
 - **sizes**: ``max_new_tokens`` (decoding, each dataset that sets its own, the
   masking stages, attention blocking) at most ``max_new_tokens``, and the sampled draws
@@ -111,6 +111,9 @@ FIRST_SEED = 101
 #: weights it writes no Harmony channel, so a server parses no answer out of it (every
 #: call fails): a judge stand-in must answer something to be checked.
 LLM_TWINS = {"gpt-oss": "qwen3", "qwen3": "qwen3", "qwen3.5": "qwen3"}
+#: The least output budget of a stand-in LLM judge: its JSON answer must have room to
+#: close (at the runs' 16 tokens a twin's string field ended and the object did not).
+JUDGE_TOKENS = 64
 #: The vLLM CPU build's recipe for a text twin (as VLLM_OPTIONS, no images).
 LLM_VLLM_OPTIONS = {
     "dtype": "float32",
@@ -280,7 +283,8 @@ def _stand_in_judge(setting: dict[str, Any], llms: list[str], max_new_tokens: in
     """A judge's setting here: its local LLM's twin (answers capped), else offline."""
     if setting.get("llm") in llms:
         keep = {k: v for k, v in setting.items() if k in ("llm", "prompt", "temperature")}
-        return {**keep, "max_tokens": max_new_tokens}
+        # room for the judge's JSON object to close (its string fields take the rest)
+        return {**keep, "max_tokens": max(JUDGE_TOKENS, max_new_tokens)}
     return {"backend": "offline"}
 
 
