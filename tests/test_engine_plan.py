@@ -25,12 +25,13 @@ def _engines(plan: RunPlan) -> dict[tuple[str, int, str], list[str]]:
 
 
 def test_each_local_job_is_answered_by_exactly_one_engine(paper):
-    """config/paper.yaml's balance block: 12 local models, 23 engines of the first stage
-    (Qwen3-VL-8B-Thinking 6; GLM-4.1V, Intern-S1-mini, R1-OneVision-RL 3 each; the
-    others 1) and 2 of CRM's second stage."""
+    """config/paper.yaml's balance block (every call of the run, judges included): 12
+    local models, 30 engines of the first stage (Qwen3-VL-8B-Thinking 9, Intern-S1-mini
+    5, GLM-4.1V and R1-OneVision-RL 4 each; the others 1) and 2 of CRM's second stage;
+    the judges' LLM engines are planned apart (RunPlan.llm_engines)."""
     engines = _engines(paper)
-    assert len(engines) == len(paper.engine_files()) == 25
-    assert sum(1 for m, _, _ in engines if m == "qwen3-vl-8b-thinking") == 6
+    assert len(engines) == len(paper.engine_files()) == 32
+    assert sum(1 for m, _, _ in engines if m == "qwen3-vl-8b-thinking") == 9
     shards = Counter(s for clients in engines.values() for s in clients)
     local = [m for m, spec in paper.models.items() if spec["backend"] in ("hf", "vllm")]
     expected = {
@@ -43,22 +44,22 @@ def test_each_local_job_is_answered_by_exactly_one_engine(paper):
 
 
 def test_split_cells_give_every_engine_one_share_of_every_cell(paper):
-    """service.split_cells: a cell of a model with 6 engines has 6 shards (the dataset's 1
-    x 6), engine k answers shard k of each, so the engines' shares are equal; an API
+    """service.split_cells: a cell of a model with 9 engines has 9 shards (the dataset's 1
+    x 9), engine k answers shard k of each, so the engines' shares are equal; an API
     model's cells keep the dataset's shards."""
     model = "qwen3-vl-8b-thinking"
     cells = paper._cells(model, 0, "vllm")
     assert len(cells) == 45
-    for k in range(6):
+    for k in range(9):
         mine = paper.engine_cells(model, 0, k)
         assert [(d, c, p) for d, c, p, _, _ in mine] == cells
-        assert {(i, n) for *_, i, n in mine} == {(k, 6)}
+        assert {(i, n) for *_, i, n in mine} == {(k, 9)}
     assert paper.cell_shards("gpt-4o", "distract-bench") == 1
     assert paper.shard_files(model, "mathverse", "clean", "idis-math")[-1].endswith(
-        "/mathverse/clean/idis-math/shard5of6.jsonl"
+        "/mathverse/clean/idis-math/shard8of9.jsonl"
     )
-    # each engine asks for its share of its cells' registry runtimes: 45 x 720 / 6
-    assert paper.engine_runtime(model, 0, 0) == 45 * 720 // 6
+    # each engine asks for its share of its cells' registry runtimes: 45 x 720 / 9
+    assert paper.engine_runtime(model, 0, 0) == 45 * 720 // 9
 
 
 def test_a_runtime_limit_splits_a_model_into_engines_that_fit(paper):
@@ -88,7 +89,7 @@ def test_engines_papers_answers_each_dataset_with_its_papers_engine(paper):
         model = "qwen3-vl-8b-thinking"
         assert paper.model_backends(model) == ["vllm", "hf"]
         labels = {k for m, _, k in paper.engines() if m == model}
-        assert labels == {str(k) for k in range(6)} | {f"hf{k}" for k in range(6)}
+        assert labels == {str(k) for k in range(9)} | {f"hf{k}" for k in range(9)}
         hf_cells = {d for d, _, _ in paper._cells(model, 0, "hf")}
         assert "mathverse" not in hf_cells and {"imagenet9", "mmmu", "distract-bench"} <= hf_cells
         assert {d for d, _, _ in paper._cells(model, 0, "vllm")} == {"mathverse"}
