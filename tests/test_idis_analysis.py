@@ -243,7 +243,11 @@ def _one(metrics, metric, **kw):
     return sel.iloc[0]
 
 
-def test_attribute_metrics_and_extractor_agreement_on_common_traces(tmp_path):
+@pytest.fixture(scope="module")
+def attribute_metrics(tmp_path_factory):
+    """The attribute metrics of one model on hand-made traces: a main extractor and an
+    alternative one that judged partly other traces."""
+    tmp_path = tmp_path_factory.mktemp("attributes")
     conf = "s1__conflicting-n1"
     scored = _scored(
         [
@@ -291,6 +295,11 @@ def test_attribute_metrics_and_extractor_agreement_on_common_traces(tmp_path):
     metrics, warnings = compute_idis_metrics(
         scored, variants, spec, samples=samples, attributes=attributes
     )
+    return metrics, warnings
+
+
+def test_attribute_ratios_of_the_main_extractor(attribute_metrics):
+    metrics, _ = attribute_metrics
     assert list(metrics.columns[-len(EXTRA_COLUMNS) :]) == list(EXTRA_COLUMNS)
     # the existing rows get "" in the new columns
     acc = _one(metrics, "accuracy", semantics="conflicting", subset="")
@@ -309,6 +318,10 @@ def test_attribute_metrics_and_extractor_agreement_on_common_traces(tmp_path):
     assert metrics[(metrics["metric"] == "r_attr") & (metrics["semantics"] == "aligned")].empty
     pooled = _one(metrics, "r_attr", semantics="all", extractor="main")
     assert pooled["n"] == 4 and "1 trace(s) without a distractor category" in pooled["note"]
+
+
+def test_accuracy_by_attribute_ratio_bin(attribute_metrics):
+    metrics, _ = attribute_metrics
     # bin_accuracy of the main extractor: 0 (correct), .25 (correct), .5 (wrong), 1 (wrong)
     bins = metrics[(metrics["metric"] == "bin_accuracy") & (metrics["semantics"] == "conflicting")]
     bins = bins[bins["extractor"] == "main"]
@@ -318,6 +331,10 @@ def test_attribute_metrics_and_extractor_agreement_on_common_traces(tmp_path):
         "0.5-0.6": 0.0,
         "0.9-1.0": 0.0,
     }
+
+
+def test_attribute_correlations_with_length_and_accuracy(attribute_metrics):
+    metrics, _ = attribute_metrics
     # length vs total over main's 5 judged traces: x (10,20,30,40,60), y (2,2,2,4,4)
     # dx (-22,-12,-2,8,28), dy (-.8,-.8,-.8,1.2,1.2): sum dxdy 72, dx^2 1480, dy^2 4.8
     plen = _one(metrics, "pearson_length_attributes", extractor="main")
@@ -329,6 +346,10 @@ def test_attribute_metrics_and_extractor_agreement_on_common_traces(tmp_path):
     lb = metrics[(metrics["metric"] == "length_bin_attributes") & (metrics["extractor"] == "main")]
     assert list(lb["bin"]) == ["10-10", "20-20", "30-30", "40-40", "60-60"]  # a trace each
     assert list(lb["value"]) == [2.0, 2.0, 2.0, 4.0, 4.0]
+
+
+def test_extractor_agreement_on_common_traces_and_warnings(attribute_metrics):
+    metrics, warnings = attribute_metrics
     # agreement on the 3 common traces: main (0, .5, 1), alt (.25, .25, 1)
     # dx (-.5, 0, .5), dy (-.25, -.25, .5): .375 / sqrt(.5 * .375) = sqrt(3)/2
     agree = _one(metrics, "extractor_pearson")

@@ -81,8 +81,309 @@ def _import_key(entry: dict[str, Any]) -> str:
     return f"{entry['model']}/{entry['dataset']}/{entry['condition']}/{entry['prompt']}"
 
 
+class JudgePlan:
+    """The part of the run plan about the judges whose LLM may be local: the MathVerse
+    judge's and the attribute extractors' files (their scope, validation samples and
+    settings) and the LLM engines that write them where the LLM is local
+    (docs/judges.md). A base of :class:`RunPlan`, whose scope (configuration, registry,
+    datasets, outputs) it reads."""
+
+    config: dict[str, Any]
+    registry: dict[str, dict[str, Any]]
+
+    @staticmethod
+    def math_judged_path(model: str, dataset: str, condition: str, prompt: str) -> str:
+        return path(
+            paths.MATH_JUDGED, model=model, dataset=dataset, condition=condition, prompt=prompt
+        )
+
+    def math_judged_keys(self, only: str | None = None) -> list[tuple[str, str, str, str]]:
+        """The outputs (model, dataset, condition, prompt) of every ``mathverse`` dataset
+        (of the dataset ``only`` when given), each judged by the MathVerse judge."""
+        return [
+            (model, dataset, condition, prompt)
+            for dataset, spec in self.datasets.items()
+            if spec["adapter"] == "mathverse" and only in (None, dataset)
+            for condition in spec["conditions"]
+            for model in self.models_of(dataset)
+            for prompt in self.prompts_of(dataset)
+            if self.has_outputs(model, dataset, condition, prompt)
+        ]
+
+    def math_judged_files(self, only: str | None = None) -> list[str]:
+        """MathVerse judge verdicts of every output of a ``mathverse`` dataset (of the
+        dataset ``only`` when given)."""
+        return [self.math_judged_path(*key) for key in self.math_judged_keys(only)]
+
+    def math_judge_spec(self) -> dict[str, Any]:
+        """The MathVerse judge (config ``judge.mathverse``), its cache under the run's."""
+        spec = dict(self.config["judge"]["mathverse"])
+        if spec.get("backend", "offline") != "offline" and spec.get("cache_dir") is None:
+            spec["cache_dir"] = self.llm_cache_dir
+        return spec
+
+    # ------------------------------------------------------------------ Idis analyses
+
+    def idis_task(self, dataset: str) -> str | None:
+        """The attribute-analysis task of a dataset (``perception``, ``math``,
+        ``waterbirds``) from its adapter, or None."""
+        return IDIS_TASKS.get(self.datasets[dataset]["adapter"])
+
+    @property
+    def attribute_extractors(self) -> list[str]:
+        """The attribute extractors (config ``judge.attributes.extractors``), main first."""
+        return list(self.config["judge"]["attributes"]["extractors"])
+
+    @staticmethod
+    def attributes_path(extractor: str, model: str, dataset: str, condition: str, prompt: str):
+        return path(
+            paths.ATTRIBUTES,
+            extractor=extractor,
+            model=model,
+            dataset=dataset,
+            condition=condition,
+            prompt=prompt,
+        )
+
+    def attribute_files(self, dataset: str, extractors: list[str] | None = None) -> list[str]:
+        """Attribute labels of an Idis dataset (a dataset whose adapter has an attribute
+        task) by every extractor (or those given): the outputs each one labels
+        (:meth:`attribute_keys`, config ``judge.attributes.scope``)."""
+        return [
+            self.attributes_path(e, *key)
+            for e in (self.attribute_extractors if extractors is None else extractors)
+            for key in self.attribute_keys(e, dataset)
+        ]
+
+    def attribute_spec(
+        self,
+        extractor: str,
+        dataset: str | None = None,
+        model: str | None = None,
+        condition: str | None = None,
+        prompt: str | None = None,
+    ) -> dict[str, Any]:
+        """One extractor's setting, an LLM's cache under the run's. Given one labels
+        file's dataset, model, condition and prompt, also its validation sample
+        ``sample: {n, seed}`` where it has one (:meth:`attribute_sample`; the main
+        extractor's setting never has one)."""
+        spec = dict(self.config["judge"]["attributes"]["extractors"][extractor])
+        if spec.get("backend", "offline") != "offline" and spec.get("cache_dir") is None:
+            spec["cache_dir"] = self.llm_cache_dir
+        if dataset is not None and model is not None and condition and prompt:
+            n = self.attribute_sample(extractor, dataset, model, condition, prompt)
+            if n is not None:
+                seed = int(self.config["judge"]["attributes"]["validation_seed"])
+                spec["sample"] = {"n": n, "seed": seed}
+        return spec
+
+    def attribute_keys(self, extractor: str, dataset: str) -> list[tuple[str, str, str, str]]:
+        """(model, dataset, condition, prompt) of each outputs file ``extractor`` labels
+        on ``dataset`` (condition, then model, then prompt order). None on a dataset
+        without an attribute task, none for an extractor whose prompt does not exist
+        for the task (``prompt: alternative`` is a perception prompt). Config
+        ``judge.attributes``: on a dataset of ``datasets`` (null = all), ``scope: all``
+        labels every output; ``scope: read`` only what a table or figure reads
+        (docs/studies/idis.md, "Which traces are judged"): the main extractor every
+        condition of the main prompt and of each mitigation prompt and the size
+        conditions of every prompt; the others the main prompt, without the clean
+        perception images (no distractor ratio: no Pearson r) when there are others.
+        Wherever they are, the main extractor labels the attention-blocking outputs."""
+        from .judges.attributes import PROMPT_FILES
+
+        task = self.idis_task(dataset)
+        settings = self.config["judge"]["attributes"]
+        prompt_of = settings["extractors"][extractor].get("prompt") or "standard"
+        if task is None or (task, prompt_of) not in PROMPT_FILES:
+            return []
+        keys = [
+            (model, dataset, condition, prompt)
+            for condition in self.datasets[dataset]["conditions"]
+            for model in self.models_of(dataset)
+            for prompt in self.prompts_of(dataset)
+            if self.has_outputs(model, dataset, condition, prompt)
+        ]
+        main = extractor == self.attribute_extractors[0]
+        blocked = set(self.blocked_files(dataset)) if main else set()
+        analysed = settings["datasets"] is None or dataset in settings["datasets"]
+        return [
+            k
+            for k in keys
+            if (analysed and (settings["scope"] == "all" or self._attributes_read(main, task, k)))
+            or self.blocked_path(*k) in blocked
+        ]
+
+    def _attributes_read(self, main: bool, task: str, key: tuple[str, str, str, str]) -> bool:
+        """Whether a table or figure of the Idis study reads the labels of the outputs
+        ``key`` by the main extractor (``main``) or by another one (its Table 4 row)."""
+        from .core.prompts import prompt_role
+
+        _, dataset, condition, prompt = key
+        first = self.prompts_of(dataset)[0]
+        if not main:
+            alone = self.datasets[dataset]["conditions"] == [condition]
+            return prompt == first and (task != "perception" or condition != self.clean or alone)
+        return (
+            prompt == first
+            or prompt_role(prompt)[0] == "mitigation"
+            or self.conditions[condition]["perturbation"] == "size"
+        )
+
+    def attribute_sample(
+        self, extractor: str, dataset: str, model: str, condition: str, prompt: str
+    ) -> int | None:
+        """How many traces of one outputs file ``extractor`` labels: None (every one) for
+        the main extractor or with ``judge.attributes.validation_sample`` null; else
+        ceil(validation_sample / the number of condition files the extractor labels for
+        this dataset, model and prompt; the file itself counted when it is not one)."""
+        n = self.config["judge"]["attributes"]["validation_sample"]
+        if n is None or extractor == self.attribute_extractors[0]:
+            return None
+        conditions = {
+            c for m, _, c, p in self.attribute_keys(extractor, dataset) if (m, p) == (model, prompt)
+        }
+        return math.ceil(int(n) / len(conditions | {condition}))
+
+    def attribute_extractors_of(self, dataset: str) -> list[str]:
+        """The extractors whose labels the Idis views of ``dataset`` show, main first:
+        none on a dataset without an attribute task or outside
+        ``judge.attributes.datasets``; else those that label an output there."""
+        chosen = self.config["judge"]["attributes"]["datasets"]
+        if self.idis_task(dataset) is None or (chosen is not None and dataset not in chosen):
+            return []
+        return [e for e in self.attribute_extractors if self.attribute_keys(e, dataset)]
+
+    # ------------------------------------------------------------------ LLM engines
+
+    def judge_cells(self) -> list[JudgeCell]:
+        """Every judged file of the MathVerse judge and the attribute extractors (the
+        steps whose LLM may be local: :data:`vlmrobust.core.llms.ENGINE_STEPS`), in a
+        fixed order: the VLM, then dataset, condition, prompt (and extractor)."""
+        judge = self.math_judge_spec()
+        cells = [
+            self._judge_cell("judge.mathverse", judge, key, self.math_judged_path(*key))
+            for key in self.math_judged_keys()
+        ]
+        for dataset in self.datasets:
+            for e in self.attribute_extractors:
+                for key in self.attribute_keys(e, dataset):
+                    spec = self.attribute_spec(e, key[1], key[0], key[2], key[3])
+                    out = self.attributes_path(e, *key)
+                    cells.append(
+                        self._judge_cell(f"judge.attributes.extractors.{e}", spec, key, out, e)
+                    )
+        return sorted(cells, key=lambda c: (c.model, c.dataset, c.condition, c.prompt, c.out))
+
+    def _judge_cell(
+        self,
+        where: str,
+        spec: dict[str, Any],
+        key: tuple[str, str, str, str],
+        out: str,
+        extractor: str | None = None,
+    ) -> JudgeCell:
+        """One judged file: the outputs of ``key`` (model, dataset, condition, prompt)
+        judged by the setting at ``where`` into ``out``; an extractor's validation
+        sample is the one its setting carries (:meth:`attribute_spec`)."""
+        return JudgeCell(
+            step="attributes" if extractor else "mathverse",
+            where=where,
+            spec=spec,
+            llm=spec.get("llm"),
+            model=key[0],
+            dataset=key[1],
+            condition=key[2],
+            prompt=key[3],
+            extractor=extractor,
+            outputs=self.output_path(*key),
+            out=out,
+            sample=(spec.get("sample") or {}).get("n"),
+        )
+
+    @property
+    def llm_models(self) -> list[str]:
+        """The local registry LLMs the run's judges name (answered by LLM engines)."""
+        found = {c.llm for c in self._engine_judge_cells()}
+        return sorted(m for m in found if m is not None)
+
+    def _engine_judge_cells(self) -> list[JudgeCell]:
+        cache = self.__dict__
+        if "_engine_judge_cells_cache" not in cache:
+            cache["_engine_judge_cells_cache"] = [
+                c for c in self.judge_cells() if c.spec.get("backend") in LOCAL_BACKENDS
+            ]
+        return cache["_engine_judge_cells_cache"]
+
+    def engine_judged_files(self) -> set[str]:
+        """The judged files LLM engines write (no judge job of their own)."""
+        return {c.out for c in self._engine_judge_cells()}
+
+    def llm_engine_count(self, model: str) -> int:
+        """How many LLM engines judge ``model``'s files: ``service.engines.<model>``, and
+        at least as many as keep each within ``cluster.max_runtime`` (an engine asks for
+        the registry runtime of each of its files); at most one per judged file."""
+        files = sum(c.llm == model for c in self._engine_judge_cells())
+        engines = self.engines_of(model)
+        cap = self.config["cluster"]["max_runtime"]
+        if cap:
+            per_engine = max(1, cap // model_resources(self.registry[model])["runtime"])
+            engines = max(engines, -(-files // per_engine))
+        return min(engines, files)
+
+    def llm_engines(self) -> list[tuple[str, str]]:
+        """(model, label) of every LLM engine (:meth:`llm_engine_count` per local LLM)."""
+        return [
+            (model, str(k))
+            for model in self.llm_models
+            for k in range(self.llm_engine_count(model))
+        ]
+
+    def llm_engine_cells(self, model: str, label: str | int) -> list[JudgeCell]:
+        """The judged files LLM engine ``label`` of ``model`` writes: the model's files
+        dealt to its engines in turn."""
+        cells = [c for c in self._engine_judge_cells() if c.llm == model]
+        engines = self.llm_engine_count(model)
+        return [c for k, c in enumerate(cells) if k % engines == int(label)]
+
+    def llm_engine_plan(self, model: str, label: str | int) -> dict[str, Any]:
+        """What an LLM engine job answers (:mod:`vlmrobust.jobs.llm_engine`): the model's
+        registry entry and, per judged file, the step, its setting and its files."""
+        cells = []
+        for c in self.llm_engine_cells(model, label):
+            cell = {"step": c.step, "spec": c.spec, "outputs": c.outputs, "out": c.out}
+            cell["samples"] = self.samples_path(c.dataset)
+            if c.step == "attributes":
+                cell["manifest"] = self.manifest_path(c.dataset, c.condition)
+                cell["task"] = self.idis_task(c.dataset)
+                cell["extractor"] = c.extractor
+            cells.append(cell)
+        spec = {k: v for k, v in self.registry[model].items() if v is not None}
+        spec = {k: spec[k] for k in (*INFERENCE_KEYS_LLM,) if k in spec}
+        return {"model": model, "phase": 0, "engine": int(label), "spec": spec, "cells": cells}
+
+    def llm_engine_inputs(self, model: str, label: str | int) -> list[str]:
+        """Every file an LLM engine's cells read: outputs, samples, manifests, the
+        extractors' word lists, and the model's own files (a built checkpoint)."""
+        from .judges.attributes import resource_files
+
+        files: dict[str, None] = {}
+        for c in self.llm_engine_cells(model, label):
+            names = [c.outputs, self.samples_path(c.dataset)]
+            if c.step == "attributes":
+                names.append(self.manifest_path(c.dataset, c.condition))
+                names += [str(f) for f in resource_files(c.spec, self.idis_task(c.dataset))]
+            files.update(dict.fromkeys(names))
+        files.update(dict.fromkeys(self.model_files(model)))
+        return list(files)
+
+    def llm_engine_runtime(self, model: str, label: str | int) -> int:
+        """The minutes an LLM engine asks for: the registry runtime per judged file."""
+        runtime = model_resources(self.registry[model])["runtime"]
+        return runtime * len(self.llm_engine_cells(model, label))
+
+
 @dataclass
-class RunPlan:
+class RunPlan(JudgePlan):
     """What one run answers: datasets, conditions, models and their files."""
 
     config: dict[str, Any]
@@ -760,163 +1061,6 @@ class RunPlan:
         return [self.shard_path(model, dataset, condition, prompt, i, n) for i in range(n)]
 
     @staticmethod
-    def math_judged_path(model: str, dataset: str, condition: str, prompt: str) -> str:
-        return path(
-            paths.MATH_JUDGED, model=model, dataset=dataset, condition=condition, prompt=prompt
-        )
-
-    def math_judged_files(self, only: str | None = None) -> list[str]:
-        """MathVerse judge verdicts of every output of a ``mathverse`` dataset (of the
-        dataset ``only`` when given)."""
-        return [
-            self.math_judged_path(model, dataset, condition, prompt)
-            for dataset, spec in self.datasets.items()
-            if spec["adapter"] == "mathverse" and only in (None, dataset)
-            for condition in spec["conditions"]
-            for model in self.models_of(dataset)
-            for prompt in self.prompts_of(dataset)
-            if self.has_outputs(model, dataset, condition, prompt)
-        ]
-
-    def math_judge_spec(self) -> dict[str, Any]:
-        """The MathVerse judge (config ``judge.mathverse``), its cache under the run's."""
-        spec = dict(self.config["judge"]["mathverse"])
-        if spec.get("backend", "offline") != "offline" and spec.get("cache_dir") is None:
-            spec["cache_dir"] = self.llm_cache_dir
-        return spec
-
-    # ------------------------------------------------------------------ Idis analyses
-
-    def idis_task(self, dataset: str) -> str | None:
-        """The attribute-analysis task of a dataset (``perception``, ``math``,
-        ``waterbirds``) from its adapter, or None."""
-        return IDIS_TASKS.get(self.datasets[dataset]["adapter"])
-
-    @property
-    def attribute_extractors(self) -> list[str]:
-        """The attribute extractors (config ``judge.attributes.extractors``), main first."""
-        return list(self.config["judge"]["attributes"]["extractors"])
-
-    @staticmethod
-    def attributes_path(extractor: str, model: str, dataset: str, condition: str, prompt: str):
-        return path(
-            paths.ATTRIBUTES,
-            extractor=extractor,
-            model=model,
-            dataset=dataset,
-            condition=condition,
-            prompt=prompt,
-        )
-
-    def attribute_files(self, dataset: str, extractors: list[str] | None = None) -> list[str]:
-        """Attribute labels of an Idis dataset (a dataset whose adapter has an attribute
-        task) by every extractor (or those given): the outputs each one labels
-        (:meth:`attribute_keys`, config ``judge.attributes.scope``)."""
-        return [
-            self.attributes_path(e, *key)
-            for e in (self.attribute_extractors if extractors is None else extractors)
-            for key in self.attribute_keys(e, dataset)
-        ]
-
-    def attribute_spec(
-        self,
-        extractor: str,
-        dataset: str | None = None,
-        model: str | None = None,
-        condition: str | None = None,
-        prompt: str | None = None,
-    ) -> dict[str, Any]:
-        """One extractor's setting, an LLM's cache under the run's. Given one labels
-        file's dataset, model, condition and prompt, also its validation sample
-        ``sample: {n, seed}`` where it has one (:meth:`attribute_sample`; the main
-        extractor's setting never has one)."""
-        spec = dict(self.config["judge"]["attributes"]["extractors"][extractor])
-        if spec.get("backend", "offline") != "offline" and spec.get("cache_dir") is None:
-            spec["cache_dir"] = self.llm_cache_dir
-        if dataset is not None and model is not None and condition and prompt:
-            n = self.attribute_sample(extractor, dataset, model, condition, prompt)
-            if n is not None:
-                seed = int(self.config["judge"]["attributes"]["validation_seed"])
-                spec["sample"] = {"n": n, "seed": seed}
-        return spec
-
-    def attribute_keys(self, extractor: str, dataset: str) -> list[tuple[str, str, str, str]]:
-        """(model, dataset, condition, prompt) of each outputs file ``extractor`` labels
-        on ``dataset`` (condition, then model, then prompt order). None on a dataset
-        without an attribute task, none for an extractor whose prompt does not exist
-        for the task (``prompt: alternative`` is a perception prompt). Config
-        ``judge.attributes``: on a dataset of ``datasets`` (null = all), ``scope: all``
-        labels every output; ``scope: read`` only what a table or figure reads
-        (docs/studies/idis.md, "Which traces are judged"): the main extractor every
-        condition of the main prompt and of each mitigation prompt and the size
-        conditions of every prompt; the others the main prompt, without the clean
-        perception images (no distractor ratio: no Pearson r) when there are others.
-        Wherever they are, the main extractor labels the attention-blocking outputs."""
-        from .judges.attributes import PROMPT_FILES
-
-        task = self.idis_task(dataset)
-        settings = self.config["judge"]["attributes"]
-        prompt_of = settings["extractors"][extractor].get("prompt") or "standard"
-        if task is None or (task, prompt_of) not in PROMPT_FILES:
-            return []
-        keys = [
-            (model, dataset, condition, prompt)
-            for condition in self.datasets[dataset]["conditions"]
-            for model in self.models_of(dataset)
-            for prompt in self.prompts_of(dataset)
-            if self.has_outputs(model, dataset, condition, prompt)
-        ]
-        main = extractor == self.attribute_extractors[0]
-        blocked = set(self.blocked_files(dataset)) if main else set()
-        analysed = settings["datasets"] is None or dataset in settings["datasets"]
-        return [
-            k
-            for k in keys
-            if (analysed and (settings["scope"] == "all" or self._attributes_read(main, task, k)))
-            or self.blocked_path(*k) in blocked
-        ]
-
-    def _attributes_read(self, main: bool, task: str, key: tuple[str, str, str, str]) -> bool:
-        """Whether a table or figure of the Idis study reads the labels of the outputs
-        ``key`` by the main extractor (``main``) or by another one (its Table 4 row)."""
-        from .core.prompts import prompt_role
-
-        _, dataset, condition, prompt = key
-        first = self.prompts_of(dataset)[0]
-        if not main:
-            alone = self.datasets[dataset]["conditions"] == [condition]
-            return prompt == first and (task != "perception" or condition != self.clean or alone)
-        return (
-            prompt == first
-            or prompt_role(prompt)[0] == "mitigation"
-            or self.conditions[condition]["perturbation"] == "size"
-        )
-
-    def attribute_sample(
-        self, extractor: str, dataset: str, model: str, condition: str, prompt: str
-    ) -> int | None:
-        """How many traces of one outputs file ``extractor`` labels: None (every one) for
-        the main extractor or with ``judge.attributes.validation_sample`` null; else
-        ceil(validation_sample / the number of condition files the extractor labels for
-        this dataset, model and prompt; the file itself counted when it is not one)."""
-        n = self.config["judge"]["attributes"]["validation_sample"]
-        if n is None or extractor == self.attribute_extractors[0]:
-            return None
-        conditions = {
-            c for m, _, c, p in self.attribute_keys(extractor, dataset) if (m, p) == (model, prompt)
-        }
-        return math.ceil(int(n) / len(conditions | {condition}))
-
-    def attribute_extractors_of(self, dataset: str) -> list[str]:
-        """The extractors whose labels the Idis views of ``dataset`` show, main first:
-        none on a dataset without an attribute task or outside
-        ``judge.attributes.datasets``; else those that label an output there."""
-        chosen = self.config["judge"]["attributes"]["datasets"]
-        if self.idis_task(dataset) is None or (chosen is not None and dataset not in chosen):
-            return []
-        return [e for e in self.attribute_extractors if self.attribute_keys(e, dataset)]
-
-    @staticmethod
     def area_path(dataset: str, condition: str) -> str:
         return path(paths.AREAS, dataset=dataset, condition=condition)
 
@@ -1024,134 +1168,6 @@ class RunPlan:
     def llm_cache_dir(self) -> str:
         """The content-addressed cache of every LLM call (judges, writers, fallback)."""
         return self.config["scoring"]["cache_dir"]
-
-    # ------------------------------------------------------------------ LLM engines
-
-    def judge_cells(self) -> list[JudgeCell]:
-        """Every judged file of the MathVerse judge and the attribute extractors (the
-        steps whose LLM may be local: :data:`vlmrobust.core.llms.ENGINE_STEPS`), in a
-        fixed order: the VLM, then dataset, condition, prompt (and extractor)."""
-        cells = []
-        judge = self.math_judge_spec()
-        for out in self.math_judged_files():
-            m, d, c, p = out.split("/")[-4:]
-            cells.append(self._judge_cell("mathverse", "judge.mathverse", judge, m, d, c, p[:-6]))
-        for dataset in self.datasets:
-            for extractor in self.attribute_extractors:
-                where = f"judge.attributes.extractors.{extractor}"
-                for out in self.attribute_files(dataset, [extractor]):
-                    m, d, c, p = out.split("/")[-4:]
-                    spec = self.attribute_spec(extractor, d, m, c, p[:-6])
-                    cell = self._judge_cell("attributes", where, spec, m, d, c, p[:-6], extractor)
-                    cells.append(cell)
-        return sorted(cells, key=lambda c: (c.model, c.dataset, c.condition, c.prompt, c.out))
-
-    def _judge_cell(self, step: str, where: str, spec: dict[str, Any], *cell: str) -> JudgeCell:
-        model, dataset, condition, prompt = cell[:4]
-        extractor = cell[4] if len(cell) > 4 else None
-        sample = None
-        if step == "attributes":
-            sample = self.attribute_sample(extractor, dataset, model, condition, prompt)
-        out = (
-            self.math_judged_path(model, dataset, condition, prompt)
-            if step == "mathverse"
-            else self.attributes_path(extractor, model, dataset, condition, prompt)
-        )
-        return JudgeCell(
-            step=step,
-            where=where,
-            spec=spec,
-            llm=spec.get("llm"),
-            model=model,
-            dataset=dataset,
-            condition=condition,
-            prompt=prompt,
-            extractor=extractor,
-            outputs=self.output_path(model, dataset, condition, prompt),
-            out=out,
-            sample=sample,
-        )
-
-    @property
-    def llm_models(self) -> list[str]:
-        """The local registry LLMs the run's judges name (answered by LLM engines)."""
-        found = {c.llm for c in self._engine_judge_cells()}
-        return sorted(m for m in found if m is not None)
-
-    def _engine_judge_cells(self) -> list[JudgeCell]:
-        cache = self.__dict__
-        if "_engine_judge_cells_cache" not in cache:
-            cache["_engine_judge_cells_cache"] = [
-                c for c in self.judge_cells() if c.spec.get("backend") in LOCAL_BACKENDS
-            ]
-        return cache["_engine_judge_cells_cache"]
-
-    def engine_judged_files(self) -> set[str]:
-        """The judged files LLM engines write (no judge job of their own)."""
-        return {c.out for c in self._engine_judge_cells()}
-
-    def llm_engine_count(self, model: str) -> int:
-        """How many LLM engines judge ``model``'s files: ``service.engines.<model>``, and
-        at least as many as keep each within ``cluster.max_runtime`` (an engine asks for
-        the registry runtime of each of its files); at most one per judged file."""
-        files = sum(c.llm == model for c in self._engine_judge_cells())
-        engines = self.engines_of(model)
-        cap = self.config["cluster"]["max_runtime"]
-        if cap:
-            per_engine = max(1, cap // model_resources(self.registry[model])["runtime"])
-            engines = max(engines, -(-files // per_engine))
-        return min(engines, files)
-
-    def llm_engines(self) -> list[tuple[str, str]]:
-        """(model, label) of every LLM engine (:meth:`llm_engine_count` per local LLM)."""
-        return [
-            (model, str(k))
-            for model in self.llm_models
-            for k in range(self.llm_engine_count(model))
-        ]
-
-    def llm_engine_cells(self, model: str, label: str | int) -> list[JudgeCell]:
-        """The judged files LLM engine ``label`` of ``model`` writes: the model's files
-        dealt to its engines in turn."""
-        cells = [c for c in self._engine_judge_cells() if c.llm == model]
-        engines = self.llm_engine_count(model)
-        return [c for k, c in enumerate(cells) if k % engines == int(label)]
-
-    def llm_engine_plan(self, model: str, label: str | int) -> dict[str, Any]:
-        """What an LLM engine job answers (:mod:`vlmrobust.jobs.llm_engine`): the model's
-        registry entry and, per judged file, the step, its setting and its files."""
-        cells = []
-        for c in self.llm_engine_cells(model, label):
-            cell = {"step": c.step, "spec": c.spec, "outputs": c.outputs, "out": c.out}
-            cell["samples"] = self.samples_path(c.dataset)
-            if c.step == "attributes":
-                cell["manifest"] = self.manifest_path(c.dataset, c.condition)
-                cell["task"] = self.idis_task(c.dataset)
-                cell["extractor"] = c.extractor
-            cells.append(cell)
-        spec = {k: v for k, v in self.registry[model].items() if v is not None}
-        spec = {k: spec[k] for k in (*INFERENCE_KEYS_LLM,) if k in spec}
-        return {"model": model, "phase": 0, "engine": int(label), "spec": spec, "cells": cells}
-
-    def llm_engine_inputs(self, model: str, label: str | int) -> list[str]:
-        """Every file an LLM engine's cells read: outputs, samples, manifests, the
-        extractors' word lists, and the model's own files (a built checkpoint)."""
-        from .judges.attributes import resource_files
-
-        files: dict[str, None] = {}
-        for c in self.llm_engine_cells(model, label):
-            names = [c.outputs, self.samples_path(c.dataset)]
-            if c.step == "attributes":
-                names.append(self.manifest_path(c.dataset, c.condition))
-                names += [str(f) for f in resource_files(c.spec, self.idis_task(c.dataset))]
-            files.update(dict.fromkeys(names))
-        files.update(dict.fromkeys(self.model_files(model)))
-        return list(files)
-
-    def llm_engine_runtime(self, model: str, label: str | int) -> int:
-        """The minutes an LLM engine asks for: the registry runtime per judged file."""
-        runtime = model_resources(self.registry[model])["runtime"]
-        return runtime * len(self.llm_engine_cells(model, label))
 
 
 #: registry keys an LLM engine loads its model from (the VLMs' inference keys)
