@@ -57,9 +57,11 @@ workflow.localrules(*local_rules(config["cluster"]["local_rules"], workflow))
 
 # On a cluster: jobs a killed Snakemake left are cancelled before anything is submitted
 # (rule all does it before the DAG is built; other targets get it here, after the DAG:
-# docs/architecture.md, "On a cluster").
+# docs/architecture.md, "On a cluster"). Then a job the DAG skips although its output
+# is missing fails the run before it starts (docs/architecture.md, "Engines").
 onstart:
     cancel_orphaned_jobs()
+    check_dropped_jobs()
 
 
 rule all:
@@ -67,4 +69,6 @@ rule all:
     input:
         # first, before any file is looked at: a killed run's jobs (on a cluster)
         cancel_orphaned_jobs,
+        # then the shards of outputs never gathered (Snakemake would skip the gathering)
+        reopen_ungathered_shards,
         all_targets(),

@@ -76,7 +76,12 @@ def test_shipped_configs_are_valid_and_filled_with_defaults():
     assert len(demo["conditions"]["corrupt"]["methods"]) == 20
     assert demo["datasets"]["demo-chart"]["on_bad_row"] == "skip"
     assert demo["threads"]["variants"] == 1  # the default run's own setting (default 2)
-    assert demo["service"] == {"default_engines": 1, "engines": {}, "split_cells": False}
+    assert demo["service"] == {
+        "default_engines": 1,
+        "engines": {},
+        "split_cells": False,
+        "wait_log_s": 600,
+    }
     assert demo["engines"] == "registry"
     assert demo["models"] == ["demo-base", "demo-reasoning"]
     assert demo["datasets"]["demo-chart"]["scorer"] == "generic"
@@ -261,6 +266,27 @@ def test_registry_pairs():
         (
             lambda c: c["datasets"]["demo-visargs"].update(path="results/raw/demo/premise"),
             "datasets.demo-visargs.path: demo family 'premise' is not generated",
+        ),
+        (
+            lambda c: c.update(service={"engines": {"demo-bse": 2}}),
+            "config: service.engines.demo-bse: 'demo-bse' is not a model of the run (nor of "
+            "config/models.yaml), so this count would be ignored. The run's models with "
+            "engines (its `models` answered by a local checkpoint, backends hf and vllm): "
+            "demo-base, demo-reasoning; the local LLMs its judges name: none",
+        ),
+        (
+            lambda c: c.update(service={"engines": {"demo-extra": 2}}),
+            "config: service.engines.demo-extra: 'demo-extra' is not a model of the run (it "
+            "is in config/models.yaml, but neither in `models` nor named by a judge)",
+        ),
+        (
+            lambda c: c.update(
+                models=[*c["models"], "demo-vllm-served"],
+                service={"engines": {"demo-base": 2, "demo-vllm-served": 2}},
+            ),
+            "config: service.engines.demo-vllm-served: 'demo-vllm-served' is answered "
+            "through an API (backend openai), which has no engine jobs, so this count would "
+            "change nothing; remove it.",
         ),
     ],
 )

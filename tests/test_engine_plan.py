@@ -9,9 +9,10 @@ from collections import Counter
 
 import pytest
 
+from vlmrobust.core.config import ConfigError, load_yaml
 from vlmrobust.plan import RunPlan
 
-from .conftest import REPO
+from .conftest import BIN, REPO, run
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +113,86 @@ def test_engines_papers_answers_each_dataset_with_its_papers_engine(paper):
     spec = paper.blocking_spec("qwen3-vl-8b-thinking", "imagenet9", "idis-perception")
     assert spec["infer"]["model_spec"]["backend"] == "hf"
     assert "max_model_len" not in spec["infer"]["model_spec"]["options"]
+
+
+def _refused(config: dict) -> str:
+    with contextlib.chdir(REPO), pytest.raises(ConfigError) as error:
+        RunPlan.from_config(config)
+    return str(error.value)
+
+
+def test_engines_of_a_model_outside_the_run_are_refused_naming_the_key():
+    """config/paper.yaml's balance block with a typo: before, the misspelt model was
+    ignored and the real one silently got service.default_engines."""
+    config = load_yaml(REPO / "config/paper.yaml")
+    engines = config["service"]["engines"]
+    engines["qwen2.5-vl-7b-instuct"] = engines.pop("qwen2.5-vl-7b")
+    message = _refused(config)
+    assert message.startswith(
+        "config: service.engines.qwen2.5-vl-7b-instuct: 'qwen2.5-vl-7b-instuct' is not a "
+        "model of the run (nor of config/models.yaml), so this count would be ignored. "
+        "The run's models with engines (its `models` answered by a local checkpoint, "
+        "backends hf and vllm): qwen2.5-vl-7b, r1-onevision-7b, "
+    )
+    assert message.endswith(
+        "llama-3.2-90b-vision; the local LLMs its judges name: gpt-oss-120b, qwen3.5-27b"
+    )
+    assert "gpt-4o" not in message and "deepseek" not in message  # API models: no engines
+
+
+def test_snakemake_refuses_a_misspelt_engine_count_before_any_job(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text((REPO / "config/config.yaml").read_text() + "service:\n  engines:\n"
+                      "    demo-base: 2\n    demo-reasoing: 2\n")  # fmt: skip
+    cmd = [str(BIN / "snakemake"), "-n", "--cores", "1", "--configfile", str(config)]
+    proc = run(cmd, REPO, check=False, timeout=600)
+    assert proc.returncode != 0
+    assert (
+        "config: service.engines.demo-reasoing: 'demo-reasoing' is not a model of the run "
+        "(nor of config/models.yaml), so this count would be ignored. The run's models with "
+        "engines (its `models` answered by a local checkpoint, backends hf and vllm): "
+        "demo-base, demo-reasoning; the local LLMs its judges name: none"
+    ) in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "deepseek-v3.2"])
+def test_engines_of_a_model_answered_through_an_api_are_refused(model):
+    """An API model of the run (a VLM of `models`, an extractor's LLM) has no engine: its
+    count would change nothing."""
+    config = load_yaml(REPO / "config/paper.yaml")
+    config["service"]["engines"][model] = 2
+    assert _refused(config).startswith(
+        f"config: service.engines.{model}: {model!r} is answered through an API (backend "
+        "openai), which has no engine jobs, so this count would change nothing; remove it."
+    )
+
+
+def test_a_judges_local_llm_has_engines_only_while_a_judge_names_it():
+    config = load_yaml(REPO / "config/paper.yaml")
+    config["judge"]["mathverse"] = {"backend": "offline"}
+    assert _refused(config).startswith(
+        "config: service.engines.gpt-oss-120b: 'gpt-oss-120b' is not a model of the run "
+        "(it is in config/models.yaml, but neither in `models` nor named by a judge)"
+    )
+
+
+def test_the_stand_in_runs_of_paper_yaml_keep_valid_engines(tmp_path):
+    """The stand-ins (vlmrobust demo-standins) keep every model of config/paper.yaml and
+    its judges' local LLMs, so its balance block stays valid: whole, and cut to one Idis
+    dataset, where gpt-oss-120b (the MathVerse judge) has no file to judge but is still
+    named by the judge."""
+    from vlmrobust_demo.standins import SHARED_FOLDER, write_stand_ins
+
+    for folder in SHARED_FOLDER.values():
+        (tmp_path / "shared" / folder).mkdir(parents=True, exist_ok=True)
+    paper = load_yaml(REPO / "config/paper.yaml")["service"]["engines"]
+    with contextlib.chdir(REPO):
+        for only in (None, ["imagenet9"]):
+            out = tmp_path / f"standins-{only}"
+            config, _ = write_stand_ins("config/paper.yaml", out, tmp_path / "shared", only=only)
+            plan = RunPlan.load(config)
+            assert plan.config["service"]["engines"] == paper
+    assert plan.llm_models == ["qwen3.5-27b"]
 
 
 def test_jobs_a_killed_snakemake_left_are_cancelled_and_waited_for(tmp_path, monkeypatch):

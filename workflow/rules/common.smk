@@ -323,6 +323,80 @@ def cancel_orphaned_jobs(wildcards=None):
     return []
 
 
+REOPENED = {"checked": False}
+
+
+def reopen_ungathered_shards(wildcards=None):
+    """Snakemake drops the gathering of a cell whose outputs file is missing when the
+    job that writes its shards reruns (the shards are `ancient` to it), and the run then
+    ends "done" with that work left (snakemake/snakemake#4166: after a killed Snakemake,
+    whose engines finished as orphans). So before the DAG is built (an input function
+    of rule all, after cancel_orphaned_jobs) every shard of a cell whose outputs file is
+    missing is turned back into its resume cache (vlmrobust.infer.run.reopen_shard):
+    its job reruns, asks the model nothing, and the gathering runs after it. A dry run
+    only says so. Returns no files (docs/architecture.md, "Engines")."""
+    if REOPENED["checked"] or workflow.remote_exec:
+        return []
+    REOPENED["checked"] = True
+    from vlmrobust.infer.run import reopen_shard
+
+    shards = [
+        shard
+        for out, files in PLAN.gathered_cells()
+        if not os.path.exists(out)
+        for shard in files
+        if os.path.exists(shard)
+    ]
+    if not shards:
+        return []
+    if workflow.dryrun:
+        print(
+            f"{len(shards)} shard file(s) of outputs not gathered yet (e.g. {shards[0]}): "
+            "a run turns them back into resume caches first, so their jobs run again "
+            "(asking nothing) and the outputs are gathered; this dry run lists neither",
+            file=sys.stderr,
+        )
+        return []
+    reopened = [s for s in shards if reopen_shard(Path(s))]
+    if reopened:
+        print(
+            f"reopened {len(reopened)} shard file(s) whose outputs were never gathered "
+            f"(e.g. {reopened[0]}): their jobs rerun from their resume caches",
+            file=sys.stderr,
+        )
+    return []
+
+
+def check_dropped_jobs():
+    """After the DAG is built (onstart): a job Snakemake will not run although one of
+    its outputs is missing and a job it reads from runs (the hole
+    reopen_ungathered_shards closes for rule all; a run of other targets can still meet
+    it) fails the run before anything runs, naming the jobs, so it never ends "done"
+    with work left; the shards of a dropped gathering are reopened first, so the next
+    run of the same command completes."""
+    from vlmrobust.infer.run import reopen_shard
+
+    dag = workflow.dag
+    dropped = [
+        job
+        for job in dag.jobs
+        if not dag.needrun(job)
+        and any(dag.needrun(dep) for dep in dag.dependencies[job])
+        and any(not os.path.exists(f) for f in job.output)
+    ]
+    if not dropped:
+        return
+    for job in dropped:
+        if job.rule.name == "gather_outputs":
+            for shard in shard_files(job.wildcards):
+                reopen_shard(Path(shard))
+    names = ", ".join(f"{job.rule.name} ({job.output[0]})" for job in dropped[:5])
+    raise WorkflowError(
+        f"Snakemake would skip {len(dropped)} job(s) whose outputs are missing, e.g. "
+        f"{names} (snakemake/snakemake#4166); nothing was run: run the same command again"
+    )
+
+
 def infer_resource(name):
     """A resource of an inference job (gpu, mem_mb, runtime) from the model's registry
     entry (`resources`; null: the kind's default, vlmrobust.core.registry)."""

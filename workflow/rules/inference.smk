@@ -154,10 +154,13 @@ for _model, _phase, _engine in PLAN.engines():
             gpu=engine_resource(_model, "gpu"),
             mem_mb=engine_resource(_model, "mem_mb"),
             runtime=PLAN.engine_runtime(_model, _phase, _engine),
+            # a resource, not a parameter: a change does not rerun the engine
+            wait_log_s=config["service"]["wait_log_s"],
         params:
             cli=engine_cli(_model, _engine),
         shell:
-            "{params.cli} infer-engine --plan {input.plan} --threads {threads} > {log} 2>&1"
+            "{params.cli} infer-engine --plan {input.plan} --threads {threads}"
+            " --wait-log-s {resources.wait_log_s} > {log} 2>&1"
 
 
 # An LLM engine: one local LLM of the judges (config `llm: <id>`: the MathVerse judge, an
@@ -190,10 +193,12 @@ for _model, _engine in PLAN.llm_engines():
             gpu=engine_resource(_model, "gpu"),
             mem_mb=engine_resource(_model, "mem_mb"),
             runtime=PLAN.llm_engine_runtime(_model, _engine),
+            wait_log_s=config["service"]["wait_log_s"],
         params:
             cli=engine_cli(_model, _engine),
         shell:
-            "{params.cli} llm-engine --plan {input.plan} --threads {threads} > {log} 2>&1"
+            "{params.cli} llm-engine --plan {input.plan} --threads {threads}"
+            " --wait-log-s {resources.wait_log_s} > {log} 2>&1"
 
 
 # Released outputs (config `imports`) instead of a model run: reviewers rebuild every

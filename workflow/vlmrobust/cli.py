@@ -61,6 +61,13 @@ MANIFEST = required("--manifest", help="variant manifest JSONL")
 OUTPUTS = required("--outputs", help="outputs JSONL")
 CACHE = arg("--cache-dir", help="LLM cache folder (default results/cache/llm)")
 THREADS = arg("--threads", type=int, default=0, help="torch CPU threads (0: torch's)")
+WAIT_LOG = arg(
+    "--wait-log-s",
+    type=float,
+    default=600.0,
+    help="log what the engine waits on after this many seconds without an answer, and "
+    "again every as many (config service.wait_log_s; 0: never)",
+)
 UNPARSED_CHOICE = arg(
     "--unparsed-choice",
     choices=["wrong", "most-similar"],
@@ -231,6 +238,7 @@ COMMANDS: dict[str, Command] = {
         (
             required("--plan", help="engine plan JSON (rule engine_plan)"),
             THREADS,
+            WAIT_LOG,
         ),
     ),
     "llm-engine": Command(
@@ -240,6 +248,7 @@ COMMANDS: dict[str, Command] = {
         (
             required("--plan", help="LLM engine plan JSON (rule engine_plan)"),
             THREADS,
+            WAIT_LOG,
         ),
     ),
     "vllm-serve": Command(

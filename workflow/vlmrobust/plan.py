@@ -1060,6 +1060,16 @@ class RunPlan(JudgePlan):
         n = self.cell_shards(model, dataset)
         return [self.shard_path(model, dataset, condition, prompt, i, n) for i in range(n)]
 
+    def gathered_cells(self) -> list[tuple[str, list[str]]]:
+        """Every outputs file rule ``gather_outputs`` writes (a model's answers, not an
+        import), with its shard files."""
+        return [
+            (self.output_path(*key), self.shard_files(*key))
+            for model in self.models
+            for key in self.output_keys(model)
+            if "/".join(key) not in self.output_imports
+        ]
+
     @staticmethod
     def area_path(dataset: str, condition: str) -> str:
         return path(paths.AREAS, dataset=dataset, condition=condition)

@@ -18,11 +18,11 @@ from jsonschema import Draft202012Validator, validators
 
 from .benchmarks import BENCHMARKS, REGION_META, SCORER_NAMES
 from .harness import CHAT_WRAPPERS
-from .llms import LLMRefError, resolve_llm_refs
+from .llms import LLMRefError, is_engine_step, llm_settings, resolve_llm_refs
 from .paths import CONSTRUCTION, DEMO_IDIS_ROOT, DEMO_ROOT, NAME
 from .paths import path as fill_template
 from .prompts import DEFAULT_PROMPT
-from .registry import API_BACKENDS, GENERATION_CONFIGS, model_resources
+from .registry import API_BACKENDS, GENERATION_CONFIGS, LOCAL_BACKENDS, model_resources
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 
@@ -538,6 +538,7 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
     _check_without_images(config, seen_imports)
     _check_decoding(config)
     _check_models(config, registry)
+    _check_engines(config, registry["models"])
     _check_blocking(config, registry["models"])
     _check_attribute_datasets(config)
     return config
@@ -716,6 +717,56 @@ def _check_models(config: dict, registry: dict) -> None:
                     f"`models` ({', '.join(config['models']) or 'none'}), so no job would "
                     f"answer it; add it to `models` or remove it here"
                 )
+
+
+def judge_llms(config: dict) -> list[str]:
+    """The local registry LLMs (backends hf, vllm) the judges of a validated ``config``
+    name (``llm:`` under judge.mathverse and judge.attributes.extractors.<name>), each
+    answered by LLM engines, whether or not the run gives it a file to judge."""
+    return sorted(
+        {
+            setting["llm"]
+            for where, setting in llm_settings(config["judge"], "judge")
+            if is_engine_step(where) and setting.get("backend") in LOCAL_BACKENDS
+        }
+    )
+
+
+def _check_engines(config: dict, models: dict) -> None:
+    """``service.engines`` names models that have engines: the run's ``models``
+    answered by a local checkpoint (backends hf, vllm) and the local LLMs its judges
+    name (:func:`judge_llms`). Any other name would be ignored without a word (a typo
+    leaves the model at ``default_engines``), so it is an error; so is a model of the
+    run answered through an API, which has no engine for the count to change."""
+    engines = config["service"]["engines"]
+    local = [m for m in config["models"] if models[m]["backend"] in LOCAL_BACKENDS]
+    llms = judge_llms(config)
+    named = {s["llm"] for _, s in llm_settings(config)} | set(config["models"])
+    for name in engines:
+        if name in local or name in llms:
+            continue
+        where = f"config: service.engines.{name}"
+        can = (
+            f"The run's models with engines (its `models` answered by a local checkpoint, "
+            f"backends hf and vllm): {', '.join(local) or 'none'}; the local LLMs its "
+            f"judges name: {', '.join(llms) or 'none'}"
+        )
+        backend = (models.get(name) or {}).get("backend")
+        if name in named and backend in API_BACKENDS:
+            raise ConfigError(
+                f"{where}: {name!r} is answered through an API (backend {backend}), which "
+                f"has no engine jobs, so this count would change nothing; remove it. {can}"
+            )
+        registry = config["model_registry"]
+        why = (
+            f"it is in {registry}, but neither in `models` nor named by a judge"
+            if name in models
+            else f"nor of {registry}"
+        )
+        raise ConfigError(
+            f"{where}: {name!r} is not a model of the run ({why}), so this count would be "
+            f"ignored. {can}"
+        )
 
 
 def _check_blocking(config: dict, models: dict) -> None:

@@ -142,12 +142,13 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 
 @contextlib.contextmanager
-def exclusive(path: str | os.PathLike, waiting: Any = None) -> Iterator[None]:
+def exclusive(path: str | os.PathLike, waiting: Any = None, wait: bool = True) -> Iterator[None]:
     """Hold the lock file ``path`` (an exclusive ``flock``; its pid written in it) for
     the ``with`` block: one holder at a time, on one machine or across the nodes of a
     shared file system whose locks are shared (NFS, Lustre with ``-o flock``, GPFS).
-    A second holder waits; ``waiting(pid)`` is called once when it has to. The file is
-    removed on release; a waiter that then finds its file gone opens the new one."""
+    A second holder waits; ``waiting(pid)`` is called once when it has to (with
+    ``wait=False`` it raises :class:`BlockingIOError` instead). The file is removed on
+    release; a waiter that then finds its file gone opens the new one."""
     import fcntl
 
     path = Path(path)
@@ -157,6 +158,9 @@ def exclusive(path: str | os.PathLike, waiting: Any = None) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                os.close(fd)
+                raise
             if not told and waiting is not None:
                 holder = os.read(fd, 32).decode(errors="replace").strip()
                 waiting(int(holder) if holder.isdigit() else None)

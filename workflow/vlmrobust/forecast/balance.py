@@ -15,16 +15,25 @@ file (an LLM engine answers whole files, dealt in turn).
 
 :func:`write_block` puts the result into the configuration file between two marker
 lines, so the choice is written down with the numbers it came from and a rerun replaces
-it; the rest of the file is left as it was.
+it; the rest of the file is left as it was. A damaged marker (not at the start of its
+line, text after the end marker, one missing, twice, out of order) or a block that
+would not read back as the same configuration is refused, with nothing written.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import yaml
+
+from ..core.config import ConfigError, load_yaml
+from ..core.io import atomic_write_text
 from ..plan import RunPlan
 from . import Forecast
 from .cost import engines_of_run, llm_engines_of_run, schedule
@@ -122,14 +131,22 @@ def balance(
     return best
 
 
-def block_text(result: Balance, command: str) -> str:
-    """The configuration lines :func:`write_block` writes."""
+def block_text(result: Balance, command: str, keep: dict[str, Any] | None = None) -> str:
+    """The configuration lines :func:`write_block` writes; ``keep``: the other keys of
+    the configuration's own ``service`` (``wait_log_s``, ...), written as they were."""
+    kept = [
+        f"  {line}"
+        for key, value in (keep or {}).items()
+        if key not in ("split_cells", "engines")
+        for line in yaml.safe_dump({key: value}, default_flow_style=False).splitlines()
+    ]
     lines = [
         f"{BEGIN}: written by `{command}` from the forecast; rerun it",
         f"# after a change to the run. On {result.gpus} GPUs: makespan "
         f"{result.makespan_s / 3600:,.1f} h, engines' GPU-hours / GPUs "
         f"{result.bound_s / 3600:,.1f} h ({(result.ratio - 1) * 100:+.1f} %).",
         "service:",
+        *kept,
         "  split_cells: true",
         "  engines:",
         *(f"    {m}: {n}" for m, n in result.engines.items()),
@@ -138,21 +155,114 @@ def block_text(result: Balance, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_block(config_file: str | Path, text: str) -> None:
-    """Replace the lines between the markers of ``config_file`` with ``text`` (appended
-    where there are none). A ``service:`` key outside them is an error: the file would
-    hold two."""
+def _marker_error(config_file: str | Path, number: int, marker: str, what: str) -> ConfigError:
+    return ConfigError(
+        f"{config_file}: line {number}: the balance marker `{marker}` {what}; nothing "
+        f"was written (`vlmrobust balance --write` replaces the lines from `{BEGIN}` "
+        f"to `{END}`, each marker at the start of a line of its own)"
+    )
+
+
+def find_block(config_file: str | Path, text: str) -> tuple[int, int] | None:
+    """The 0-based numbers of the begin and end marker lines of ``text`` (the content
+    of ``config_file``), None where it has neither; a damaged marker is a
+    :class:`ConfigError` naming the file, the line and what is wrong: a marker not at
+    the start of its line, text after the end marker, a second begin or end marker, an
+    end marker without a begin marker before it or a begin marker without an end."""
+    found: dict[str, list[int]] = {BEGIN: [], END: []}
+    for number, line in enumerate(text.splitlines(), 1):
+        for marker in (BEGIN, END):
+            at = line.find(marker)
+            if at > 0:
+                before = line[:at].strip()
+                what = f"has text before it on its line ({before!r})" if before else "is indented"
+                raise _marker_error(config_file, number, marker, what)
+            after = line[len(marker) :].strip() if at == 0 else ""
+            if marker == END and after:
+                what = f"has text after it on its line ({after!r}): the rewrite would drop it"
+                raise _marker_error(config_file, number, marker, what)
+            if at == 0 and found[marker]:
+                what = f"appears a second time (first on line {found[marker][0]})"
+                raise _marker_error(config_file, number, marker, what)
+            if at == 0:
+                found[marker].append(number)
+    begin = found[BEGIN][0] if found[BEGIN] else None
+    end = found[END][0] if found[END] else None
+    if begin is None and end is None:
+        return None
+    if begin is None:
+        raise _marker_error(config_file, end, END, f"has no begin marker `{BEGIN}` before it")
+    if end is None:
+        raise _marker_error(config_file, begin, BEGIN, f"has no end marker `{END}` after it")
+    if end < begin:
+        what = f"comes before the begin marker (line {begin}): the block is upside down"
+        raise _marker_error(config_file, end, END, what)
+    return begin - 1, end - 1
+
+
+def _parsed(config_file: str | Path, text: str) -> Any:
+    """``text``, the rewritten ``config_file``, as the project's YAML reader reads it
+    (:func:`load_yaml`)."""
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder) / Path(config_file).name
+        copy.write_text(text, encoding="utf-8")
+        try:
+            return load_yaml(copy)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace(str(copy), f"{config_file} as rewritten")) from None
+
+
+def write_block(
+    config_file: str | Path, text: str, check: Callable[[dict], Any] | None = None
+) -> None:
+    """Replace the lines from the begin to the end marker of ``config_file`` with
+    ``text`` (appended where there are none). Refused, with nothing written: a damaged
+    marker (:func:`find_block`), a ``service:`` key outside them (the file would hold
+    two), a rewrite that does not read back with :func:`load_yaml` as the same
+    configuration but for its ``service`` (a block inside another key), and a result
+    ``check`` (e.g. :func:`~vlmrobust.core.config.validate_config`) refuses."""
     path = Path(config_file)
     old = path.read_text(encoding="utf-8")
-    pattern = re.compile(rf"^{re.escape(BEGIN)}.*?^{re.escape(END)}\n?", re.S | re.M)
-    outside = pattern.sub("", old)
-    if re.search(r"^service:", outside, re.M):
-        raise ValueError(
+    lines = old.splitlines(keepends=True)
+    block = find_block(config_file, old)
+    outside = lines if block is None else lines[: block[0]] + lines[block[1] + 1 :]
+    if re.search(r"^service:", "".join(outside), re.M):
+        raise ConfigError(
             f"{config_file}: has a `service:` key outside the `{BEGIN}` block; remove it "
             "(the block sets service.split_cells and service.engines)"
         )
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text, old, count=1)
-    else:
+    if block is None:
         new = old.rstrip("\n") + "\n\n" + text
-    path.write_text(new, encoding="utf-8")
+    else:
+        new = "".join(lines[: block[0]]) + text + "".join(lines[block[1] + 1 :])
+    before = load_yaml(path) or {}
+    try:
+        after = _parsed(config_file, new)
+        why = "it reads back as another configuration"
+    except ConfigError as exc:
+        after, why = None, f"it would not read back: {exc}"
+    service = yaml.safe_load(text)["service"]
+    if (
+        not isinstance(before, dict)
+        or not isinstance(after, dict)
+        or _but_service(before) != _but_service(after)
+        or after.get("service") != service
+    ):
+        where = "appended" if block is None else f"on lines {block[0] + 1}-{block[1] + 1}"
+        raise ConfigError(
+            f"{config_file}: the balance block {where} would not stand at the top level "
+            f"of the file ({why}); nothing was written: keep `{BEGIN}` and its block "
+            "between two top-level keys, outside any other key's value"
+        )
+    try:
+        if check is not None:
+            check(after)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{config_file} as rewritten would not validate, so nothing was written: {exc}"
+        ) from None
+    atomic_write_text(path, new)
+
+
+def _but_service(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k != "service"}

@@ -36,6 +36,7 @@ from typing import Any
 from ..clients.pool import RoundPool
 from ..clients.vlm.base import Backend, Request, Result
 from ..clients.vlm.checkpoint import import_transformers
+from ..core import watchdog
 from ..core.registry import INFERENCE_KEYS
 from .run import Job, run_inference
 
@@ -99,6 +100,7 @@ class _Shared:
             if self.backend is None:
                 from ..clients.vlm import make_backend
 
+                watchdog.waiting(f"loading models.{self.model}")
                 t0 = time.perf_counter()
                 self.backend = make_backend(self.model, self.spec)
                 log.info(
@@ -189,7 +191,11 @@ class _Pool:
         call (two prompt settings share variant ids), the results split back by cell."""
         pooled = [replace(r, key=f"{i}|{r.key}") for ask in asks for i, r in ask]
         got: dict[int, dict[str, Result]] = {i: {} for ask in asks for i, _ in ask}
-        for result in self.backend.generate(pooled):
+        backend = self.backend
+        watchdog.waiting(
+            f"the model's answers to {len(pooled)} pooled request(s) of {len(asks)} cell(s)"
+        )
+        for result in backend.generate(pooled):
             i, key = result.key.split("|", 1)
             got[int(i)][key] = replace(result, key=key)
         return [got[ask[0][0]] if ask else {} for ask in asks]

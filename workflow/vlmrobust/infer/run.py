@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from tqdm import tqdm
 
 from ..clients.vlm.base import Backend, Request, Result, chunks
 from ..clients.vlm.thinking import split_thinking
+from ..core import watchdog
 from ..core.io import exclusive, write_jsonl
 from ..core.records import (
     OutputRow,
@@ -302,21 +304,39 @@ def dataset_pixels(row: dict[str, Any]) -> dict[str, int] | None:
 
 
 def read_partial(path: Path) -> list[dict[str, Any]]:
-    """Rows of a partial file; a torn last line (the job was killed mid-write) is dropped."""
+    """The rows of a resume cache (a partial file, or a finished shard). A damaged line
+    (not UTF-8, not JSON, or not an output row: a JSON object with a string ``key``) is
+    dropped with a warning naming the file and the line, and so is a torn last line (a
+    job killed mid-write, a full disk): their requests are asked again, nothing fails."""
     if not path.exists():
         return []
+    lines = path.read_bytes().split(b"\n")
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.read().split("\n")
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if lineno < len(lines) - 1:
-                log.warning("%s:%d: unreadable line dropped", path, lineno)
+        row, damage = _cache_row(raw)
+        if row is not None:
+            rows.append(row)
+            continue
+        torn = " (its last line, cut short)" if lineno == len(lines) else ""
+        log.warning(
+            "%s:%d: %s%s: line dropped, its request is asked again", path, lineno, damage, torn
+        )
     return rows
+
+
+def _cache_row(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """One line of a resume cache as a row, or None and what is wrong with it."""
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+    except json.JSONDecodeError as exc:
+        return None, f"not JSON ({exc.msg} at column {exc.colno})"
+    if not isinstance(row, dict) or not isinstance(row.get("key"), str):
+        return None, f"not an output row (a JSON {type(row).__name__} without a string key)"
+    return row, ""
 
 
 def reasoning_tokens(result: Result, thinking: str | None, backend: Backend) -> int | None:
@@ -414,22 +434,94 @@ def kept_rows(
 ) -> tuple[dict[str, dict[str, Any]], int]:
     """The rows of the partial file (and of ``out``, when another writer of this shard
     finished it first) that still answer one of ``plans`` (by key), and how many were
-    dropped; the partial file is rewritten with the kept rows, so appends continue a
-    clean file."""
+    dropped; then the rows of the same cell that the resume caches of another split hold
+    (:func:`other_splits`: a row's key and request do not depend on the split). The
+    partial file is rewritten with the kept rows, so appends continue a clean file."""
     by_key = {p.request.key: p for p in plans}
     done: dict[str, dict[str, Any]] = {}
     dropped = 0
     # a finished shard leaves no partial file (one with failed rows keeps both)
     finished = out is not None and out.exists() and not partial.exists()
-    for row in read_partial(out if finished else partial):
-        plan = by_key.get(row.get("key"))
-        if plan is not None and _reusable(row, plan, job):
+    own = out if finished else partial
+    for row in read_partial(own):
+        plan = by_key.get(row["key"])
+        if plan is not None and _reusable_row(row, plan, job, own):
             done[row["key"]] = row
         else:
             dropped += 1
+    others = other_splits(out) if out is not None else []
+    adopted = 0
+    for source in others:
+        for row in read_partial(source):
+            plan = by_key.get(row["key"])
+            if plan is None or row["key"] in done:
+                continue
+            if _reusable_row(row, plan, job, source):
+                done[row["key"]] = row
+                adopted += 1
+    if others:
+        log.info(
+            "%s: %d row(s) taken from the resume caches of another split (%s)",
+            out,
+            adopted,
+            ", ".join(f.name for f in others),
+        )
     if partial.exists() or done:
         write_jsonl(partial, done.values())
     return done, dropped
+
+
+def _reusable_row(row: dict[str, Any], plan: Planned, job: Job, source: Path) -> bool:
+    """:func:`_reusable`, where a field of the wrong type (a damaged row) is no match."""
+    try:
+        return _reusable(row, plan, job)
+    except (AttributeError, TypeError, ValueError) as exc:
+        log.warning(
+            "%s: row %r has a damaged field (%s: %s): dropped, its request is asked again",
+            source,
+            row["key"],
+            type(exc).__name__,
+            exc,
+        )
+        return False
+
+
+#: a shard file's name (core.paths.SHARD): shard <index> of <shards>
+SHARD_NAME = re.compile(r"shard(\d+)of(\d+)\.jsonl")
+
+
+def other_splits(out: Path) -> list[Path]:
+    """The resume caches of ``out``'s cell under another split: for each shard of
+    another shard count in its folder (``service.engines`` or ``service.split_cells``
+    changed, or the dataset's ``shards``), its partial file, else its finished file."""
+    this = SHARD_NAME.fullmatch(out.name)
+    if this is None or not out.parent.is_dir():
+        return []
+    found: dict[tuple[int, int], Path] = {}
+    for f in sorted(out.parent.iterdir()):
+        name = f.name.removesuffix(".partial")
+        match = SHARD_NAME.fullmatch(name)
+        if match is None or match.group(2) == this.group(2) or not f.is_file():
+            continue
+        index = (int(match.group(2)), int(match.group(1)))
+        if f.name.endswith(".partial") or index not in found:
+            found[index] = f
+    return [found[k] for k in sorted(found)]
+
+
+def remove_other_splits(shards: list[Path]) -> list[Path]:
+    """Remove the resume caches and shard files of another split (:func:`other_splits`)
+    beside ``shards``, every shard of one cell's current split: their rows are in these
+    shards now (taken over, or asked again). Returns what was removed."""
+    keep = {Path(s).name for s in shards}
+    removed = []
+    for folder in sorted({Path(s).parent for s in shards}):
+        for f in sorted(folder.iterdir()) if folder.is_dir() else []:
+            name = f.name.removesuffix(".partial")
+            if SHARD_NAME.fullmatch(name) and name not in keep and f.is_file():
+                f.unlink()
+                removed.append(f)
+    return removed
 
 
 def generate_rows(
@@ -447,6 +539,7 @@ def generate_rows(
         bar = tqdm(total=len(todo), desc=f"infer {job.model}", unit="answer", disable=None)
         for batch in chunks(todo, size):
             plans_by_key = {p.request.key: p for p in batch}
+            watchdog.waiting(f"the model's answers to {len(batch)} request(s) of {partial.with_suffix('')}")
             t0 = time.perf_counter()
             for result in backend.generate([p.request for p in batch]):
                 plan = plans_by_key.pop(result.key, None)
@@ -458,6 +551,7 @@ def generate_rows(
                 done[row["key"]] = row
                 generated += 1
                 errors += row["error"] is not None
+                watchdog.answered()
                 bar.update(1)
             if plans_by_key:
                 raise RuntimeError(f"backend returned no result for {sorted(plans_by_key)[:3]}")
@@ -523,6 +617,7 @@ def run_inference(
 
 
 def _waiting(out: Path, pid: int | None) -> None:
+    watchdog.waiting(f"the lock of {out} (held by pid {pid if pid is not None else '?'})")
     log.warning(
         "%s: another job writes this shard (pid %s: a duplicate of this job, e.g. one an "
         "earlier Snakemake left running); waiting for it, then resuming from its rows",
@@ -543,6 +638,7 @@ def _answer_shard(
     """Answer what the partial file (or a finished ``out``) does not hold yet, then
     write ``out``: the part of :func:`run_inference` done by one writer at a time."""
     partial = out.with_name(out.name + ".partial")
+    watchdog.waiting(f"reading the resume caches and images of {out}")
     done, dropped = kept_rows(partial, plans, job, out)
     todo = [p for p in plans if p.request.key not in done]
     generated = errors = 0
@@ -592,8 +688,31 @@ def _answer_shard(
     }
 
 
+def reopen_shard(out: Path) -> bool:
+    """Turn a finished shard back into its resume cache: its rows merged into
+    ``<out>.partial`` (the partial's row first where both hold a key), then ``out``
+    removed, so the job that writes it runs again and asks the model nothing. Done under
+    the shard's lock; False (nothing done) while another job holds it or no shard is
+    there. Why: docs/architecture.md, "Engines" (a rerun that says done with work left).
+    """
+    if not out.exists():
+        return False
+    partial = out.with_name(out.name + ".partial")
+    try:
+        with exclusive(out.with_name(out.name + ".lock"), wait=False):
+            rows = {row["key"]: row for row in read_partial(partial)}
+            for row in read_partial(out):
+                rows.setdefault(row["key"], row)
+            write_jsonl(partial, rows.values())
+            out.unlink()
+    except BlockingIOError:
+        return False
+    return True
+
+
 def gather_outputs(shards: list[Path], manifest: Path, out: Path) -> int:
-    """Concatenate shard outputs in manifest order (then draw); every key exactly once."""
+    """Concatenate shard outputs in manifest order (then draw); every key exactly once.
+    The files of the cell's earlier splits are removed (:func:`remove_other_splits`)."""
     order = {v.variant_id: i for i, v in enumerate(read_variants(manifest))}
     rows: dict[str, dict[str, Any]] = {}
     for path in shards:
@@ -607,7 +726,15 @@ def gather_outputs(shards: list[Path], manifest: Path, out: Path) -> int:
             f"{out}: no output for {len(missing)} variants, e.g. {sorted(missing)[:3]}"
         )
     ordered = sorted(rows.values(), key=lambda r: (order[r["variant_id"]], r["draw"]))
-    return write_jsonl(out, ordered)
+    n = write_jsonl(out, ordered)
+    removed = remove_other_splits([Path(s) for s in shards])
+    if removed:
+        log.info(
+            "removed %d file(s) of an earlier split of this cell: %s",
+            len(removed),
+            ", ".join(f.name for f in removed),
+        )
+    return n
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:

@@ -45,18 +45,25 @@ def forecast(
 def balance(config: str, gpus: int, gpu_type: str | None, tolerance: float, write: bool) -> None:
     """Size the engines of every local model of ``config`` from its forecast
     (:mod:`vlmrobust.forecast.balance`); print the choice and the forecast's makespan and
-    GPU-hours / GPUs; ``write``: put it into ``config`` between the balance markers."""
+    GPU-hours / GPUs; ``write``: put it into ``config`` between the balance markers (a
+    damaged marker, or a result that would not validate, is refused with nothing
+    written: :func:`~vlmrobust.forecast.balance.write_block`)."""
+    from ..core.config import load_yaml, validate_config
     from ..forecast import build_forecast
     from ..forecast.balance import balance as size_engines
-    from ..forecast.balance import block_text, write_block
+    from ..forecast.balance import block_text, find_block, write_block
     from ..plan import RunPlan
 
+    if write:  # a damaged marker is refused before the forecast's work
+        with open(config, encoding="utf-8") as fh:
+            find_block(config, fh.read())
     plan = RunPlan.load(config)
     result = size_engines(plan, build_forecast(plan, config, gpus, None, gpu_type), gpus, tolerance)
     command = f"vlmrobust balance {config} --gpus {gpus}" + (
         f" --gpu-type {gpu_type}" if gpu_type else ""
     )
-    text = block_text(result, command + " --write")
+    own = (load_yaml(config) or {}).get("service") or {}  # the file's, not the defaults
+    text = block_text(result, command + " --write", keep=own if isinstance(own, dict) else {})
     sys.stdout.write(text)
     verdict = "within" if result.within else "NOT within"
     sys.stdout.write(
@@ -65,5 +72,5 @@ def balance(config: str, gpus: int, gpu_type: str | None, tolerance: float, writ
         f"{tolerance:.0%})\n"
     )
     if write:
-        write_block(config, text)
+        write_block(config, text, check=validate_config)
         sys.stdout.write(f"wrote the block into {config}\n")

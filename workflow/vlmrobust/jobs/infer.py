@@ -40,15 +40,21 @@ def infer(
     log.info("%s: %s (%.1f s)", out, stats, time.perf_counter() - t0)
 
 
-def infer_engine(plan: str, threads: int) -> None:
-    """One local model, loaded once, answers every cell of an engine plan."""
+def infer_engine(plan: str, threads: int, wait_log_s: float = 600.0) -> None:
+    """One local model, loaded once, answers every cell of an engine plan; a watcher
+    logs what it waits on when it has answered nothing for ``wait_log_s`` seconds."""
+    from ..core import watchdog
     from ..infer.engine import read_plan, run_engine
 
     model, cells = read_plan(plan)
     announce_engine(plan, model, len(cells))
     set_threads(threads)
     t0 = time.perf_counter()
-    stats = run_engine(model, cells)
+    watcher = watchdog.start(plan, wait_log_s)
+    try:
+        stats = run_engine(model, cells)
+    finally:
+        watchdog.stop(watcher)
     generated = sum(s["generated"] for s in stats.values())
     errors = sum(s["errors"] for s in stats.values())
     log.info(

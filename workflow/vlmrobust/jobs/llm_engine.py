@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clients.pool import RoundPool
+from ..core import watchdog
 from . import log, set_threads
 
 #: judged files answered at once (their calls pooled), unless options.pool_cells says
@@ -66,6 +67,7 @@ class _Model:
             if self.engine is None:
                 from ..clients.llm.engines import load_text_engine
 
+                watchdog.waiting(f"loading models.{self.model}")
                 t0 = time.perf_counter()
                 self.engine = load_text_engine(self.model, self.spec)
                 log.info(
@@ -78,8 +80,14 @@ class _Model:
     def answer(self, asks: list[list[Any]]) -> list[list[Any]]:
         """One round of the pool: every waiting cell's requests in one engine call."""
         flat = [r for ask in asks for r in ask]
+        engine = self()
+        watchdog.waiting(
+            f"models.{self.model}'s answers to {len(flat)} request(s) of {len(asks)} "
+            "judged file(s)"
+        )
         t0 = time.perf_counter()
-        results = self().generate(flat)
+        results = engine.generate(flat)
+        watchdog.answered(len(flat))
         log.info("generated %d requests in %.1f s", len(flat), time.perf_counter() - t0)
         out, start = [], 0
         for ask in asks:
@@ -139,13 +147,19 @@ def run_llm_engine(model: str, spec: dict[str, Any], cells: list[dict[str, Any]]
         loaded.close()
 
 
-def llm_engine(plan: str, threads: int) -> None:
-    """One local LLM, loaded once, answers every judged file of an LLM engine plan."""
+def llm_engine(plan: str, threads: int, wait_log_s: float = 600.0) -> None:
+    """One local LLM, loaded once, answers every judged file of an LLM engine plan; a
+    watcher logs what it waits on when it has answered nothing for ``wait_log_s`` s."""
+    from ..core import watchdog
     from .infer import announce_engine
 
     model, spec, cells = read_llm_plan(plan)
     announce_engine(plan, model, len(cells))
     set_threads(threads)
     t0 = time.perf_counter()
-    run_llm_engine(model, spec, cells)
+    watcher = watchdog.start(plan, wait_log_s)
+    try:
+        run_llm_engine(model, spec, cells)
+    finally:
+        watchdog.stop(watcher)
     log.info("engine %s: %d cell(s) judged (%.1f s)", plan, len(cells), time.perf_counter() - t0)
