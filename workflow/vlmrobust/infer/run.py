@@ -539,7 +539,9 @@ def generate_rows(
         bar = tqdm(total=len(todo), desc=f"infer {job.model}", unit="answer", disable=None)
         for batch in chunks(todo, size):
             plans_by_key = {p.request.key: p for p in batch}
-            watchdog.waiting(f"the model's answers to {len(batch)} request(s) of {partial.with_suffix('')}")
+            watchdog.waiting(
+                f"the model's answers to {len(batch)} request(s) of {partial.with_suffix('')}"
+            )
             t0 = time.perf_counter()
             for result in backend.generate([p.request for p in batch]):
                 plan = plans_by_key.pop(result.key, None)

@@ -82,8 +82,7 @@ class _Model:
         flat = [r for ask in asks for r in ask]
         engine = self()
         watchdog.waiting(
-            f"models.{self.model}'s answers to {len(flat)} request(s) of {len(asks)} "
-            "judged file(s)"
+            f"models.{self.model}'s answers to {len(flat)} request(s) of {len(asks)} judged file(s)"
         )
         t0 = time.perf_counter()
         results = engine.generate(flat)
