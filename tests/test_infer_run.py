@@ -13,7 +13,14 @@ from PIL import Image
 from vlmrobust.clients.vlm.base import Backend, Result
 from vlmrobust.core.io import read_jsonl, sha256_file, write_jsonl
 from vlmrobust.core.records import Sample, Variant, write_samples, write_variants
-from vlmrobust.infer.run import Job, chain_text, gather_outputs, run_inference
+from vlmrobust.infer.run import (
+    Job,
+    chain_text,
+    gather_outputs,
+    read_partial,
+    reopen_shard,
+    run_inference,
+)
 
 
 class EchoBackend(Backend):
@@ -426,3 +433,102 @@ def test_resume_reuses_rows_of_the_same_generation_config_only(dataset):
     stats, again = run(dataset, backend, generation_config="checkpoint")
     assert stats["reused"] == 0 and len(backend.asked) == 5
     assert {r["generation"]["config"] for r in again} == {"checkpoint"}
+
+
+def _shards(dataset: Path, shards: int, backend: Backend) -> list[Path]:
+    """Every shard of the dataset's one cell under a split into ``shards``."""
+    folder = dataset / "cell"
+    folder.mkdir(exist_ok=True)
+    outs = []
+    for shard in range(shards):
+        out = folder / f"shard{shard}of{shards}.jsonl"
+        run_inference(
+            job(shard=shard, shards=shards),
+            dataset / "manifest.jsonl",
+            dataset / "samples.jsonl",
+            out,
+            backend,
+        )
+        outs.append(out)
+    return outs
+
+
+def test_a_changed_split_takes_the_earlier_splits_rows_and_its_gathering_removes_them(
+    dataset,
+):
+    """Two shards, then three, then one: each new shard takes its rows from the resume
+    caches of the earlier split (the model is asked nothing), the gathering removes the
+    earlier split's files, and the rows are the first split's."""
+    first = EchoBackend()
+    two = _shards(dataset, 2, first)
+    gather_outputs(two, dataset / "manifest.jsonl", dataset / "two.jsonl")
+    assert len(first.asked) == 5
+    for n in (3, 1):
+        again = EchoBackend()
+        outs = _shards(dataset, n, again)
+        assert again.asked == []
+        gather_outputs(outs, dataset / "manifest.jsonl", dataset / f"{n}.jsonl")
+        assert sorted(p.name for p in (dataset / "cell").iterdir()) == sorted(
+            [o.name for o in outs] + [f"{o.name}.partial" for o in outs]
+        )
+        assert read_jsonl(dataset / f"{n}.jsonl") == read_jsonl(dataset / "two.jsonl")
+
+
+def test_a_damaged_resume_cache_line_is_dropped_naming_file_and_line(dataset, caplog):
+    """Lines that are no row (JSON of another kind, a row without a string key, bytes
+    that are not UTF-8, a torn last line) are dropped with a warning naming file and
+    line; their requests are asked again, the others not."""
+    backend = EchoBackend()
+    stats, rows = run(dataset, backend)
+    partial = dataset / "out.jsonl.partial"
+    lines = partial.read_bytes().splitlines(keepends=True)
+    lines[0] = b"[1, 2]\n"
+    lines[1] = b'{"key": 7}\n'
+    lines[2] = b'{"key": "x\xff"}\n'
+    lines[4] = lines[4][:-10]  # torn: no newline
+    partial.write_bytes(b"".join(lines))
+    (dataset / "out.jsonl").unlink()
+    with caplog.at_level("WARNING"):
+        assert len(read_partial(partial)) == 1
+    said = caplog.text
+    assert f"{partial}:1: not an output row (a JSON list without a string key)" in said
+    assert f"{partial}:2: not an output row (a JSON dict without a string key)" in said
+    assert f"{partial}:3: not UTF-8 (byte 0xff at column 11)" in said
+    assert f"{partial}:5: not JSON" in said and "(its last line, cut short)" in said
+    again = EchoBackend()
+    stats, rows_again = run(dataset, again)
+    assert sorted(again.asked) == sorted(r["key"] for i, r in enumerate(rows) if i != 3)
+    assert [r["raw_text"] for r in rows_again] == [r["raw_text"] for r in rows]
+
+
+def test_a_row_with_a_damaged_field_is_asked_again(dataset, caplog):
+    backend = EchoBackend()
+    run(dataset, backend)
+    partial = dataset / "out.jsonl.partial"
+    rows = read_jsonl(partial)
+    rows[2]["generation"] = "greedy"  # not a mapping
+    write_jsonl(partial, rows)
+    (dataset / "out.jsonl").unlink()
+    again = EchoBackend()
+    with caplog.at_level("WARNING"):
+        run(dataset, again)
+    assert again.asked == [rows[2]["key"]]
+    assert f"row {rows[2]['key']!r} has a damaged field (AttributeError" in caplog.text
+
+
+def test_reopening_a_shard_moves_its_rows_into_the_resume_cache(dataset):
+    """A finished shard turned back into its resume cache: the shard removed, every row
+    kept (a rerun asks nothing); not while another job holds the shard's lock."""
+    from vlmrobust.core.io import exclusive
+
+    out = dataset / "out.jsonl"
+    run(dataset, EchoBackend())
+    rows = read_jsonl(out)
+    (dataset / "out.jsonl.partial").unlink()  # the shard alone holds the rows
+    with exclusive(dataset / "out.jsonl.lock"):
+        assert not reopen_shard(out) and out.exists()
+    assert reopen_shard(out) and not out.exists()
+    assert read_jsonl(dataset / "out.jsonl.partial") == rows
+    assert not reopen_shard(out)  # nothing there
+    again = EchoBackend()
+    assert run(dataset, again)[1] == rows and again.asked == []

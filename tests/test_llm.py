@@ -150,6 +150,9 @@ def test_corrupt_entry_is_a_miss(server, cache):
     assert not judge.complete("x").cached
     assert server.count == 2
     assert judge.complete("x").cached
+    cache.path(r.key).write_bytes(b'{"text": "caf\xe9"}')  # not UTF-8: a miss, not a crash
+    assert not judge.complete("x").cached
+    assert server.count == 3 and judge.complete("x").cached
 
 
 def test_concurrent_writers_leave_a_valid_entry(cache):

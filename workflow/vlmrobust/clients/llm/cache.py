@@ -93,6 +93,9 @@ class LLMCache:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             text = None
+        except UnicodeDecodeError as exc:  # a damaged file: asked again, overwritten
+            log.warning("LLM cache entry %s is not UTF-8 (%s); treating as a miss", path, exc)
+            text = None
         if text is not None:
             try:
                 loaded = json.loads(text)
