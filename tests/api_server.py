@@ -7,7 +7,9 @@ Stdlib only (``ThreadingHTTPServer`` on port 0, in a thread). Tests script it:
   Kinds: any HTTP status as text (``429`` with ``retry_after``, ``500``, ``503``, ``400``,
   ``401``...; ``echo_auth=True`` puts the received key in the error message),
   ``timeout`` (hold the request ``seconds`` before answering, longer than the client
-  timeout), ``not_json`` (200 with a body that is not JSON), ``no_choices`` (200 JSON
+  timeout), ``trickle`` (the normal answer's headers at once, then its body one byte
+  every ``interval`` seconds: every read is quick, the whole answer takes minutes),
+  ``not_json`` (200 with a body that is not JSON), ``no_choices`` (200 JSON
   without ``choices`` / ``candidates``), ``refusal`` (OpenAI ``refusal``), ``drop``
   (close the connection without an answer), ``blocked`` (Gemini prompt feedback block).
 - Normal answers echo the last text part of the request (``"echo: <text>"``), unless
@@ -52,6 +54,7 @@ class Fault:
     times: int = 1
     retry_after: str | None = None
     seconds: float = 2.0
+    interval: float = 1.0  # between the body bytes of a trickle
     echo_auth: bool = False  # put the received key in the error message (as some proxies do)
 
 
@@ -219,7 +222,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
         pass
 
-    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self,
+        status: int,
+        payload: Any,
+        headers: dict[str, str] | None = None,
+        trickle: float | None = None,
+    ) -> None:
+        """Answer; with ``trickle``, the body one byte every ``trickle`` seconds."""
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         try:
             self.send_response(status)
@@ -228,7 +238,14 @@ class _Handler(BaseHTTPRequestHandler):
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(data)
+            if trickle is None:
+                self.wfile.write(data)
+                return
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                if self.fake._stop.wait(trickle):
+                    return
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -276,14 +293,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fake.delay_s:
             fake._stop.wait(fake.delay_s)
+        trickle = fault.interval if fault is not None and fault.kind == "trickle" else None
         if api == "openai":
             last, images = _last_text_openai(body)
             text = fake._reply_text(last, body)
-            self._send(200, self._openai_ok(body, text, images, fault))
+            self._send(200, self._openai_ok(body, text, images, fault), trickle=trickle)
         else:
             last, images = _last_text_gemini(body)
             text = fake._reply_text(last, body)
-            self._send(200, self._gemini_ok(gemini.group(2), body, text, images, fault))
+            ok = self._gemini_ok(gemini.group(2), body, text, images, fault)
+            self._send(200, ok, trickle=trickle)
 
     def _fault(self, api: str, fault: Fault) -> bool:
         """Answer with the fault; return False when a normal answer should follow."""
@@ -314,6 +333,8 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         if kind in ("refusal", "blocked"):
             return False  # a well-formed answer that says no; built below
+        if kind == "trickle":
+            return False  # the normal answer, sent slowly below
         raise ValueError(f"unknown fault kind {kind!r}")
 
     def _openai_ok(self, body: dict, text: str, images: int, fault: Fault | None) -> dict:

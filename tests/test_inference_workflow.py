@@ -111,21 +111,23 @@ def _api_entry(server: FakeAPIServer, **options) -> dict:
     }
 
 
-@pytest.mark.parametrize("fault", ["500", "timeout"])
+@pytest.mark.parametrize("fault", ["500", "timeout", "trickle"])
 def test_a_rerun_after_failed_requests_asks_only_them_and_completes(tmp_path, fault):
-    """One request fails after every retry, with a server error or because the server
-    holds it past the client's timeout (a stopped or silent server: the job waits at
-    most timeout_s per attempt, then records the failure): the run writes every table,
-    then fails at its last check; the next snakemake (the server healthy again) asks
-    that request and no other, completes, and every table, scored file and answer
-    equals an uninterrupted run's."""
+    """One request fails after every retry, with a server error, because the server
+    holds it past the client's timeout (a stopped or silent server) or because it sends
+    its headers and then trickles the body, a byte every 0.5 s, never done within
+    timeout_s (each read is quick; the deadline of the whole attempt ends it): the job
+    waits at most timeout_s per attempt, then records the failure, naming the model.
+    The run writes every table, then fails at its last check; the next snakemake (the
+    server healthy again) asks that request and no other, completes, and every table,
+    scored file and answer equals an uninterrupted run's."""
     runs = {}
     for name, faults in (("uninterrupted", 0), ("failed", 2)):
         workdir = copy_repo(tmp_path / name)
         with FakeAPIServer() as server:
             server.reply_fn = lambda text, body: "The answer is yes."
             for _ in range(faults):  # both attempts of the first request (max_retries 1)
-                server.add_fault(fault, seconds=3.0)
+                server.add_fault(fault, seconds=3.0, interval=0.5)
             entry = _api_entry(server)
             entry["options"]["timeout_s"] = 1
             registry = _registry_with(workdir, "local-api", entry)
@@ -137,6 +139,17 @@ def test_a_rerun_after_failed_requests_asks_only_them_and_completes(tmp_path, fa
                 assert first.returncode != 0
                 text = first.stdout + first.stderr
                 assert "1 request(s) failed after every retry" in text
+                errors = {  # the failed rows wait in the shards' resume caches
+                    row["error"]
+                    for path in (workdir / "results/outputs").rglob("*.partial")
+                    for row in read_jsonl(path)
+                    if row.get("error")
+                }
+                (error,) = errors  # one request failed, the model named
+                assert error.startswith("openai fake-vlm request ")
+                assert "failed after 2 attempts (retries exhausted)" in error
+                if fault == "trickle":
+                    assert "request's deadline of 1 s (timeout_s)" in error
                 asked = server.count
                 second = run(cmd, workdir, env=env)
                 assert "Nothing to be done" not in second.stdout + second.stderr

@@ -2,7 +2,8 @@
 
 One small policy, used the same way everywhere:
 
-- :class:`RetryPolicy` says how often and how long to retry, and the client timeout.
+- :class:`RetryPolicy` says how often and how long to retry, and the deadline of one
+  attempt.
 - :func:`call_with_retries` runs one call: it retries HTTP 408/409/429 and 5xx, timeouts,
   connection errors and malformed responses (the callable raises
   :class:`MalformedResponse` when a body does not have the expected shape), with
@@ -48,7 +49,11 @@ class RetryPolicy:
     most six attempts). The wait before retry ``n`` (1-based) is
     ``min(max_delay, base_delay * 2**(n-1))``, drawn uniformly from ``[0, that]`` when
     ``jitter`` is on ("full jitter"); a ``Retry-After`` from the server replaces it
-    (capped at ``max_retry_after``). ``timeout_s`` is the per-attempt client timeout.
+    (capped at ``max_retry_after``). ``timeout_s`` is the deadline of one attempt:
+    connecting, sending and receiving the whole answer, in all (the HTTP API clients
+    enforce it with :func:`vlmrobust.clients.deadline.deadline_client`; a server that
+    sends a byte now and then does not extend it); an attempt past it fails as a
+    timeout, retried like one.
     """
 
     max_retries: int = 5

@@ -7,12 +7,14 @@ Two editors share one method, ``edit(image, instruction) -> PIL.Image``:
 - :class:`GeminiImageEditor` — ``models.generate_content`` of ``google-genai`` with an
   image response modality.
 
-Both go through :func:`vlmrobust.clients.apicall.call_with_retries`, return an image of
-the input's size (a result of another size is resized back with LANCZOS, so the pair
-stays comparable) and raise :class:`EditorError` when no image came back. The text the
-model receives is :meth:`APIImageEditor.prompt` of the instruction: here a string is
-sent as it is; a stage that writes structured instructions subclasses the editor and
-turns them into its own text (the Distract-Bench construction does).
+Both go through :func:`vlmrobust.clients.apicall.call_with_retries` (``options.timeout_s``
+is the deadline of one attempt, connect, send and the whole answer:
+:mod:`vlmrobust.clients.deadline`), return an image of the input's size (a result of
+another size is resized back with LANCZOS, so the pair stays comparable) and raise
+:class:`EditorError` when no image came back. The text the model receives is
+:meth:`APIImageEditor.prompt` of the instruction: here a string is sent as it is; a
+stage that writes structured instructions subclasses the editor and turns them into its
+own text (the Distract-Bench construction does).
 
 :class:`ImageEditCache` stores each edited image under the sha256 of everything that
 decides it (backend, model, prompt, the input's pixels, the options that change the
@@ -36,6 +38,7 @@ from PIL import Image
 
 from ..core.io import atomic_write_bytes, atomic_write_text
 from .apicall import CallFailed, RetryPolicy, api_key_from_env, call_with_retries, png_bytes
+from .deadline import deadline_client
 
 __all__ = [
     "API_EDITORS",
@@ -132,11 +135,14 @@ class OpenAIImageEditor(APIImageEditor):
     def _make_client(self) -> Any:  # pragma: no cover - needs a key
         import openai
 
+        from .vlm.openai_api import openai_http_client
+
         return openai.OpenAI(
             api_key=api_key_from_env(self.spec, who=f"image editor {self.model!r}"),
             base_url=self.spec.get("base_url"),
             timeout=self.policy.timeout_s,
             max_retries=0,
+            http_client=openai_http_client(self.policy.timeout_s),
         )
 
     def build_request(self, image: Image.Image, instruction: Any) -> dict:
@@ -176,7 +182,9 @@ class GeminiImageEditor(APIImageEditor):
         from google.genai import types
 
         http = types.HttpOptions(
-            base_url=self.spec.get("base_url"), timeout=int(self.policy.timeout_s * 1000)
+            base_url=self.spec.get("base_url"),
+            timeout=int(self.policy.timeout_s * 1000),
+            httpx_client=deadline_client(self.policy.timeout_s),
         )
         key = api_key_from_env(self.spec, who=f"image editor {self.model!r}", allow_none=False)
         return genai.Client(vertexai=False, api_key=key, http_options=http)

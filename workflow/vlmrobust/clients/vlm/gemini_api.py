@@ -10,7 +10,9 @@ dataset's ``pixels`` setting) are not sent: Gemini resizes images its own way.
 Registry ``options`` (all optional):
 
 ``concurrency`` (8); ``timeout_s`` (120), ``max_retries`` (5), ``base_delay``, ``max_delay``, ``jitter``
-    As for every API backend (:class:`~vlmrobust.clients.apicall.RetryPolicy`).
+    As for every API backend (:class:`~vlmrobust.clients.apicall.RetryPolicy`):
+    ``timeout_s`` is the deadline of one attempt, connect, send and the whole answer
+    (:mod:`vlmrobust.clients.deadline`).
 ``send_temperature`` (true), ``send_top_p`` (= send_temperature), ``send_seed`` (true)
     Whether these decoding fields are sent.
 ``include_thoughts`` (unset), ``thinking_budget`` (unset), ``thinking_level`` (unset)
@@ -33,6 +35,7 @@ from typing import Any
 
 from ..apicall import Classified, Completion, MalformedResponse, default_classify, png_bytes
 from ..chat import ChatClient, Decoding, int_or_none
+from ..deadline import deadline_client
 from .api_base import APIBackend, content_parts, request_decoding
 from .base import Request
 
@@ -161,15 +164,25 @@ class GeminiChat(ChatClient):
         self.types = types
 
     def _connect(self, base_url: str | None, api_key: str) -> Any:
+        """The SDK client, its HTTP client with a deadline of ``timeout_s`` on every
+        request (connect, send, the whole answer); the SDK leaves closing it to us."""
         from google import genai
 
+        self.http_client = deadline_client(self.policy.timeout_s)
         http_options = self.types.HttpOptions(
             base_url=base_url or None,
             api_version=self.options.get("api_version") or None,
             timeout=max(1, int(round(self.policy.timeout_s * 1000))),  # milliseconds
             retry_options=self.types.HttpRetryOptions(attempts=1),  # no SDK retries
+            httpx_client=self.http_client,
         )
         return genai.Client(vertexai=False, api_key=api_key, http_options=http_options)
+
+    def close(self) -> None:
+        super().close()
+        http_client = getattr(self, "http_client", None)
+        if http_client is not None:
+            http_client.close()
 
     def config(
         self,

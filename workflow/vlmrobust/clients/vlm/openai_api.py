@@ -13,7 +13,10 @@ Registry ``options`` (all optional):
 ``concurrency`` (8)
     Requests in flight at once.
 ``timeout_s`` (120), ``max_retries`` (5), ``base_delay`` (1.0), ``max_delay`` (60), ``jitter`` (true)
-    The :class:`~vlmrobust.clients.apicall.RetryPolicy`.
+    The :class:`~vlmrobust.clients.apicall.RetryPolicy`. ``timeout_s`` is the deadline
+    of one attempt: connect, send and the whole answer (a server that trickles bytes
+    does not extend it; :mod:`vlmrobust.clients.deadline`), after which the attempt
+    fails as a timeout and is retried like one.
 ``max_tokens_param`` ("max_tokens")
     The request field for the output budget. GPT-5 and the o-series reject
     ``max_tokens`` and need ``"max_completion_tokens"`` (which also counts their
@@ -64,6 +67,7 @@ from ..apicall import (
     png_bytes,
 )
 from ..chat import ChatClient, Decoding, int_or_none
+from ..deadline import deadline_client
 from .api_base import APIBackend, content_parts, request_decoding
 from .base import Request
 
@@ -86,7 +90,9 @@ def classify_openai(exc: BaseException) -> Classified:
     if isinstance(exc, openai.APIResponseValidationError):
         return Classified(True, f"malformed response: {exc.message}")
     if isinstance(exc, openai.APITimeoutError):
-        return Classified(True, "timeout (no response within the client timeout)")
+        # the cause is the HTTP client's timeout; the request deadline's says so
+        detail = " ".join(str(exc.__cause__ or "").split())[:300]
+        return Classified(True, f"timeout ({detail or 'no response within the client timeout'})")
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__
         detail = f" ({type(cause).__name__})" if cause is not None else ""
@@ -94,6 +100,14 @@ def classify_openai(exc: BaseException) -> Classified:
     if isinstance(exc, json.JSONDecodeError):
         return Classified(True, f"malformed response: body is not JSON ({exc.msg})")
     return default_classify(exc)
+
+
+def openai_http_client(timeout_s: float) -> Any:
+    """The HTTP client of an ``openai.OpenAI``: the SDK's connection limits, every
+    request within ``timeout_s`` in all (:func:`vlmrobust.clients.deadline.deadline_client`)."""
+    import openai
+
+    return deadline_client(timeout_s, limits=openai.DEFAULT_CONNECTION_LIMITS)
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -167,6 +181,8 @@ class OpenAIChat(ChatClient):
         self.extra_body = extra_body
 
     def _connect(self, base_url: str | None, api_key: str) -> Any:
+        """The SDK client, its HTTP client with a deadline of ``timeout_s`` on every
+        request (connect, send, the whole answer)."""
         import openai
 
         return openai.OpenAI(
@@ -174,6 +190,7 @@ class OpenAIChat(ChatClient):
             base_url=base_url or None,
             max_retries=0,
             timeout=self.policy.timeout_s,
+            http_client=openai_http_client(self.policy.timeout_s),
         )
 
     def request_kwargs(
