@@ -57,10 +57,12 @@ workflow.localrules(*local_rules(config["cluster"]["local_rules"], workflow))
 
 # On a cluster: jobs a killed Snakemake left are cancelled before anything is submitted
 # (rule all does it before the DAG is built; other targets get it here, after the DAG:
-# docs/architecture.md, "On a cluster"). Then a job the DAG skips although its output
-# is missing fails the run before it starts (docs/architecture.md, "Engines").
+# docs/architecture.md, "On a cluster"). Then a vLLM engine to run without its
+# environment (docs/vllm.md) and a job the DAG skips although its output is missing
+# (docs/architecture.md, "Engines") fail the run before it starts.
 onstart:
     cancel_orphaned_jobs()
+    check_vllm_environment()
     check_dropped_jobs()
 
 

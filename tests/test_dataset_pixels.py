@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib.util
 import inspect
 import sys
 from pathlib import Path
@@ -25,8 +24,18 @@ from vlmrobust.infer.run import Job, _reusable, plan_requests, to_row
 from vlmrobust.plan import RunPlan
 
 from .conftest import REPO
+from .lmms_stubs import chat_wrapper
 
 HARNESS = {"min_pixels": 200704, "max_pixels": 1605632}
+#: what pixels: harness shows each wrapper's models (core/harness.py harness_pixels): the
+#: first resize of qwen_vl_utils.fetch_image (fit), then the processor's limits: the
+#: wrapper's for Qwen2.5-VL, the fit's own for Qwen3-VL (its processor does not resize)
+FIT_25 = {"factor": 28, "min_pixels": 3136, "max_pixels": 12845056}
+FIT_3 = {"factor": 32, "min_pixels": 4096, "max_pixels": 16777216}
+SHOWN = {
+    "qwen2_5_vl": {**HARNESS, "fit": FIT_25},
+    "qwen3_vl": {"min_pixels": 4096, "max_pixels": 16777216, "fit": FIT_3},
+}
 CORRUPTION = (
     "chartqa",
     "hallusionbench",
@@ -52,15 +61,17 @@ def paper() -> RunPlan:
 def test_wrapper_pixels_are_the_wrappers_constructor_defaults():
     assert harness.wrapper_pixels("qwen2_5_vl") == HARNESS
     assert harness.wrapper_pixels("qwen3_vl") == HARNESS
-    assert harness.harness_pixels({"harness": {"lmms_eval": "qwen3_vl"}}) == HARNESS
+    for name, shown in SHOWN.items():
+        assert harness.harness_pixels({"harness": {"lmms_eval": name}}) == shown
     assert harness.harness_pixels({"backend": "openai"}) is None
 
 
-@pytest.mark.skipif(importlib.util.find_spec("decord") is None, reason="the wrappers need decord")
-def test_wrapper_pixels_equal_the_imported_classes():  # pragma: no cover - needs decord
+def test_wrapper_pixels_equal_the_imported_classes():
+    """The defaults read from the source are the imported classes' (decord stubbed for
+    the import: tests/lmms_stubs.py), and the classes are the ones lmms-eval resolves."""
     for name, wrapper in harness.CHAT_WRAPPERS.items():
-        with harness._openai_placeholder():
-            cls = getattr(importlib.import_module(wrapper.module), wrapper.cls)
+        cls = chat_wrapper(name)
+        assert (cls.__module__, cls.__name__) == (wrapper.module, wrapper.cls)
         params = inspect.signature(cls.__init__).parameters
         expected = {k: params[k].default for k in harness.PIXEL_ARGUMENTS}
         assert harness.wrapper_pixels(name) == expected
@@ -71,8 +82,9 @@ def test_wrapper_pixels_equal_the_imported_classes():  # pragma: no cover - need
 
 def test_the_corruption_datasets_show_harness_models_the_wrapper_limits(paper):
     spec = paper.infer_spec("qwen2.5-vl-7b", "chartqa", "lmms-chartqa")
-    assert spec["pixels"] == HARNESS
-    assert paper.infer_spec("qwen3-vl-8b-thinking", "mmstar", "lmms-mmstar")["pixels"] == HARNESS
+    assert spec["pixels"] == SHOWN["qwen2_5_vl"]
+    mmstar = paper.infer_spec("qwen3-vl-8b-thinking", "mmstar", "lmms-mmstar")
+    assert mmstar["pixels"] == SHOWN["qwen3_vl"]
     for dataset in CORRUPTION:
         assert paper.datasets[dataset]["pixels"] == "harness", dataset
     # an API model on the same dataset: no limits, its spec as before
@@ -99,10 +111,12 @@ def test_the_job_spec_reaches_each_request_and_row(paper, tmp_path):
     (plan,) = plan_requests(job, [variant], {"s0": sample})
     assert (plan.request.min_pixels, plan.request.max_pixels) == (200704, 1605632)
     assert plan.request.pixels == HARNESS
+    assert plan.request.fit == FIT_25
 
     idis = Job(**{**spec, "prompt": "short", "prompt_versions": None, "pixels": None})
     (plain,) = plan_requests(idis, [variant], {"s0": sample})
     assert plain.request.min_pixels is None and plain.request.pixels is None
+    assert plain.request.fit is None
 
     backend = SimpleNamespace(
         name="hf",
@@ -115,8 +129,11 @@ def test_the_job_spec_reaches_each_request_and_row(paper, tmp_path):
 
     backend.pixel_limits = lambda req: Backend.pixel_limits(backend, req)
     row = to_row(Result(plan.request.key, "1", "stop"), plan, job, backend).to_dict()
-    assert row["pixels"] == {**HARNESS, "set_by": "dataset"}
+    assert row["pixels"] == {**HARNESS, "set_by": "dataset", "fit": FIT_25}
     assert _reusable(row, plan, job)
+    # a row shown without the fit (before rows recorded it): asked again
+    unfit = {**row, "pixels": {**HARNESS, "set_by": "dataset"}}
+    assert not _reusable(unfit, plan, job)
     assert not _reusable(row, plain, idis)  # shown at other limits: asked again
     row_plain = to_row(Result(plain.request.key, "1", "stop"), plain, idis, backend).to_dict()
     assert row_plain["pixels"] == {"min_pixels": 200704, "max_pixels": 1003520, "set_by": "model"}
@@ -145,8 +162,11 @@ def test_the_forecast_counts_vision_tokens_at_the_datasets_limits(paper):
     entry = paper.registry["qwen2.5-vl-7b"]
     size = (2000, 1500)  # 3 MP: over both ceilings
     own = image_tokens(size, processor_of(entry))
-    shown = image_tokens(size, processor_of(entry, HARNESS))
+    shown = image_tokens(size, processor_of(entry, SHOWN["qwen2_5_vl"]))
     assert own <= 1280 < shown <= 2048
+    # the fit first (2016 x 1512), then the processor's downscale: not the processor's
+    # downscale of the original alone
+    assert shown == 1989 != image_tokens(size, processor_of(entry, HARNESS)) == 2028
 
     def cond(dataset):
         return SimpleNamespace(
@@ -271,3 +291,30 @@ def test_openai_sends_the_limits_to_a_server_only(monkeypatch):
         **HARNESS,
         "set_by": "dataset",
     }
+
+
+def test_openai_resizes_by_the_fit_for_a_server_only(tmp_path, monkeypatch):
+    """Against a vLLM server the image is sent as the local backends load it (the
+    request's ``fit``: sides of 28 pixels, qwen-vl-utils' rule); to the OpenAI API as
+    it is."""
+    import base64
+    import io
+
+    from vlmrobust.clients.vlm.openai_api import OpenAIBackend, build_user_content
+
+    img = tmp_path / "img.png"
+    Image.new("RGB", (300, 200), (10, 200, 30)).save(img)
+    content = [{"type": "image", "path": str(img)}, {"type": "text", "text": "q"}]
+    req = Request("k", content, 8, **HARNESS, fit=FIT_25)
+
+    def sent_size(parts: list[dict]) -> tuple[int, int]:
+        data = parts[0]["image_url"]["url"].split(",", 1)[1]
+        return Image.open(io.BytesIO(base64.b64decode(data))).size
+
+    assert sent_size(build_user_content(req, fit=True)) == (308, 196)
+    assert sent_size(build_user_content(req)) == (300, 200)
+    served = OpenAIBackend(
+        "served", {"api_model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None}
+    )
+    assert sent_size(served._messages(req)[0]["content"]) == (308, 196)
+    assert served.pixel_limits(req) == {**HARNESS, "set_by": "dataset", "fit": FIT_25}

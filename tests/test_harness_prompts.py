@@ -14,6 +14,7 @@ the ``default`` entry merged in), independently of :func:`harness.select_kwargs`
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import os
@@ -25,9 +26,13 @@ import pytest
 from PIL import Image
 
 from vlmrobust.core import harness
+from vlmrobust.core.io import read_jsonl
+from vlmrobust.core.paths import real_data
 from vlmrobust.core.prompts import PROMPTS, build_prompt
 from vlmrobust.core.records import Sample, Variant
+from vlmrobust.plan import RunPlan
 
+from .conftest import REPO
 from .test_adapters import BLUE, GREEN, RED, img_bytes, run, spec, struct, write_parquet
 
 pytestmark = pytest.mark.slow  # the first lmms-eval import takes seconds
@@ -375,6 +380,49 @@ def test_mathvision_texts(mathvision_samples):
     assert "kwargs none" in built.source
     ours, _ = _ours(mathvision_samples["mathvision-3"], "lmms-mathvision", "none")
     assert ours[-1][1] == f"{boxed}Which figure comes next? <image1>"  # no pictured letters
+
+
+TESTMINI = "mathvision/mathvision_testmini.yaml"
+REASON_TESTMINI = "mathvision/mathvision_reason_testmini.yaml"
+MATHV_TESTMINI = real_data(REPO) / "mathvision" / "data" / "testmini.jsonl"
+
+
+def _task_texts(rows: list[dict], task_yaml: str) -> list[str]:
+    """lmms-eval's MathVision prompt text of each row under one task (default model)."""
+    to_text = harness.task_module("mathvision/utils.py").mathvision_doc_to_text
+    kwargs = _kwargs(task_yaml, "none")
+    return [to_text(r) if kwargs is None else to_text(r, kwargs) for r in rows]
+
+
+def test_the_paper_answers_mathvision_with_mathvision_testmini():
+    """config/paper.yaml's MathVision prompt is lmms-eval's mathvision_testmini, not
+    mathvision_reason_testmini (docs/prompts.md says why); on the module's rows the two
+    differ exactly where there are options (the multiple-choice instruction)."""
+    with contextlib.chdir(REPO):
+        plan = RunPlan.load("config/paper.yaml")
+    tasks = [harness.HARNESS_TASKS[p] for p in plan.prompts_of("mathvision")]
+    assert [(t.task, t.yaml) for t in tasks] == [("mathvision_testmini", TESTMINI)]
+    differ = [
+        a != b
+        for a, b in zip(
+            _task_texts(MATHVISION_ROWS, TESTMINI),
+            _task_texts(MATHVISION_ROWS, REASON_TESTMINI),
+            strict=True,
+        )
+    ]
+    assert differ == [bool(r["options"]) for r in MATHVISION_ROWS]
+
+
+@pytest.mark.skipif(
+    not MATHV_TESTMINI.is_file(),
+    reason=f"the released MATH-V files are not at {MATHV_TESTMINI.parent} (docs/real-data.md)",
+)
+def test_the_two_mathvision_testmini_tasks_differ_on_190_of_304_rows():
+    rows = read_jsonl(MATHV_TESTMINI)
+    pairs = zip(_task_texts(rows, TESTMINI), _task_texts(rows, REASON_TESTMINI), strict=True)
+    differ = [r["id"] for r, (a, b) in zip(rows, pairs, strict=True) if a != b]
+    assert (len(differ), len(rows)) == (190, 304)
+    assert differ == [r["id"] for r in rows if r["options"]]
 
 
 # --------------------------------------------------------------------------- single-image tasks

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pandas as pd
 import pytest
 
+from vlmrobust.core.harness import task_module
 from vlmrobust.core.records import OutputRow, Sample
 from vlmrobust.metrics.core import scoring_notes
-from vlmrobust.score import score_outputs, summarize
+from vlmrobust.score import SCORERS, score_outputs, summarize
 from vlmrobust.score.harness import (
     MMMU_OPEN_BUG,
     HarnessJudgeError,
@@ -117,6 +120,71 @@ def test_textvqa_and_infovqa_scores():
     v = harness_verdict("infovqa", s, " abc ")
     assert v.score == pytest.approx(0.75)  # 1 - 1/4 against "abcd"
     assert v.correct
+
+
+@pytest.mark.parametrize(
+    ("text", "answers"),
+    [
+        ("$19.99", ["$19.99"] * 10),
+        ("$19.99", ["$19.99"] * 2 + ["19.99"] * 8),
+        ("19.99", ["$19.99"] * 10),
+        ("\\$19.99", ["$19.99"] * 10),
+        ("Two", ["2"] * 10),
+        ("The Cat.", ["cat"] * 4 + ["dog"] * 6),
+        ("dont", ["don't"] * 10),
+        ("3,000", ["3000"] * 10),
+    ],
+)
+def test_textvqa_extract_normalizes_answer_and_golds_as_the_evalai_processor(text, answers):
+    """Extract mode on a short answer (read whole) scores as lmms-eval's
+    textvqa_process_results, which runs the EvalAI processor on the answer and on every
+    gold: a "$" stays on both sides."""
+    s = sample(answer=answers[0], answer_type="text", meta={"answers": answers})
+    official = task_module("textvqa/utils.py").textvqa_process_results(
+        {"answers": list(answers), "question_id": 1}, [text]
+    )
+    processor = importlib.import_module("lmms_eval.tasks._task_utils.vqa_eval_metric")
+    ours = SCORERS["textvqa"].score(s, text)
+    assert ours.score == pytest.approx(official["exact_match"])
+    assert processor.EvalAIAnswerProcessor()(ours.prediction) == official["submission"]["answer"]
+
+
+def test_textvqa_extract_reads_the_final_answer_and_latex_dollars():
+    s = sample(answer="$19.99", answer_type="text", meta={"answers": ["$19.99"] * 10})
+    v = SCORERS["textvqa"].score(s, "The tag shows the price.\nThe answer is $19.99.")
+    assert (v.prediction, v.score, v.rule) == ("$19.99", 1.0, "cue")
+    s = sample(answer="5", answer_type="text", meta={"answers": ["5"] * 10})
+    assert SCORERS["textvqa"].score(s, "$5$").score == 1.0  # a LaTeX pair, not a price
+
+
+MMMU_ION = ["threshold", "resting potential", "depolarization", "rapid repolarization"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # bare letters listed, the option texts too: the letters win (D, not C's text)
+        "A is the threshold, B is the resting potential, C is the depolarization and D is"
+        " the rapid repolarization; the marked segment is the depolarization",
+        "The segments are A. threshold, B. resting potential and C. depolarization, which"
+        " is the marked one",
+        "The label D marks it; it is not the depolarization but the rapid repolarization",
+        # option texts only: the one found last
+        "Looking at the trace, the marked part is the depolarization of the membrane",
+        "It starts at the resting potential and the marked part is the rapid repolarization",
+        # letters only
+        "The marked segment is labelled C in the figure, right after B",
+    ],
+)
+def test_mmmu_extract_prefers_letters_to_option_texts_as_mmmus_parser(text):
+    """Extract mode reads an MMMU answer without a cue as lmms-eval's
+    parse_multi_choice_response does: "(A)", then a letter before a space or a period,
+    and only without one the option text."""
+    s = sample(answer="D", choices=MMMU_ION)
+    official = task_module("mmmu/utils.py").parse_multi_choice_response(
+        text, list("ABCD"), dict(zip("ABCD", MMMU_ION, strict=True))
+    )
+    assert SCORERS["mmmu"].score(s, text).prediction == official
 
 
 def test_mathvision_uses_math_vs_official_rules():

@@ -305,7 +305,8 @@ def test_editing_a_display_name_reruns_no_inference(tmp_path):
 def test_vllm_models_run_in_the_vllm_environment(tmp_path):
     """A backend-vllm model's engine runs this repository's package with the Python of
     `environments.vllm`; an hf model's in the workflow's own environment.
-    A missing environment stops the plan, naming the model and the key."""
+    A missing environment does not stop a dry run (it lists the engine); a run that
+    must start the engine stops before any job, naming the model and the key."""
     workdir = copy_repo(tmp_path / "repo")
     fake_env = tmp_path / "some-vllm-env"
     (fake_env / "bin").mkdir(parents=True)
@@ -327,13 +328,49 @@ def test_vllm_models_run_in_the_vllm_environment(tmp_path):
     assert jobs["demo-vllm"]["spec"]["model_spec"]["backend"] == "vllm"
     assert int(jobs["demo-vllm"]["resources"]["gpu"]) == 0  # a demo model
 
-    _write_run(workdir, models, list(models), environments={"vllm": str(tmp_path / "none")})
-    proc = _snakemake(workdir, "-n", *targets, check=False)
+    missing = tmp_path / "none"
+    _write_run(workdir, models, list(models), environments={"vllm": str(missing)})
+    jobs = _infer_jobs(_snakemake(workdir, "-n", "-p", *targets).stdout, workdir)
+    assert jobs["demo-vllm"]["command"][2] == str(missing / "bin" / "python")
+    proc = _snakemake(workdir, "-p", *targets, check=False)  # a run: no -n
     assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
     assert (
         f"models.demo-vllm (backend vllm): its jobs run in the environment environments.vllm = "
-        f"'{tmp_path / 'none'}'"
-    ) in proc.stdout + proc.stderr
+        f"'{missing}', and {missing / 'bin' / 'python'} does not exist: make it with "
+        "`bash envs/vllm-env.sh"
+    ) in out
+    assert not (workdir / "results" / "raw").exists()  # stopped before any job ran
+
+
+#: a stand-in for conda answering what Snakemake asks of it while it builds a DAG
+FAKE_CONDA = """#!/bin/sh
+case "$*" in
+  "info --json") echo '{"conda_prefix": "/nonexistent", "platform": "linux-64"}' ;;
+  "--version") echo "conda 24.11.3" ;;
+  "config --get channel_priority --json") echo '{"get": {"channel_priority": "strict"}}' ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+def test_with_conda_the_vllm_engines_run_in_their_rules_environment(tmp_path):
+    """--software-deployment-method conda: envs/vllm.yaml is the vLLM environment, so an
+    engine runs the python on PATH there and `environments.vllm` (here a missing
+    folder) is neither used nor checked."""
+    workdir = copy_repo(tmp_path / "repo")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "conda").write_text(FAKE_CONDA)
+    (tmp_path / "bin" / "conda").chmod(0o755)
+    shipped = _shipped()
+    models = {"demo-vllm": shipped["demo-vllm"]}
+    _write_run(workdir, models, list(models), environments={"vllm": str(tmp_path / "none")})
+    target = "results/outputs/demo-vllm/demo-chart/clean/default/shard0of1.jsonl"
+    cmd = [str(BIN / "snakemake"), "--cores", "2", "--configfile", "config/test-run.yaml"]
+    cmd += ["--software-deployment-method", "conda", "-n", "-p", target]
+    proc = run(cmd, workdir, env={"PATH": f"{tmp_path / 'bin'}:{BIN}:/usr/bin:/bin"})
+    jobs = _infer_jobs(proc.stdout, workdir)
+    assert jobs["demo-vllm"]["command"][2] == "python"
 
 
 def test_the_harness_key_is_a_job_field_of_harness_prompts_only():

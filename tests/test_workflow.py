@@ -216,10 +216,10 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     # the local datasets' folders (ImageNet-9, LogicVista, Waterbirds): empty stand-ins
     for folder in ("bg_challenge", "LogicVista/data", "waterbird_complete95_forest2water2"):
         (workdir / "data" / folder).mkdir(parents=True)
-    # the vLLM engines' environment: the python on PATH (a dry run starts none)
-    (workdir / "no-env.yaml").write_text("environments: {vllm: null}\n")
+    # no vLLM environment (.venv-vllm, envs/vllm-env.sh): a dry run needs none
+    assert not (workdir / ".venv-vllm").exists()
     t0 = time.perf_counter()
-    proc = snakemake(workdir, "-n", "--configfile", "config/paper.yaml", "no-env.yaml")
+    proc = snakemake(workdir, "-n", "-p", "--configfile", "config/paper.yaml")
     print(f"paper DAG: {time.perf_counter() - t0:.1f} s")
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, flags=re.M))
     print(f"paper DAG: {jobs.get('total')} jobs")
@@ -249,6 +249,14 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     assert len(cells) == 281
     engine_jobs = {k: v for k, v in jobs.items() if k.startswith("engine_") and k != "engine_plan"}
     assert len(engine_jobs) == len(engines) and set(engine_jobs.values()) == {"1"}
+    # the vLLM engines are listed, to run with the (missing) environment's Python
+    blocks = re.split(r"\n(?=rule \w+:)", proc.stdout + proc.stderr)
+    vllm_engines = [e for e in engines if plan.engine_backend(e[0], e[2])[0] == "vllm"]
+    assert vllm_engines
+    for model, phase, label in vllm_engines:
+        slug = "".join(ch if ch.isalnum() else "_" for ch in model)
+        block = next(b for b in blocks if b.startswith(f"rule engine_{slug}_phase{phase}_{label}:"))
+        assert ".venv-vllm/bin/python -m vlmrobust infer-engine" in block
     # the judges' local LLMs: gpt-oss-120b (the MathVerse judge's 16 files) on 5 LLM
     # engines, Qwen3.5-27B (an extractor's 28 files) on 2; no judge job of their own
     llm_jobs = {k: v for k, v in jobs.items() if k.startswith("llm_engine_")}

@@ -207,19 +207,60 @@ def engine_backend(model, engine):
     return PLAN.engine_backend(model, engine)[0]
 
 
+def vllm_environment():
+    """The environment the engines of backend vllm run in: config `environments.vllm`,
+    or None (the python on PATH) with --software-deployment-method conda, where their
+    rules' envs/vllm.yaml is that environment."""
+    from snakemake.settings.types import DeploymentMethod
+
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+        return None
+    return config["environments"]["vllm"]
+
+
 def engine_cli(model, engine):
     """The `vlmrobust` command of an engine: this environment's, or for an engine of
-    backend vllm the vLLM environment's (config `environments.vllm`): this repository's
-    package run by that environment's Python."""
+    backend vllm the vLLM environment's (vllm_environment): this repository's package
+    run by that environment's Python. Built without the environment (a dry run, a
+    forecast or a look at the DAG never needs it): check_vllm_environment checks it
+    before such an engine starts."""
     if engine_backend(model, engine) != "vllm":
         return "vlmrobust"
     from vlmrobust.core.workflow import environment_cli
 
+    return environment_cli(vllm_environment(), Path(workflow.basedir) / "workflow")
+
+
+def check_vllm_environment():
+    """onstart (a run, never a dry run): when an engine of backend vllm (an LLM engine
+    too) is to run and its environment (vllm_environment) is a folder without
+    bin/python, the run fails before any job starts, naming the models,
+    `environments.vllm` and how to make it (docs/vllm.md)."""
+    from vlmrobust.core.workflow import environment_python
+
+    env = vllm_environment()
+    if env is None:
+        return
+    rules = {
+        engine_rule_name(m, p, e): m
+        for m, p, e in PLAN.engines()
+        if engine_backend(m, e) == "vllm"
+    }
+    rules.update(
+        {
+            llm_engine_rule_name(m, e): m
+            for m, e in PLAN.llm_engines()
+            if engine_backend(m, e) == "vllm"
+        }
+    )
+    jobs = workflow.dag.needrun_jobs()
+    models = sorted({rules[j.rule.name] for j in jobs if j.rule.name in rules})
+    if not models:
+        return
     try:
-        return environment_cli(
-            config["environments"]["vllm"],
-            Path(workflow.basedir) / "workflow",
-            who=f"models.{model} (backend vllm)",
+        environment_python(
+            env,
+            who=", ".join(f"models.{m}" for m in models) + " (backend vllm)",
             setting="environments.vllm",
             make="bash envs/vllm-env.sh (or --cuda on a GPU machine)",
         )

@@ -26,9 +26,14 @@ code, and this module calls it instead of retyping its strings:
 5. System prompt. The Qwen3-VL chat wrapper inserts its ``system_prompt`` (the
    default of its ``__init__``, read from the installed class) as a system message;
    the Qwen2.5-VL chat wrapper inserts none (:data:`CHAT_WRAPPERS`).
-6. Pixel limits. The chat wrappers' ``min_pixels`` / ``max_pixels`` defaults
-   (:func:`wrapper_pixels`, read from the installed source), which a dataset with
-   ``pixels: harness`` shows a model with ``harness.lmms_eval`` its images at.
+6. Images. The chat wrappers' ``min_pixels`` / ``max_pixels`` defaults
+   (:func:`wrapper_pixels`, read from the installed source) and what the wrappers do
+   with an image before their processor: ``qwen_vl_utils.process_vision_info`` resizes
+   it (PIL, bicubic) by qwen-vl-utils' own rule and bounds, not the wrapper's
+   (:func:`wrapper_fit`); the Qwen2.5-VL wrapper's processor then resizes it again
+   within the wrapper's limits, the Qwen3-VL wrapper's not at all (``do_resize=False``).
+   :func:`harness_pixels` is what a dataset with ``pixels: harness`` shows a model with
+   ``harness.lmms_eval`` its images at (docs/prompts.md, "Same tensors as the harness").
 
 The lmms-eval document a task function reads is rebuilt from the sample and its
 variant (``_*_doc``): the question is the variant's (a textual perturbation may have
@@ -87,6 +92,7 @@ __all__ = [
     "lmms_eval_model",
     "lmms_eval_version",
     "select_kwargs",
+    "wrapper_fit",
     "wrapper_pixels",
     "wrapper_system",
     "system_prompt",
@@ -148,9 +154,10 @@ class HarnessTask:
     description: str
 
 
-#: Prompt setting -> lmms-eval task. ``lmms-mathvision`` is the paper's setting
-#: (``mathvision_testmini``); ``lmms-mathvision-reason`` (``mathvision_reason_testmini``,
-#: no model-specific arguments, hence no multiple-choice instruction) is offered beside it.
+#: Prompt setting -> lmms-eval task. ``lmms-mathvision`` is config/paper.yaml's
+#: (``mathvision_testmini``; the paper names no task: docs/prompts.md);
+#: ``lmms-mathvision-reason`` (``mathvision_reason_testmini``, no model-specific
+#: arguments, hence no multiple-choice instruction) is offered beside it.
 HARNESS_TASKS: dict[str, HarnessTask] = {
     "lmms-mmmu": HarnessTask(
         "mmmu_val", "mmmu/mmmu_val.yaml", "mmmu", "lmms-eval mmmu_val (interleaved images)"
@@ -260,13 +267,17 @@ lmms_eval_specific_kwargs:
 @dataclass(frozen=True)
 class ChatWrapper:
     """An lmms-eval chat wrapper: the ``--model`` name (the task's ``model_name``), its
-    class, and whether its ``generate_until`` inserts ``self.system_prompt`` as a system
-    message."""
+    class, whether its ``generate_until`` inserts ``self.system_prompt`` as a system
+    message, the ``image_patch_size`` it passes ``qwen_vl_utils.process_vision_info``
+    (the package's default, 14, where it passes none) and whether its processor call
+    resizes the images again (the Qwen3-VL wrapper passes ``do_resize=False``)."""
 
     model: str
     module: str
     cls: str
     system: bool
+    image_patch: int = 14
+    processor_resizes: bool = True
 
 
 #: The project's own prompt settings whose text equals what the papers sent through
@@ -280,10 +291,20 @@ CHAT_WRAPPED_PROMPTS = ("mathvista-cot", "mathvista-format", "mathvista-solution
 #: The chat wrappers the papers ran (lmms_eval/models/chat/ at 13fd645a).
 CHAT_WRAPPERS: dict[str, ChatWrapper] = {
     "qwen2_5_vl": ChatWrapper(
-        "qwen2_5_vl", "lmms_eval.models.chat.qwen2_5_vl", "Qwen2_5_VL", False
+        "qwen2_5_vl", "lmms_eval.models.chat.qwen2_5_vl", "Qwen2_5_VL", False, 14, True
     ),
-    "qwen3_vl": ChatWrapper("qwen3_vl", "lmms_eval.models.chat.qwen3_vl", "Qwen3_VL", True),
+    "qwen3_vl": ChatWrapper(
+        "qwen3_vl", "lmms_eval.models.chat.qwen3_vl", "Qwen3_VL", True, 16, False
+    ),
 }
+
+#: qwen-vl-utils (0.0.14; lmms-eval 0.7.2 requires >= 0.0.14): ``fetch_image``'s bounds in
+#: vision tokens (``IMAGE_MIN_TOKEN_NUM``, ``IMAGE_MAX_TOKEN_NUM``) and the merge size
+#: (``SPATIAL_MERGE_SIZE``); the chat wrappers' messages carry no ``min_pixels`` /
+#: ``max_pixels`` of their own for images, so these bound the first resize
+#: (tests/test_wrapper_tensors.py checks them against the package).
+QWEN_VL_UTILS_TOKENS = (4, 16384)
+QWEN_VL_UTILS_MERGE = 2
 
 
 def lmms_eval_model(model: dict[str, Any] | None) -> str | None:
@@ -394,12 +415,32 @@ def _int_value(node: ast.expr) -> int:
     raise ValueError(f"lmms-eval: a default that is not a whole number ({ast.dump(node)[:80]})")
 
 
-def harness_pixels(model: dict[str, Any] | None) -> dict[str, int] | None:
-    """The pixel limits the papers' harness showed a registry entry's images at: its
-    chat wrapper's (:func:`wrapper_pixels`), or None for a model without
-    ``harness.lmms_eval``."""
+def wrapper_fit(model_name: str) -> dict[str, int]:
+    """The first resize of the chat wrapper ``model_name``'s images
+    (``qwen_vl_utils.fetch_image``, PIL bicubic): sides multiples of ``factor`` (its
+    ``image_patch`` x the merge size: 28 for ``qwen2_5_vl``, 32 for ``qwen3_vl``), the
+    area within qwen-vl-utils' own bounds (4 to 16,384 tokens of ``factor`` pixels)."""
+    factor = CHAT_WRAPPERS[model_name].image_patch * QWEN_VL_UTILS_MERGE
+    low, high = QWEN_VL_UTILS_TOKENS
+    return {"factor": factor, "min_pixels": low * factor**2, "max_pixels": high * factor**2}
+
+
+def harness_pixels(model: dict[str, Any] | None) -> dict[str, Any] | None:
+    """How the papers' harness showed a registry entry's images, or None for a model
+    without ``harness.lmms_eval``: ``fit``, the first resize (:func:`wrapper_fit`), then
+    the processor's ``min_pixels`` / ``max_pixels``: the chat wrapper's
+    (:func:`wrapper_pixels`) where its processor resizes again, else the ``fit``
+    bounds, which leave the fitted image as it is (the Qwen3-VL wrapper's
+    ``do_resize=False``)."""
     name = lmms_eval_model(model)
-    return None if name is None else dict(wrapper_pixels(name))
+    if name is None:
+        return None
+    fit = wrapper_fit(name)
+    if CHAT_WRAPPERS[name].processor_resizes:
+        limits = dict(wrapper_pixels(name))
+    else:
+        limits = {"min_pixels": fit["min_pixels"], "max_pixels": fit["max_pixels"]}
+    return {**limits, "fit": fit}
 
 
 # --------------------------------------------------------------------------- task config

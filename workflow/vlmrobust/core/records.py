@@ -158,8 +158,9 @@ class OutputRow:
     generation: dict[str, Any] | None = None
     #: the pixel limits the images were shown at (Qwen-VL processors): ``min_pixels``,
     #: ``max_pixels`` and ``set_by`` (``dataset``: the dataset's ``pixels`` setting over
-    #: the registry's options; ``model``: the registry's ``options``); None where the
-    #: backend applies none (API models) or nothing sets any (processor defaults)
+    #: the registry's options; ``model``: the registry's ``options``), and ``fit``, the
+    #: resize before the processor where there was one (``pixels: harness``); None where
+    #: the backend applies none (API models) or nothing sets any (processor defaults)
     pixels: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,7 +13,9 @@ pixels. :data:`PROCESSORS` holds each family's rule and where its numbers come f
   ``options.min_pixels`` / ``max_pixels`` replace the processor's defaults, as both
   local backends pass them (docs/large-images.md). GLM-4.1V compares
   ``temporal x h x w`` with the bounds (its processor pairs every image with itself
-  along time).
+  along time). A dataset shown at the harness's sizes (``pixels: harness``) first
+  resizes each image as lmms-eval's Qwen chat wrappers do (:func:`fetch_size`,
+  ``qwen_vl_utils.fetch_image``'s rule; ``Processor.prefit``), then the processor's.
 - ``tiles`` (InternVL-style dynamic tiling): the image is cut into square tiles on the
   grid (cols x rows, at most ``max_tiles``) whose aspect ratio is closest to the
   image's (transformers' GOT-OCR2 ``get_optimal_tiled_canvas``), plus a thumbnail when
@@ -41,6 +43,7 @@ from typing import Any
 __all__ = [
     "PROCESSORS",
     "Processor",
+    "fetch_size",
     "grid_tiles",
     "image_tokens",
     "mllama_tiles",
@@ -69,6 +72,9 @@ class Processor:
     fit: int = 0
     short_side: int = 0
     tokens: int = 0
+    #: ``smart-resize``: (factor, min_pixels, max_pixels) of a resize before the
+    #: processor's (:func:`fetch_size`), or None
+    prefit: tuple[int, int, int] | None = None
 
     @property
     def factor(self) -> int:
@@ -185,6 +191,29 @@ def smart_resize(
     return h_bar, w_bar
 
 
+def fetch_size(
+    height: int, width: int, factor: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
+    """(height, width) ``qwen_vl_utils.fetch_image`` (qwen-vl-utils 0.0.14) resizes an
+    image to before any processor sees it, as lmms-eval's Qwen chat wrappers call it:
+    its ``smart_resize``, which differs from transformers' (:func:`smart_resize`) at the
+    edges: a side below ``factor`` rounds up to ``factor``, and a downscaled side may
+    floor to 0. ``tests/test_wrapper_tensors.py`` checks it against the package."""
+    if max(height, width) / min(height, width) > 200:
+        raise ValueError(f"image {width}x{height}: aspect ratio over 200, qwen-vl-utils refuses it")
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = math.floor(height / beta / factor) * factor
+        w_bar = math.floor(width / beta / factor) * factor
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
 def grid_tiles(size: tuple[int, int], tile: int, max_tiles: int) -> int:
     """Tiles of the grid (cols x rows <= ``max_tiles``) whose aspect ratio is closest to
     the image's; a tie goes to more tiles while the image covers over half of them
@@ -232,6 +261,8 @@ def image_tokens(size: tuple[int, int], processor: Processor) -> int:
         raise ValueError(f"image size {width}x{height} is empty")
     if processor.kind == "smart-resize":
         f = processor.factor
+        if processor.prefit is not None:
+            height, width = fetch_size(height, width, *processor.prefit)
         h, w = smart_resize(
             height, width, f, processor.min_pixels, processor.max_pixels, processor.temporal
         )
@@ -253,7 +284,8 @@ def image_tokens(size: tuple[int, int], processor: Processor) -> int:
 def processor_of(entry: dict[str, Any], limits: dict[str, Any] | None = None) -> Processor | None:
     """A registry entry's rule: its family's, with the entry's ``options.min_pixels`` /
     ``max_pixels`` (a ``smart-resize`` family), ``limits`` (a dataset's: ``min_pixels`` /
-    ``max_pixels``) over them; None for a family without a rule. A
+    ``max_pixels``, and ``fit``: the resize before the processor,
+    :attr:`Processor.prefit`) over them; None for a family without a rule. A
     checkpoint the workflow builds (``demo_seed``) is a demo Qwen2-VL whatever family
     it names (the stand-ins of the papers' run keep the paper models' families): the
     ``demo`` rule."""
@@ -262,8 +294,12 @@ def processor_of(entry: dict[str, Any], limits: dict[str, Any] | None = None) ->
     if processor is None or processor.kind != "smart-resize":
         return processor
     options = {**(entry.get("options") or {}), **(limits or {})}
+    fit = options.get("fit")
     return replace(
         processor,
         min_pixels=int(options.get("min_pixels") or processor.min_pixels),
         max_pixels=int(options.get("max_pixels") or processor.max_pixels),
+        prefit=(
+            (int(fit["factor"]), int(fit["min_pixels"]), int(fit["max_pixels"])) if fit else None
+        ),
     )

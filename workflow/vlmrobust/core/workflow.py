@@ -25,17 +25,20 @@ def ensure_cli_on_path() -> None:
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 
-def environment_python(env: str | None, *, who: str, setting: str, make: str) -> str:
+def environment_python(
+    env: str | None, *, who: str, setting: str, make: str, check: bool = True
+) -> str:
     """The Python of another software environment: ``<env>/bin/python``, or ``python``
     on PATH when ``env`` is None. A missing environment is a
     :class:`~vlmrobust.core.config.ConfigError` naming ``who``, the ``setting`` and how
-    to ``make`` it."""
+    to ``make`` it; with ``check`` False its path is returned all the same (a command
+    built before the environment need exist)."""
     from .config import ConfigError
 
     if env is None:
         return "python"
     path = Path(env) / "bin" / "python"
-    if not path.exists():
+    if check and not path.exists():
         raise ConfigError(
             f"{who}: its jobs run in the environment {setting} = {env!r}, and {path} "
             f"does not exist: make it with `{make}`, or point {setting} at one (null: "
@@ -44,15 +47,15 @@ def environment_python(env: str | None, *, who: str, setting: str, make: str) ->
     return str(path)
 
 
-def environment_cli(
-    env: str | None, package_root: Path, *, who: str, setting: str, make: str
-) -> str:
+def environment_cli(env: str | None, package_root: Path) -> str:
     """The shell words that run ``vlmrobust`` in another environment
     (:func:`environment_python`) with this repository's package (``package_root``, the
-    folder holding ``vlmrobust``) first on PYTHONPATH."""
+    folder holding ``vlmrobust``) first on PYTHONPATH. Building them does not need the
+    environment: the workflow checks it only before a job that runs in it starts
+    (``check_vllm_environment`` in workflow/rules/common.smk, docs/vllm.md)."""
     import shlex
 
-    python = environment_python(env, who=who, setting=setting, make=make)
+    python = environment_python(env, who="", setting="", make="", check=False)
     root = shlex.quote(str(package_root))
     return (
         f'env PYTHONPATH={root}"${{PYTHONPATH:+:$PYTHONPATH}}" {shlex.quote(python)} -m vlmrobust'

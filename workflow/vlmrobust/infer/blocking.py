@@ -128,6 +128,7 @@ def _request(
         generation_config=generation,
         min_pixels=pixels.get("min_pixels"),
         max_pixels=pixels.get("max_pixels"),
+        fit=pixels.get("fit"),
     )
 
 

@@ -71,9 +71,10 @@ class Job:
     # the dataset's generation-config choice (explicit | checkpoint); None: the model's
     # (registry options.generation_config, else explicit): see `generation`
     generation_config: str | None = None
-    # the dataset's pixel limits for this model ({min_pixels, max_pixels}; datasets.<d>.
-    # pixels: harness); None: the model's (registry options.min_pixels / max_pixels)
-    pixels: dict[str, int] | None = None
+    # the dataset's pixel limits for this model ({min_pixels, max_pixels} and the resize
+    # before the processor, fit; datasets.<d>.pixels: harness); None: the model's
+    # (registry options.min_pixels / max_pixels)
+    pixels: dict[str, Any] | None = None
 
     @property
     def generation(self) -> str:
@@ -230,6 +231,7 @@ def plan_requests(
                 generation_config=job.generation,
                 min_pixels=(job.pixels or {}).get("min_pixels"),
                 max_pixels=(job.pixels or {}).get("max_pixels"),
+                fit=(job.pixels or {}).get("fit"),
             )
             planned.append(
                 Planned(
@@ -291,6 +293,7 @@ def _reusable(row: dict[str, Any], plan: Planned, job: Job) -> bool:
         # a row from before the choice was recorded was decoded explicitly
         and ((row.get("generation") or {}).get("config") or "explicit") == r.generation_config
         and dataset_pixels(row) == r.pixels
+        and ((row.get("pixels") or {}).get("fit") or None) == (r.fit or None)
     )
 
 

@@ -29,9 +29,11 @@ Without a marker each extractor has its own fallbacks (in this order):
   is the article). "option d" / "choice (b)" read as "option D" / "choice (B)" in
   every rule. A hedged answer, "C or D" (a marker's answer, or the whole short text or
   its last line), gives no letter (reason ``hedged answer``), or the later letter
-  (``hedge-last``) where the scorer asks for it (MMMU, as its official parser); MMMU's
-  option-content rule (``mmmu-option-text``) comes before ``option-mention`` where the
-  scorer asks for it;
+  (``hedge-last``) where the scorer asks for it (MMMU, as its official parser); where
+  the scorer asks for MMMU's rules, after ``paren`` come its letter rule (a letter
+  standing as a word before a space or a period, the one found last: ``mmmu-letter``)
+  and only then its option-content rule (``mmmu-option-text``), both before
+  ``option-mention``, as its ``parse_multi_choice_response`` orders them;
 - number: the whole text is a number (``exact``), else the last number (``last-number``;
   exponents ``^2`` and subscripts ``x_1`` are skipped);
 - yes/no: the first word (``first-word``), the only one of yes/no that appears
@@ -449,6 +451,24 @@ def _hedge_result(pair: tuple[str, str], hedge: str) -> Extraction:
     return _fail(f"hedged answer: {pair[0]} or {pair[1]} (two options named, read as neither)")
 
 
+def _mmmu_letter(text: str, letters: str) -> Extraction | None:
+    """MMMU's ``parse_multi_choice_response`` letter rule, after its ``(A)`` (rule
+    ``paren``): on the response stripped of outer ``,.!?;:'`` and padded with spaces, the
+    valid letters standing as a word and followed by a space (``A is ...``), else those
+    followed by a period (``A.``); of several, the one whose `` X `` comes last (the
+    first listed on a tie, as the parser's ``argmax``). A letter ending a word ("DNA
+    is") is no candidate, as in MMMU's own parser (lmms-eval's copy reads it)."""
+    for char in ",.!?;:'":
+        text = text.strip(char)
+    padded = f" {text} "
+    for after in (" ", "."):
+        found = [c for c in letters if re.search(rf"(?<![A-Za-z0-9]){c}{re.escape(after)}", padded)]
+        if found:
+            best = max(found, key=lambda c: padded.rfind(f" {c} "))
+            return Extraction(best, "mmmu-letter")
+    return None
+
+
 def _option_text_search(text: str, choices: Sequence[str], letters: str) -> Extraction | None:
     """MMMU's ``parse_multi_choice_response`` option-content rule: in a response of more
     than five words, the option whose text (case-insensitive, as given) occurs in it,
@@ -498,7 +518,8 @@ def extract_letter(
     letter, reason ``hedged answer``) or ``last`` (the later letter, method
     ``hedge-last``: MMMU's official parser). ``option_search``: ``mention`` (the
     default: option texts as words, non-numeric options only) or ``mmmu`` (MMMU's
-    option-content rule first, method ``mmmu-option-text``).
+    letter rule, method ``mmmu-letter``, then its option-content rule, method
+    ``mmmu-option-text``, before the option mentions).
     """
     choices = [str(c) for c in (choices or [])]
     letters = letters or letters_for(len(choices)) or "ABCD"
@@ -541,11 +562,22 @@ def extract_letter(
         i = match_option(text, choices)
         if i is not None:
             return Extraction(letters[i], "option-text")
+    return _letter_mentions(text, whole, choices, letters, option_search)
+
+
+def _letter_mentions(
+    text: str, whole: str, choices: Sequence[str], letters: str, option_search: str
+) -> Extraction:
+    """The last rules of :func:`extract_letter`, when no cue or layout gave the letter:
+    ``paren``, MMMU's letter and option-content rules (``option_search`` ``mmmu``),
+    ``option-mention``, ``bare-letter``; ``whole`` is the text's :func:`clean_latex`."""
     parens = [m.group(1) for m in re.finditer(r"\(([A-Z])\)", text) if m.group(1) in letters]
     if parens:
         return Extraction(parens[-1], "paren")
-    if choices and option_search == "mmmu":
-        found = _option_text_search(text, choices, letters)
+    if option_search == "mmmu":
+        found = _mmmu_letter(text, letters)
+        if found is None and choices:
+            found = _option_text_search(text, choices, letters)
         if found is not None:
             return found
     if choices:

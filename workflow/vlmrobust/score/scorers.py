@@ -28,9 +28,11 @@ Scoring choices, per scorer:
 ``mmmu``
     multiple choice: the option letter (explicit cues first, then MMMU's mentions); as
     MMMU's ``parse_multi_choice_response``, a hedged "C or D" gives the letter named
-    last (rule ``hedge-last``), and when no letter is found a response of more than five
-    words names the option whose text it contains, the one found last (rule
-    ``mmmu-option-text``; numeric options too: "$7" -> the option "$7").
+    last (rule ``hedge-last``), a letter standing as a word before a space or a period
+    ("A is the threshold, ..., D is the repolarization") is read before any option text,
+    the one found last (rule ``mmmu-letter``), and only when no letter is found a
+    response of more than five words names the option whose text it contains, the one
+    found last (rule ``mmmu-option-text``; numeric options too: "$7" -> the option "$7").
     open: MMMU's ``parse_open_response``/``eval_open``: the key sub-responses (after
     "is", "so", "therefore", "answer", "=" ...) or the final-answer marker when there
     is one, numbers rounded to 2 decimals, correct when a number equals a gold number
@@ -68,7 +70,10 @@ Scoring choices, per scorer:
     lower case, punctuation, a period no digit follows dropped so "2009." is "2009",
     number words, articles, contractions); score = mean over the ten
     leave-one-out subsets of ``min(1, matches / 3)``; correct = score > 0 (at least one
-    annotator gave this answer). Paper-comparable number: ``score``.
+    annotator gave this answer). Paper-comparable number: ``score``. A ``$`` in the
+    answer is kept as written, as the official processor keeps it in the answer and the
+    golds (``$19.99`` matches a gold ``$19.99``, ``19.99`` does not), unless the
+    answer's ``$`` pair up as LaTeX math delimiters (``$5$`` is 5).
 ``hallusionbench``
     yes/no extraction; correct when it equals the answer. A "no" of an idiom ("no
     doubt", "no question", "no wonder", "no matter") is no answer: "No doubt about it:
@@ -653,8 +658,9 @@ class MMMUScorer(Scorer):
     def judge(self, sample: Sample, text: str) -> Score:
         if sample.answer_type == "letter":
             # MMMU's parse_multi_choice_response: a response naming two letters ("C or
-            # D") gives the one found last (hedge "last"), and an option's text found in
-            # a response of more than five words names that option (the last found).
+            # D") gives the one found last (hedge "last"), a letter standing as a word
+            # comes before option texts, and only without one does an option's text found
+            # in a response of more than five words name that option (the last found).
             return _judge_letter(sample, text, hedge="last", option_search="mmmu")
         marked = final_markers(text)
         if marked:
@@ -777,11 +783,32 @@ class InfoVQAScorer(Scorer):
         return _verdict(ext.value, value >= 0.5, ext, value)
 
 
+#: stand in for ``$`` (a bare one, an escaped ``\\$``) while a TextVQA answer is read
+_DOLLAR, _SIGN = "\ue000", "\ue001"
+
+
+def _textvqa_short(text: str) -> Extraction:
+    """:func:`extract_short` with ``$`` read as the official processor reads it: kept as
+    written (the processor keeps it in the answer and in the golds alike: ``$19.99``),
+    except where the answer's ``$`` pair up as LaTeX math delimiters (``$5$`` is 5); an
+    escaped ``\\$`` is always kept. The LaTeX clean-up would drop every ``$``."""
+    raw = str(text or "")
+    if "$" not in raw:
+        return extract_short(raw)
+    ext = extract_short(raw.replace("\\$", _SIGN).replace("$", _DOLLAR))
+    if not ext.ok:
+        return ext
+    value = ext.value
+    value = value.replace(_DOLLAR, " " if value.count(_DOLLAR) % 2 == 0 else "$")
+    value = " ".join(value.replace(_SIGN, "$").split())
+    return replace(ext, value=value) if value else extract_short(raw)
+
+
 class TextVQAScorer(Scorer):
     name = "textvqa"
 
     def judge(self, sample: Sample, text: str) -> Score:
-        ext = extract_short(text)
+        ext = _textvqa_short(text)
         if not ext.ok:
             return _failed(ext.reason or "no answer found")
         value = vqa_accuracy(ext.value, _answers(sample))

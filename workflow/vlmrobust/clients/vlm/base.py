@@ -30,7 +30,10 @@ class Request:
     ``min_pixels`` / ``max_pixels`` bound every image's area as the Qwen-VL processors
     resize it, over the registry's ``options.min_pixels`` / ``max_pixels`` (None: the
     model's own); backends that show the model no processor-resized image ignore them
-    (:attr:`Backend.applies_pixel_limits`).
+    (:attr:`Backend.applies_pixel_limits`). ``fit`` (``factor``, ``min_pixels``,
+    ``max_pixels``; a dataset's ``pixels: harness``) resizes every image before the
+    processor as lmms-eval's Qwen chat wrappers do (:func:`~.media.fit_image`); None:
+    the image as it is.
     """
 
     key: str
@@ -43,6 +46,7 @@ class Request:
     generation_config: str = "explicit"
     min_pixels: int | None = None
     max_pixels: int | None = None
+    fit: dict[str, int] | None = None
 
     @property
     def pixels(self) -> dict[str, int] | None:
@@ -139,8 +143,9 @@ class Backend(abc.ABC):
         """The pixel limits ``request``'s images were shown at, as an output row records
         them (``pixels``): the request's own over the registry's ``options``
         (``min_pixels`` / ``max_pixels``) with ``set_by`` ``dataset`` where the request set
-        any, else ``model``; None for a backend that applies none, or where neither sets
-        any (the processor's defaults)."""
+        any, else ``model``, and the request's ``fit`` where it sets one; None for a
+        backend that applies none, or where neither sets any (the processor's
+        defaults)."""
         if not self.applies_pixel_limits:
             return None
         own = {
@@ -148,9 +153,10 @@ class Backend(abc.ABC):
             for k in ("min_pixels", "max_pixels")
             if self.options.get(k) is not None
         }
+        fit = {"fit": dict(request.fit)} if request.fit else {}
         if request.pixels is not None:
-            return {**own, **request.pixels, "set_by": "dataset"}
-        return {**own, "set_by": "model"} if own else None
+            return {**own, **request.pixels, "set_by": "dataset", **fit}
+        return {**own, "set_by": "model", **fit} if own or fit else None
 
     def count_tokens(self, text: str) -> int | None:
         """Tokens of ``text`` with the model's own tokenizer (the reasoning length of a

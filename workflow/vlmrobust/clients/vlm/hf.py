@@ -497,7 +497,7 @@ class HFBackend(Backend):
                 f"request {req.key!r}: generation_config must be one of "
                 f"{', '.join(GENERATION_CONFIGS)}, got {req.generation_config!r}"
             )
-        images = load_images(req.image_paths)
+        images = load_images(req.image_paths, req.fit)
         prompt = self.chat_prompt(req)
         seed = req.seed
         if not req.greedy and seed is None:

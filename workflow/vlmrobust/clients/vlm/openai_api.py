@@ -44,8 +44,9 @@ Registry ``options`` (all optional):
 Pixel limits: a request's own ``min_pixels`` / ``max_pixels`` (a dataset's ``pixels``
 setting) go to a server of the entry's ``base_url`` (a vLLM server) as
 ``extra_body={"mm_processor_kwargs": {...}}``, over any ``mm_processor_kwargs`` of
-``options.extra_body``; the OpenAI API itself (no ``base_url``) resizes images its own
-way and is sent none.
+``options.extra_body``, and its images are resized first by the request's ``fit``
+(``pixels: harness``) as the local backends do; the OpenAI API itself (no ``base_url``)
+resizes images its own way and is sent none.
 
 Results: ``text`` is the message content; when the server returns the reasoning in a
 separate field (``reasoning_content`` as vLLM/SGLang/DeepSeek, or ``reasoning`` as
@@ -216,13 +217,20 @@ class OpenAIChat(ChatClient):
             raise MalformedResponse(f"body is not JSON ({exc.msg})") from None
 
 
-def build_user_content(request: Request, detail: str | None = None) -> list[dict[str, Any]]:
-    """The user turn of ``request`` as OpenAI content parts, images and text in order."""
+def build_user_content(
+    request: Request, detail: str | None = None, fit: bool = False
+) -> list[dict[str, Any]]:
+    """The user turn of ``request`` as OpenAI content parts, images and text in order;
+    with ``fit`` (a server that takes the request's pixel limits), each image resized
+    first by the request's ``fit`` as the local backends do (:func:`~.media.load_fitted`)."""
+    from .media import load_fitted
 
     def text_part(text: str) -> dict[str, Any]:
         return {"type": "text", "text": text}
 
     def image_path_part(path: Any) -> dict[str, Any]:
+        if fit and request.fit:
+            return image_part(load_fitted(path, request.fit), detail)
         return image_part(path, detail)
 
     return content_parts(request, text_part, image_path_part)
@@ -274,7 +282,8 @@ class OpenAIBackend(APIBackend):
         if request.system:
             messages.append({"role": "system", "content": request.system})
         detail = self.options.get("image_detail")
-        messages.append({"role": "user", "content": build_user_content(request, detail)})
+        content = build_user_content(request, detail, fit=self.applies_pixel_limits)
+        messages.append({"role": "user", "content": content})
         return messages
 
     def sent_decoding(self, request: Request) -> dict[str, Any]:

@@ -207,7 +207,7 @@ def build_vllm_request(
         "sampling_params": params,
         "generation": decoding_record(req, params),
     }
-    images = load_images(req.image_paths)
+    images = load_images(req.image_paths, req.fit)
     if images:
         out["multi_modal_data"] = {"image": images}
         mm = prompt_processor_kwargs(req, options)
