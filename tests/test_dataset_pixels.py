@@ -89,11 +89,10 @@ def test_the_corruption_datasets_show_harness_models_the_wrapper_limits(paper):
         assert paper.datasets[dataset]["pixels"] == "harness", dataset
     # an API model on the same dataset: no limits, its spec as before
     assert "pixels" not in paper.infer_spec("gpt-4o", "distract-bench", "distract-open")
-    # the Idis datasets keep the registry's limits
+    # the Idis datasets keep the registry's limits (perception: only a fit, below)
     for dataset in ("imagenet9", "mathverse", "waterbirds"):
         assert paper.datasets[dataset].get("pixels") is None, dataset
-    prompt = paper.datasets["imagenet9"]["prompts"][0]
-    assert "pixels" not in paper.infer_spec("qwen3-vl-8b-thinking", "imagenet9", prompt)
+    assert "pixels" not in paper.infer_spec("qwen3-vl-8b-thinking", "mathverse", "idis-math")
 
 
 def _variant(tmp_path: Path, size=(40, 30)) -> tuple[Sample, Variant]:
@@ -150,6 +149,64 @@ def test_the_schema_rejects_another_value_naming_the_key():
     config = copy.deepcopy(load_yaml(REPO / "config/paper.yaml"))
     config["datasets"]["chartqa"]["pixels"] = "lmms"
     with pytest.raises(ConfigError, match=r"datasets\.chartqa\.pixels|chartqa.*pixels"):
+        validate_config(config, registry)
+
+
+def test_a_datasets_fit_alone_resizes_before_the_registrys_limits(paper, tmp_path):
+    """``fit: qwen-vl-utils`` (the Idis perception datasets): qwen_vl_utils'
+    ``process_vision_info`` resize without arguments (factor 28) and nothing else: the
+    job spec gains ``pixels: {fit}`` for the models whose processor the workflow feeds
+    (not the Gemini API), each request carries the fit but no limits of its own, a row
+    records it under the model's limits, and the attention-blocking re-answer of that
+    row resizes the same way. With ``pixels: harness`` too, the config is refused."""
+    from vlmrobust.infer.blocking import _request
+
+    assert harness.vision_utils_fit() == FIT_25
+    for dataset in ("imagenet9", "imagenet9-sampling", "waterbirds"):
+        assert paper.datasets[dataset]["fit"] == "qwen-vl-utils", dataset
+    for dataset in ("mathverse", "imagenet9-gemini", "chartqa"):
+        assert paper.datasets[dataset]["fit"] is None, dataset
+    spec = paper.infer_spec("r1-onevision-7b-rl", "imagenet9", "idis-perception")
+    assert (spec["image_size"], spec["pixels"]) == (512, {"fit": FIT_25})
+    paper.datasets["imagenet9-gemini"]["fit"] = "qwen-vl-utils"
+    try:  # an API model: sent no fit, its spec as before
+        assert "pixels" not in paper.infer_spec(
+            "gemini-3-flash-low", "imagenet9-gemini", "idis-perception"
+        )
+    finally:
+        paper.datasets["imagenet9-gemini"]["fit"] = None
+    # the same grid at 512 x 512 as without it (504 is the processor's own rounding)
+    entry = paper.registry["r1-onevision-7b-rl"]
+    assert image_tokens((512, 512), processor_of(entry, spec["pixels"])) == image_tokens(
+        (512, 512), processor_of(entry)
+    )
+
+    job = Job(**{**spec, "prompt": "short", "prompt_versions": None, "n": 1})
+    sample, variant = _variant(tmp_path)
+    (plan,) = plan_requests(job, [variant], {"s0": sample})
+    assert plan.request.fit == FIT_25 and plan.request.pixels is None
+    options = {"min_pixels": 200704, "max_pixels": 1003520}
+    backend = SimpleNamespace(
+        name="hf", revision="r", options=options, applies_pixel_limits=True,
+        count_tokens=lambda text: 1,
+    )  # fmt: skip
+    from vlmrobust.clients.vlm.base import Backend
+
+    backend.pixel_limits = lambda req: Backend.pixel_limits(backend, req)
+    row = to_row(Result(plan.request.key, "1", "stop"), plan, job, backend).to_dict()
+    assert row["pixels"] == {**options, "set_by": "model", "fit": FIT_25}
+    assert _reusable(row, plan, job)
+    assert not _reusable({**row, "pixels": {**options, "set_by": "model"}}, plan, job)
+    again = _request(row, sample, variant, None, 8, tmp_path / "resized")
+    assert again.fit == FIT_25 and again.pixels is None
+
+    registry = validate_registry(load_yaml(REPO / "config/models.yaml"))
+    config = copy.deepcopy(load_yaml(REPO / "config/paper.yaml"))
+    config["datasets"]["chartqa"]["fit"] = "qwen-vl-utils"
+    with pytest.raises(ConfigError, match=r"datasets\.chartqa\.fit: `pixels: harness`"):
+        validate_config(config, registry)
+    config["datasets"]["chartqa"]["fit"] = "qwen_vl_utils"
+    with pytest.raises(ConfigError, match=r"datasets\.chartqa\.fit|chartqa.*fit"):
         validate_config(config, registry)
 
 

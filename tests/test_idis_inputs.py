@@ -2,7 +2,8 @@
 
 The authors' code (effl-lab/Idis@b0443df2, docs/studies/idis.md) fixes what each model is
 given. Perception (``inference/run_perception.py``, transformers): every image
-``.convert("RGB").resize((512, 512))``, the family's chat template (Intern-S1 with
+``.convert("RGB").resize((512, 512))``, then ``qwen_vl_utils.process_vision_info`` (no
+arguments: 504 x 504) and the family's chat template (Intern-S1 with
 ``enable_thinking=True``, ``inference/models.py``), then ``model.generate(max_new_tokens=
 2048, do_sample=True, temperature=0.7, top_p=0.95, num_return_sequences=5)``, or
 ``do_sample=False`` and one output with ``--greedy`` (the attribute-guiding prompt); the
@@ -36,9 +37,11 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from qwen_vl_utils import process_vision_info
 
 from tests.vllm_env import VLLM_PYTHON, require_vllm, vllm_env_vars
 from vlmrobust.clients.vlm.hf import HFBackend, RowSampler
+from vlmrobust.clients.vlm.media import load_images
 from vlmrobust.clients.vlm.vllm import (
     build_vllm_request,
     checkpoint_sampling_defaults,
@@ -68,6 +71,12 @@ MODELS = {
 FAMILIES = list(MODELS)
 #: run_perception.py: IMAGE_SIZE and the generate arguments (its argparse defaults)
 IMAGE_SIZE = (512, 512)
+#: models.py: process_vision_info(messages) without arguments, whichever the family:
+#: qwen-vl-utils' default rule (factor 28, 4 to 16,384 tokens of 28 x 28 pixels), which
+#: the perception jobs carry as their ``fit`` (config/paper.yaml ``fit: qwen-vl-utils``)
+FIT = {"factor": 28, "min_pixels": 4 * 28 * 28, "max_pixels": 16384 * 28 * 28}
+#: what that makes of the 512 x 512 image
+FITTED_SIZE = (504, 504)
 PERCEPTION = {"max_new_tokens": 2048, "do_sample": True, "temperature": 0.7, "top_p": 0.95,
               "num_return_sequences": 5}  # fmt: skip
 GREEDY = {"max_new_tokens": 2048, "do_sample": False}
@@ -210,16 +219,20 @@ def _authors_text(processor, image: Image.Image, question: str, family: str) -> 
     )
 
 
-def _authors_inputs(processor, source: Path, question: str, family: str, vision_utils=False):
-    """run_perception.py's processor inputs of one image: opened, RGB, 512 x 512; with
-    ``vision_utils`` also through ``qwen_vl_utils.process_vision_info`` as models.py
-    passes it (a second resize, to multiples of 28 px)."""
+def _authors_image(source: Path, vision_utils: bool = True) -> Image.Image:
+    """run_perception.py's image: opened, RGB, 512 x 512, then through
+    ``qwen_vl_utils.process_vision_info`` as models.py passes it (no arguments: a second
+    resize, to 504 x 504); ``vision_utils=False``: the 512 x 512 image before it."""
     image = Image.open(source).convert("RGB").resize(IMAGE_SIZE)
     if vision_utils:
-        from qwen_vl_utils import process_vision_info
-
         messages = [{"role": "user", "content": [{"type": "image", "image": image}]}]
         image = process_vision_info(messages)[0][0]
+    return image
+
+
+def _authors_inputs(processor, source: Path, question: str, family: str, vision_utils=True):
+    """run_perception.py's processor inputs of one image (:func:`_authors_image`)."""
+    image = _authors_image(source, vision_utils)
     text = _authors_text(processor, image, question, family)
     return processor(text=[text], images=[image], padding=True, return_tensors="pt")
 
@@ -264,7 +277,10 @@ def test_paper_config_plans_the_authors_settings(family, plans):
     settings of run_perception.py (the attribute-guiding prompts greedy, one output),
     App. D.3's 64 draws, and run_math_vllm.py's for MathVerse (no checkpoint defaults);
     ``engines: papers`` answers perception with transformers and math with vLLM, as the
-    authors did (config/paper.yaml's own ``engines: registry`` runs both on vLLM)."""
+    authors did (config/paper.yaml's own ``engines: registry`` runs both on vLLM). The
+    perception and Waterbirds jobs carry models.py's ``process_vision_info`` resize
+    (``pixels.fit``, the registry's limits kept) on either engine; math shows the images
+    as they are."""
     papers, registry = plans["papers"], plans["registry"]
     model = MODELS[family]
     assert registry.registry[model]["family"] == family
@@ -279,8 +295,10 @@ def test_paper_config_plans_the_authors_settings(family, plans):
         spec = papers.infer_spec(model, dataset, prompt)
         assert tuple(spec[k] for k in fields) == want, (dataset, prompt)
         assert spec.get("image_size") == image_size
-        assert "pixels" not in spec  # the registry's limits (see the math test)
         math = dataset == "mathverse"
+        # the registry's limits (see the math test), after models.py's resize
+        assert spec.get("pixels") == (None if math else {"fit": FIT}), (dataset, prompt)
+        assert registry.infer_spec(model, dataset, prompt).get("pixels") == spec.get("pixels")
         assert papers.cell_backend(model, dataset) == ("vllm" if math else "hf")
         assert registry.cell_backend(model, dataset) == "vllm"
         assert Job(**spec).generation == ("explicit" if math else "checkpoint")
@@ -289,6 +307,7 @@ def test_paper_config_plans_the_authors_settings(family, plans):
     if family == "qwen3-vl":
         sampling = papers.infer_spec(model, "imagenet9-sampling", "idis-perception")
         assert tuple(sampling[k] for k in fields) == (2048, 0.7, 0.95, 64)
+        assert (sampling["image_size"], sampling["pixels"]) == (512, {"fit": FIT})
 
 
 # -- perception: what reaches model.generate (transformers) ----------------------------
@@ -336,8 +355,8 @@ def test_perception_generate_gets_the_authors_inputs(
 ):
     """The hf backend on config/paper.yaml's imagenet9 job (``engines: papers``): the
     prompt ids are the family's chat template of the authors' prompt, the pixel inputs
-    are the processor's of the image at 512 x 512 (the authors' resize), and the
-    generate settings are theirs: 2,048 new tokens, T 0.7 / top-p 0.95 with the
+    are exactly the processor's of the authors' image (512 x 512, then 504 x 504 by
+    models.py's ``process_vision_info``: the job's ``fit``), and the generate settings are theirs: 2,048 new tokens, T 0.7 / top-p 0.95 with the
     checkpoint's top_k and repetition penalty, 5 draws (one row each, seeded per draw);
     greedy and one draw for the attribute-guiding prompt."""
     model = MODELS[family]
@@ -373,24 +392,37 @@ def test_perception_generate_gets_the_authors_inputs(
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_authors_vision_utils_resize_leaves_the_tokens(family, idis_twins, perception):
+def test_the_jobs_fit_is_the_authors_vision_utils_resize(
+    family, plans, idis_twins, perception, tmp_path
+):
     """models.py passes the 512 x 512 image through ``qwen_vl_utils.process_vision_info``,
-    which resizes it again to multiples of 28 px (504 x 504) before the processor; the
-    project hands the processor the 512 x 512 image (the documented override). The
-    prompt ids and the vision grid are the same either way; only the pixel values
-    differ by that resampling."""
-    pytest.importorskip("qwen_vl_utils")
+    which resizes it again, to 504 x 504, before the processor (for all four families).
+    The perception job's ``fit`` (config/paper.yaml ``fit: qwen-vl-utils``) is that
+    resize: each request's image as the backends load it (the 512 x 512 copy, fitted)
+    equals the authors' pixel for pixel. Without it the prompt ids and the vision grid
+    would be the same, the pixel values not (that one resampling is what it adds)."""
     from transformers import AutoProcessor
 
+    model = MODELS[family]
+    job, planned = _planned(
+        plans["papers"], model, "imagenet9", "idis-perception", perception, tmp_path
+    )
+    assert job.pixels == {"fit": FIT}
+    for plan in planned:
+        assert plan.request.fit == FIT and plan.request.pixels is None  # the registry's limits
+        (ours,) = load_images(plan.request.image_paths, plan.request.fit)
+        theirs = _authors_image(perception["sources"][plan.variant.condition])
+        assert ours.size == theirs.size == FITTED_SIZE
+        assert np.array_equal(np.asarray(ours), np.asarray(theirs)), plan.request.key
     processor = AutoProcessor.from_pretrained(idis_twins / family)
     for source in perception["sources"].values():
-        ours = _authors_inputs(processor, source, PERCEPTION_BASE, family)
-        theirs = _authors_inputs(processor, source, PERCEPTION_BASE, family, vision_utils=True)
-        assert torch.equal(ours["input_ids"], theirs["input_ids"])
-        assert ours["pixel_values"].shape == theirs["pixel_values"].shape
-        if "image_grid_thw" in ours:
-            assert torch.equal(ours["image_grid_thw"], theirs["image_grid_thw"])
-        assert not torch.equal(ours["pixel_values"], theirs["pixel_values"])
+        fitted = _authors_inputs(processor, source, PERCEPTION_BASE, family)
+        unfitted = _authors_inputs(processor, source, PERCEPTION_BASE, family, vision_utils=False)
+        assert torch.equal(fitted["input_ids"], unfitted["input_ids"])
+        assert fitted["pixel_values"].shape == unfitted["pixel_values"].shape
+        if "image_grid_thw" in fitted:
+            assert torch.equal(fitted["image_grid_thw"], unfitted["image_grid_thw"])
+        assert not torch.equal(fitted["pixel_values"], unfitted["pixel_values"])
 
 
 # -- math: the vLLM prompts and SamplingParams --------------------------------------------

@@ -48,6 +48,7 @@ NOT_SAMPLE_KEYS = frozenset(
         "image_size",
         "generation_config",
         "pixels",
+        "fit",
         "shards",
         "scorer",
         "unparsed_choice",
@@ -857,17 +858,28 @@ class RunPlan(JudgePlan):
             spec["pixels"] = pixels
         return spec
 
-    def pixel_limits(self, model: str, dataset: str) -> dict[str, int] | None:
+    def pixel_limits(self, model: str, dataset: str) -> dict[str, Any] | None:
         """The pixel limits a dataset shows ``model``'s images at instead of the
         registry's ``options.min_pixels`` / ``max_pixels``: with ``datasets.<d>.pixels:
         harness``, the defaults of the lmms-eval chat wrapper the model was run through
-        (``harness.lmms_eval``; :func:`vlmrobust.core.harness.wrapper_pixels`); None (the
-        model's own) otherwise, and for a model without one."""
-        if self.datasets[dataset].get("pixels") != "harness":
-            return None
-        from .core.harness import harness_pixels
+        (``harness.lmms_eval``; :func:`vlmrobust.core.harness.harness_pixels`; None for a
+        model without one); with ``datasets.<d>.fit: qwen-vl-utils``, only the resize
+        before the processor (``fit``: :func:`vlmrobust.core.harness.vision_utils_fit`,
+        the registry's limits kept) for a model whose images the workflow hands a
+        processor (backends hf, vllm; openai with a ``base_url``); None (the model's
+        own) otherwise."""
+        spec = self.datasets[dataset]
+        if spec.get("pixels") == "harness":
+            from .core.harness import harness_pixels
 
-        return harness_pixels(self.registry[model])
+            return harness_pixels(self.registry[model])
+        backend = self.cell_backend(model, dataset)
+        served = backend == "openai" and bool(self.registry[model].get("base_url"))
+        if spec.get("fit") != "qwen-vl-utils" or not (backend in LOCAL_BACKENDS or served):
+            return None
+        from .core.harness import vision_utils_fit
+
+        return {"fit": vision_utils_fit()}
 
     def shard_path(
         self, model: str, dataset: str, condition: str, prompt: str, shard: int, shards: int

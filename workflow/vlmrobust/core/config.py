@@ -546,7 +546,7 @@ def validate_config(config: dict, registry: dict | None = None) -> dict:
 
 def _fill_and_check_datasets(config: dict) -> None:
     """Each dataset's adapter, scorer, on_bad_row and max_pixels filled in; its
-    conditions, path and demo folder checked."""
+    conditions, path, demo folder and pixel settings (``fit`` or ``pixels``) checked."""
     for name, ds in config["datasets"].items():
         if ds["adapter"] is None:
             if name not in BENCHMARKS:
@@ -561,6 +561,11 @@ def _fill_and_check_datasets(config: dict) -> None:
             ds["on_bad_row"] = config["samples"]["on_bad_row"]
         if ds["max_pixels"] is None:
             ds["max_pixels"] = config["samples"]["max_pixels"]
+        if ds.get("fit") is not None and ds.get("pixels") is not None:
+            raise ConfigError(
+                f"config: datasets.{name}.fit: `pixels: {ds['pixels']}` already resizes the "
+                "images before the processor as its harness did; set one of the two"
+            )
         for cond in ds["conditions"]:
             if cond not in config["conditions"]:
                 raise ConfigError(

@@ -92,6 +92,7 @@ __all__ = [
     "lmms_eval_model",
     "lmms_eval_version",
     "select_kwargs",
+    "vision_utils_fit",
     "wrapper_fit",
     "wrapper_pixels",
     "wrapper_system",
@@ -305,6 +306,8 @@ CHAT_WRAPPERS: dict[str, ChatWrapper] = {
 #: (tests/test_wrapper_tensors.py checks them against the package).
 QWEN_VL_UTILS_TOKENS = (4, 16384)
 QWEN_VL_UTILS_MERGE = 2
+#: ``process_vision_info``'s default ``image_patch_size`` (a call that passes none)
+QWEN_VL_UTILS_PATCH = 14
 
 
 def lmms_eval_model(model: dict[str, Any] | None) -> str | None:
@@ -415,14 +418,23 @@ def _int_value(node: ast.expr) -> int:
     raise ValueError(f"lmms-eval: a default that is not a whole number ({ast.dump(node)[:80]})")
 
 
-def wrapper_fit(model_name: str) -> dict[str, int]:
-    """The first resize of the chat wrapper ``model_name``'s images
-    (``qwen_vl_utils.fetch_image``, PIL bicubic): sides multiples of ``factor`` (its
-    ``image_patch`` x the merge size: 28 for ``qwen2_5_vl``, 32 for ``qwen3_vl``), the
-    area within qwen-vl-utils' own bounds (4 to 16,384 tokens of ``factor`` pixels)."""
-    factor = CHAT_WRAPPERS[model_name].image_patch * QWEN_VL_UTILS_MERGE
+def vision_utils_fit(image_patch: int = QWEN_VL_UTILS_PATCH) -> dict[str, int]:
+    """``qwen_vl_utils.process_vision_info``'s resize of an image whose message sets no
+    size of its own (``fetch_image``, PIL bicubic) with ``image_patch_size`` ``image_patch``:
+    sides multiples of ``factor`` (``image_patch`` x the merge size), the area within
+    qwen-vl-utils' own bounds (4 to 16,384 tokens of ``factor`` pixels). The default is
+    the call without arguments, as the Idis authors' ``inference/models.py`` makes it:
+    factor 28, 3,136 to 12,845,056 pixels (a 512 x 512 image becomes 504 x 504)."""
+    factor = image_patch * QWEN_VL_UTILS_MERGE
     low, high = QWEN_VL_UTILS_TOKENS
     return {"factor": factor, "min_pixels": low * factor**2, "max_pixels": high * factor**2}
+
+
+def wrapper_fit(model_name: str) -> dict[str, int]:
+    """The first resize of the chat wrapper ``model_name``'s images
+    (:func:`vision_utils_fit` with its ``image_patch``: factor 28 for ``qwen2_5_vl``, 32
+    for ``qwen3_vl``)."""
+    return vision_utils_fit(CHAT_WRAPPERS[model_name].image_patch)
 
 
 def harness_pixels(model: dict[str, Any] | None) -> dict[str, Any] | None:

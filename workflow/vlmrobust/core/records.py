@@ -159,7 +159,7 @@ class OutputRow:
     #: the pixel limits the images were shown at (Qwen-VL processors): ``min_pixels``,
     #: ``max_pixels`` and ``set_by`` (``dataset``: the dataset's ``pixels`` setting over
     #: the registry's options; ``model``: the registry's ``options``), and ``fit``, the
-    #: resize before the processor where there was one (``pixels: harness``); None where
+    #: resize before the processor where there was one (``pixels: harness``, ``fit``); None where
     #: the backend applies none (API models) or nothing sets any (processor defaults)
     pixels: dict[str, Any] | None = None
 

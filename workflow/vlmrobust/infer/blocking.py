@@ -116,10 +116,10 @@ def _request(
     # the re-answer decodes under the output's own generation config (its checkpoint
     # defaults, e.g. a repetition penalty, apply to the greedy answer as they did)
     generation = (row.get("generation") or {}).get("config") or "explicit"
-    # and at the pixel limits its images were shown at (a dataset's, where it set any)
-    pixels = (
-        (row.get("pixels") or {}) if (row.get("pixels") or {}).get("set_by") == "dataset" else {}
-    )
+    # and at the pixel limits its images were shown at (a dataset's, where it set any),
+    # after the same resize before the processor (a dataset's fit, whoever set the limits)
+    shown = row.get("pixels") or {}
+    pixels = shown if shown.get("set_by") == "dataset" else {}
     return Request(
         key=row["key"],
         content=content,
@@ -128,7 +128,7 @@ def _request(
         generation_config=generation,
         min_pixels=pixels.get("min_pixels"),
         max_pixels=pixels.get("max_pixels"),
-        fit=pixels.get("fit"),
+        fit=shown.get("fit"),
     )
 
 

@@ -72,8 +72,8 @@ class Job:
     # (registry options.generation_config, else explicit): see `generation`
     generation_config: str | None = None
     # the dataset's pixel limits for this model ({min_pixels, max_pixels} and the resize
-    # before the processor, fit; datasets.<d>.pixels: harness); None: the model's
-    # (registry options.min_pixels / max_pixels)
+    # before the processor, fit; datasets.<d>.pixels: harness; only the fit:
+    # datasets.<d>.fit); None: the model's (registry options.min_pixels / max_pixels)
     pixels: dict[str, Any] | None = None
 
     @property

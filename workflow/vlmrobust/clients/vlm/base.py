@@ -31,9 +31,9 @@ class Request:
     resize it, over the registry's ``options.min_pixels`` / ``max_pixels`` (None: the
     model's own); backends that show the model no processor-resized image ignore them
     (:attr:`Backend.applies_pixel_limits`). ``fit`` (``factor``, ``min_pixels``,
-    ``max_pixels``; a dataset's ``pixels: harness``) resizes every image before the
-    processor as lmms-eval's Qwen chat wrappers do (:func:`~.media.fit_image`); None:
-    the image as it is.
+    ``max_pixels``; a dataset's ``pixels: harness`` or ``fit``) resizes every image
+    before the processor as lmms-eval's Qwen chat wrappers (and the Idis authors'
+    ``process_vision_info`` call) do (:func:`~.media.fit_image`); None: the image as it is.
     """
 
     key: str

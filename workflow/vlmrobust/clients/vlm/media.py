@@ -4,8 +4,9 @@ Every backend must show a model the same pixels the variants stage perturbed: th
 variants stage applies the EXIF orientation before corrupting, so a clean image and
 its corrupted variants are only comparable if the backends apply it too.
 
-A request with ``fit`` (a dataset shown at the harness's sizes) gets its images as
-lmms-eval's Qwen chat wrappers made them (:func:`fit_image`): the task code's
+A request with ``fit`` (a dataset shown at the harness's sizes, or with ``fit``: the Idis
+perception datasets) gets its images as lmms-eval's Qwen chat wrappers and the Idis
+authors' ``process_vision_info`` call made them (:func:`fit_image`): the task code's
 ``convert("RGB")`` (an alpha band dropped, not composited), then
 ``qwen_vl_utils.fetch_image``'s resize (docs/prompts.md, "Same tensors as the harness").
 """
