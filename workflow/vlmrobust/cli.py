@@ -268,6 +268,45 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "preflight": Command(
+        ".preflight:preflight",
+        "before the run: replay N released rows per model through the configured engine and "
+        "compare responses (identical share, first differing token), accuracy and time "
+        "(docs/preflight.md)",
+        (
+            required("--config", help="run configuration YAML, e.g. config/paper.yaml"),
+            required(
+                "--release",
+                help="the release folder: <hub id with / as __>.samples.jsonl per model "
+                "(lmms-eval samples), there or under model_outputs/",
+            ),
+            arg("--rows", type=int, default=50, help="rows replayed per model (default 50)"),
+            arg("--seed", type=int, default=0, help="seed of the rows drawn (default 0)"),
+            arg(
+                "--min-identical",
+                type=float,
+                default=0.9,
+                help="fail (exit 1, naming the model) when a model's share of identical "
+                "responses is below this (default 0.9)",
+            ),
+            arg("--models", nargs="+", help="these models (default: every model of the dataset)"),
+            arg("--dataset", default="distract-bench", help="the dataset (default distract-bench)"),
+            arg(
+                "--condition",
+                help="the condition the release answered (default: the dataset's distraction "
+                "condition, else the clean one)",
+            ),
+            arg("--prompt", help="the prompt setting (default: the dataset's only one)"),
+            arg("--samples", help="the dataset's samples file, if built (default: built here)"),
+            arg(
+                "--work",
+                help="work folder, kept (a rerun reuses its answers); default a temporary one",
+            ),
+            arg("--diffs", type=int, default=3, help="differing rows printed per model (3)"),
+            THREADS,
+            arg("--out", help="the JSON report"),
+        ),
+    ),
     "gather": Command(
         ".infer:gather",
         "concatenate the shards of one output in manifest order",
