@@ -493,21 +493,30 @@ def _reusable_row(row: dict[str, Any], plan: Planned, job: Job, source: Path) ->
 SHARD_NAME = re.compile(r"shard(\d+)of(\d+)\.jsonl")
 
 
+def _shard_files(folder: Path) -> list[tuple[Path, re.Match[str]]]:
+    """The shard files and partial files in ``folder``, each with its name's match of
+    :data:`SHARD_NAME` (index, count), in name order."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for f in sorted(folder.iterdir()):
+        match = SHARD_NAME.fullmatch(f.name.removesuffix(".partial"))
+        if match is not None and f.is_file():
+            found.append((f, match))
+    return found
+
+
 def other_splits(out: Path) -> list[Path]:
     """The resume caches of ``out``'s cell under another split: for each shard of
     another shard count in its folder (``service.engines`` or ``service.split_cells``
     changed, or the dataset's ``shards``), its partial file, else its finished file."""
     this = SHARD_NAME.fullmatch(out.name)
-    if this is None or not out.parent.is_dir():
+    if this is None:
         return []
     found: dict[tuple[int, int], Path] = {}
-    for f in sorted(out.parent.iterdir()):
-        name = f.name.removesuffix(".partial")
-        match = SHARD_NAME.fullmatch(name)
-        if match is None or match.group(2) == this.group(2) or not f.is_file():
-            continue
+    for f, match in _shard_files(out.parent):
         index = (int(match.group(2)), int(match.group(1)))
-        if f.name.endswith(".partial") or index not in found:
+        if match.group(2) != this.group(2) and (f.suffix == ".partial" or index not in found):
             found[index] = f
     return [found[k] for k in sorted(found)]
 
@@ -519,9 +528,8 @@ def remove_other_splits(shards: list[Path]) -> list[Path]:
     keep = {Path(s).name for s in shards}
     removed = []
     for folder in sorted({Path(s).parent for s in shards}):
-        for f in sorted(folder.iterdir()) if folder.is_dir() else []:
-            name = f.name.removesuffix(".partial")
-            if SHARD_NAME.fullmatch(name) and name not in keep and f.is_file():
+        for f, match in _shard_files(folder):
+            if match.group(0) not in keep:
                 f.unlink()
                 removed.append(f)
     return removed
