@@ -49,6 +49,7 @@ include: "workflow/rules/masking.smk"
 include: "workflow/rules/judges.smk"
 include: "workflow/rules/idis.smk"
 include: "workflow/rules/studies.smk"
+include: "workflow/rules/explorer.smk"
 
 
 # On a cluster: the short steps run beside Snakemake (config cluster.local_rules).

@@ -143,7 +143,7 @@ def test_released_answers_are_rescored_with_our_rules(reviewer_run):
 
 def test_tables_and_figures_from_released_outputs(reviewer_run):
     for name in ("table1", "table2", "table8", "table9", "table10"):
-        for ext in ("csv", "md", "tex"):
+        for ext in ("csv", "md", "tex", "html"):
             assert (reviewer_run / f"results/tables/corruption/{name}.{ext}").stat().st_size > 0
     for name in ("figure4", "rr_heatmap"):
         for ext in ("png", "pdf"):

@@ -278,5 +278,11 @@ def test_sizes_table_has_every_size(idis_review):
     assert report["variants"] == 2 * 3 and report["excluded"] == 0
     text = (idis_review / f"results/tables/idis/{PERCEPTION}/sizes.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| idis-perception "))
-    # accuracy 60.0 at each size; r_attr 50.0 (one object of one class, the target once)
-    assert [c.strip() for c in row.split("|")[3:-1]] == ["60.0", "50.0"] * 3
+    # accuracy 60.0 at each size; r_attr 50.0 (one object of one class, the target once);
+    # an accuracy cell links to the explorer's rows of its size group
+    cells = [c.strip() for c in row.split("|")[3:-1]]
+    assert [re.sub(r"^\[(.*)\]\(.*\)$", r"\1", c) for c in cells] == ["60.0", "50.0"] * 3
+    assert all(
+        c.startswith("[60.0](../../../explorer/index.html#cell=1&") and "filter.size=" in c
+        for c in cells[::2]
+    )

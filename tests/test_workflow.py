@@ -179,9 +179,13 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
         "views": "2",
         "table": "8",
         "figure": "4",
+        # the explorer: the 8 corrupt variant sets, the 16 corrupt cells and the index
+        "explorer_variants": "8",
+        "explorer_cell": "16",
+        "explorer_index": "1",
         "check_requests": "1",
         "all": "1",
-        "total": "61",
+        "total": "86",
     }
     rerun = re.findall(r"wildcards: dataset=([\w-]+), condition=(\w+)", out)
     expected = [(f"demo-{f}", "corrupt") for f in FAMILIES] + [("demo-distract", "corrupt")]
@@ -319,6 +323,8 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         # its 17 Idis outputs labelled by the main extractor, and by the other one the
         # base prompt's (judge.attributes.scope: read; not the clean perception images)
         "judge_attributes": str(17 + 4 + 5 + 1),
+        # its explorer cells, one per scored file
+        "explorer_cell": "40",
     }
     # Every study reruns where demo-extra answers (not the Idis budget slice, which is
     # demo-reasoning's only): 3 + 3 Idis metrics; 5 + 3 + 4 tables and 6 + 3 + 3 Idis
@@ -331,13 +337,15 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         "table": "24",
         "figure": "30",
         "page": "2",
+        # the explorer's index (no variant set changes: they are every model's)
+        "explorer_index": "1",
         "check_requests": "1",
         "all": "1",
     }
     assert jobs == {**per_model, **aggregation}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
-    assert len(models) == 1 + 40 * 2 + 1 + 5 + 2 + 2 + 2 and set(models) == {"demo-extra"}
+    assert len(models) == 1 + 40 * 3 + 1 + 5 + 2 + 2 + 2 and set(models) == {"demo-extra"}
     labelled = re.findall(r"wildcards: extractor=[\w.-]+, model=([\w.-]+)", out)
     assert len(labelled) == 17 + 4 + 5 + 1 and set(labelled) == {"demo-extra"}
 
@@ -360,6 +368,47 @@ def test_report_shows_every_table_and_figure(demo_run):
     assert "Vision-corruption study" in html
     assert "Region-masking study" in html
     assert "Idis: distractors and test-time scaling" in html
+
+
+def test_every_linked_table_cell_is_its_rows_in_the_explorer(demo_run):
+    """The default run builds the explorer; every accuracy and RR cell a Markdown table
+    links is computed again in Chromium from the rows the explorer loads and equals the
+    table's; no request leaves the file system; no page holds the run's absolute path."""
+    from .test_review_browser import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
+
+    explorer = demo_run / "results" / "explorer"
+    assert (explorer / "index.html").is_file() and (explorer / "index.js").is_file()
+    for page_file in explorer.rglob("*.js"):
+        assert str(demo_run) not in page_file.read_text(encoding="utf-8"), page_file
+    links = []
+    for md in sorted((demo_run / "results" / "tables").glob("**/*.md")):
+        for text, href in re.findall(r"\[([^\]]+)\]\(([^)\s]+)\)", md.read_text("utf-8")):
+            target, fragment = href.split("#", 1)
+            links.append((md, text, (md.parent / target).resolve().as_uri() + "#" + fragment))
+    # Tables 1, 3, 8-10 and the Idis summary and sizes tables of the demo
+    assert len(links) >= 60
+    assert {md.parent.parent.name for md, _, _ in links} >= {"tables", "distraction", "idis"}
+    sync_playwright = _browser_or_skip()
+    requests, errors, wrong = [], [], []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page()
+        page.set_default_timeout(15_000)
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        for md, text, url in links:
+            page.goto("about:blank")
+            page.goto(url)
+            page.wait_for_selector("#cell-check[data-ready]")
+            shown = page.inner_text("#cell-shown")
+            computed = page.inner_text("#cell-computed")
+            if "match" not in page.get_attribute("#cell-check", "class").split():
+                wrong.append((md.name, text, shown, computed))
+            assert shown == text
+        browser.close()
+    assert wrong == []
+    assert errors == []
+    assert [u for u in requests if not u.startswith(("file:", "data:", "about:"))] == []
 
 
 def test_constructed_benchmark_follows_the_decisions_file(demo_run):
@@ -485,7 +534,7 @@ def test_a_newcomer_reruns_metrics_and_a_table_by_hand(demo_run, tmp_path):
         run([cli, "table", name, "--study", study, f"--scope={scope}", *cfg,
              "--out-dir", str(out)], demo_run)  # fmt: skip
         folder = f"{study}/{scope}" if scope else study
-        for ext in ("csv", "md", "tex"):
+        for ext in ("csv", "md", "tex", "html"):
             made = demo_run / f"results/tables/{folder}/{name}.{ext}"
             assert (out / f"{name}.{ext}").read_bytes() == made.read_bytes(), (study, ext)
     proc = run([cli, "table", "table9", "--study", "masking", "--scope=demo-visargs", *cfg],

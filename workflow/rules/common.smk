@@ -15,7 +15,7 @@ from vlmrobust.core.workflow import alternation, ensure_cli_on_path, update_list
 from vlmrobust_demo.data import DEMO_VERSION
 from vlmrobust_demo.idis import IDIS_DEMO_VERSION
 from vlmrobust.studies import STUDIES, study_folders
-from vlmrobust.studies.base import spec_json
+from vlmrobust.studies.base import TABLE_EXTS, spec_json
 
 ensure_cli_on_path()
 
@@ -171,6 +171,7 @@ def all_targets():
         + judged_files()
         + PLAN.math_judged_files()
         + study_targets()
+        + explorer_targets()
     )
 
 
@@ -618,6 +619,13 @@ def compare_input(wildcards):
 # --- the studies (vlmrobust.studies): generic metrics / table / figure / page rules ----
 
 STUDY_FOLDERS = study_folders(PLAN)
+
+
+def explorer_targets():
+    """The explorer's index and page (config explorer.build), after every study."""
+    from vlmrobust.studies import explorer
+
+    return explorer.targets(PLAN)
 
 
 def study_targets():

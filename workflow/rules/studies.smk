@@ -45,6 +45,8 @@ rule views:
         scope=study_scope,
         spec=study_spec,
         inputs=view_inputs_json,
+        # the formats a table is written in: a new one (html) rewrites the views
+        formats=" ".join(TABLE_EXTS),
     shell:
         "vlmrobust views --study {params.study} --scope={params.scope:q}"
         " --spec {params.spec:q} --inputs {params.inputs:q} --metrics {input.metrics}"
@@ -61,7 +63,7 @@ rule table:
             category=study_title,
             subcategory="Tables",
         ),
-        multiext(paths.TABLE, ".md", ".tex"),
+        multiext(paths.TABLE, ".md", ".tex", ".html"),
     log:
         "logs/tables/{folder}/{name}.log",
     conda:
@@ -71,7 +73,8 @@ rule table:
         out_dir=lambda w: path(paths.TABLES, folder=w.folder),
     shell:
         "cp {input}/tables/{wildcards.name}.csv {input}/tables/{wildcards.name}.md"
-        " {input}/tables/{wildcards.name}.tex {params.out_dir}/ > {log} 2>&1"
+        " {input}/tables/{wildcards.name}.tex {input}/tables/{wildcards.name}.html"
+        " {params.out_dir}/ > {log} 2>&1"
 
 
 rule figure:

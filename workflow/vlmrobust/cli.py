@@ -578,6 +578,46 @@ COMMANDS: dict[str, Command] = {
             arg("--report", action="store_true", help="print the label counts"),
         ),
     ),
+    "explorer-variants": Command(
+        ".explorer:variants",
+        "a condition's manifest -> the explorer's variants folder (thumbnails, boxes, data)",
+        (
+            MANIFEST,
+            SAMPLES,
+            required("--out-dir", help="results/explorer/variants/<dataset>/<condition>"),
+        ),
+    ),
+    "explorer-cell": Command(
+        ".explorer:cell",
+        "a scored file (vs the clean condition's), its outputs and judges -> the "
+        "explorer's cell folder (rows with flips, full texts)",
+        (
+            required("--scored", help="scored CSV of the cell"),
+            arg("--clean-scored", help="the clean condition's scored CSV (same model, prompt)"),
+            OUTPUTS,
+            arg(
+                "--judge",
+                action="append",
+                default=[],
+                metavar="KIND=PATH",
+                help="a judge file (reference, mathverse, hallucination, "
+                "attributes:<extractor>); repeatable",
+            ),
+            required(
+                "--out-dir", help="results/explorer/cells/<model>/<dataset>/<condition>/<prompt>"
+            ),
+        ),
+    ),
+    "explorer-index": Command(
+        ".explorer:index",
+        "every cell and variants folder -> the explorer's index and app (index.html)",
+        (
+            spec("the explorer's specification (models, datasets, studies)"),
+            arg("--cells", nargs="*", default=[], metavar="DIR", help="cell folders"),
+            arg("--variants", nargs="*", default=[], metavar="DIR", help="variants folders"),
+            required("--out-dir", help="results/explorer"),
+        ),
+    ),
     **{
         command: Command(f".study:{command}", what, study_args(command))
         for command, what in (

@@ -93,6 +93,14 @@ FIGURES = "figures/{folder}"
 #: one table or figure of a folder, without its extension (.csv .md .tex; .png .pdf .html)
 TABLE = "results/tables/{folder}/{name}"
 FIGURE = "figures/{folder}/{name}"
+#: the explorer (docs/explorer.md): a static site; one folder per cell (a model's answers
+#: to one dataset x condition x prompt, paired with its clean ones) and per variant set
+#: (thumbnails, parameters), then the index and the app
+EXPLORER = "results/explorer"
+EXPLORER_CELL = "results/explorer/cells/{model}/{dataset}/{condition}/{prompt}"
+EXPLORER_VARIANTS = "results/explorer/variants/{dataset}/{condition}"
+EXPLORER_INDEX = "results/explorer/index.js"
+EXPLORER_PAGE = "results/explorer/index.html"
 #: the content-addressed cache of every LLM call (config ``scoring.cache_dir``)
 LLM_CACHE = "results/cache/llm"
 

@@ -3,8 +3,8 @@
 For any configuration, per model and study: the requests, the prompt tokens (text,
 vision from the images' sizes under the model's pixel limits, a first stage's answer)
 and generated tokens per request, the GPU-hours at the throughput table's rates, the
-wall time on N GPUs (the plan's engines, list-scheduled) and the variants' disk
-(in the configuration's ``variants.format``). Pure:
+wall time on N GPUs (the plan's engines, list-scheduled), the variants' disk
+(in the configuration's ``variants.format``) and the explorer's files. Pure:
 it reads the configuration, the registry, the forecast tables (``*.yaml`` here) and
 whatever of the run's files and local data already exist (image headers, not pixels);
 it loads no model and opens no connection.
@@ -18,7 +18,7 @@ it loads no model and opens no connection.
 - :mod:`.money`: every model in every role, its GPU-hours or money (the registry's
   prices), and what the attribute scoping saves;
 - :mod:`.cost`: the engines' schedule on N GPUs (the LLM engines after the VLMs they
-  read) and the variants' disk;
+  read), the variants' disk and the explorer's;
 - :mod:`.render`: the printed tables and the JSON.
 """
 
@@ -30,7 +30,16 @@ from dataclasses import dataclass, field
 from ..plan import RunPlan
 from .calls import Calls, all_calls, time_calls
 from .cells import Cell, build_cell, cell_studies, inference_keys, time_cell
-from .cost import Disk, Engine, disk_of, engines_of_run, llm_engines_of_run, schedule
+from .cost import (
+    Disk,
+    Engine,
+    ExplorerDisk,
+    disk_of,
+    engines_of_run,
+    explorer_disk,
+    llm_engines_of_run,
+    schedule,
+)
 from .counts import condition_facts, dataset_facts
 from .money import Usage, api_models, prices_of, totals, usage
 from .tables import MissingEntry, Throughput, check_gpu_type
@@ -68,6 +77,8 @@ class Forecast:
     prices: dict = field(default_factory=dict)
     #: the API models of the run (whose prices the sources list)
     price_models: list[str] = field(default_factory=list)
+    #: the explorer's files (None: ``explorer.build`` is false or the run has no model)
+    explorer: ExplorerDisk | None = None
 
 
 def build_forecast(
@@ -119,6 +130,7 @@ def build_forecast(
         rates, pilot.folder if pilot else None, disk_format=plan.config["variants"]["format"],
         calls=calls, usage=usage(plan, list(cells.values()), calls),
     )  # fmt: skip
+    found.explorer = explorer_disk(plan, conds, cells, pilot)
     found.savings = scoping_savings(plan, found, cells, conds, facts, gpu_type)
     found.price_models = api_models(plan, found.usage)
     found.prices = {m: prices_of(plan, m) for m in found.price_models}

@@ -22,6 +22,18 @@ engine's full rate.
 written image, its pixels at the made size x ``disk.yaml``'s bytes per pixel for the
 configuration's ``variants.format`` (``png`` or lossless ``webp``); a condition whose
 images folder is there is measured instead.
+
+**The explorer's disk** (``results/explorer/``, only while ``explorer.build`` is true:
+:func:`explorer_disk`). Per variant set (a dataset x condition the run answers,
+:func:`vlmrobust.studies.explorer.variant_sets`): one WebP thumbnail per variant image
+(longest side 320 px, quality 80) x ``disk.yaml``'s ``explorer.thumbnail`` bytes, and
+one entry per variant in its ``part<k>.js`` x ``explorer.variant``. Per cell (one scored
+file, :func:`vlmrobust.studies.explorer.cells`): its rows (the cell's requests) x
+``explorer.row`` for ``rows.js``, and per row a text entry in the ``text<k>.js`` chunks:
+``explorer.text`` plus the cell's generated tokens per request (the forecast's own, at
+most the explorer's clip) x ``explorer.token``, plus ``explorer.judge`` per judge file of
+the cell. The index, the agreement files and the summaries are a few bytes per cell and
+are not counted.
 """
 
 from __future__ import annotations
@@ -31,10 +43,18 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from ..plan import RunPlan
+from ..studies import explorer as explorer_plan
 from .calls import Calls
 from .cells import Cell
 from .counts import ConditionFacts
-from .tables import MissingEntry, Throughput, bytes_per_pixel
+from .tables import (
+    MissingEntry,
+    Throughput,
+    bytes_per_pixel,
+    explorer_bytes,
+    explorer_clip_tokens,
+)
+from .tokens import Pilot, generated_tokens
 
 
 @dataclass
@@ -183,3 +203,168 @@ def disk_of(plan: RunPlan, cond: ConditionFacts) -> Disk | None:
            f"({source})")  # fmt: skip
     return Disk(cond.dataset, cond.condition, perturbation, images, mp,
                 images * mp * 1e6 * rate, how, fmt)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- explorer
+
+
+@dataclass
+class ExplorerLine:
+    """One line of the explorer's disk: what, how many items, their bytes (None:
+    unknown, ``how`` says why) and how they are computed."""
+
+    what: str
+    items: float
+    unit: str
+    bytes: float | None
+    how: str
+
+
+@dataclass
+class ExplorerDisk:
+    """The explorer's files: per variant set and per cell (dicts, the JSON's), and the
+    disk table's lines (thumbnails, variant parts, cell rows, cell texts)."""
+
+    sets: list[dict]
+    cells: list[dict]
+    lines: list[ExplorerLine]
+
+    @property
+    def bytes(self) -> float | None:
+        found = [line.bytes for line in self.lines]
+        return None if any(b is None for b in found) else sum(b for b in found if b is not None)
+
+
+def _rate(name: str, benchmark: str | None = None) -> tuple[float | None, str]:
+    """An explorer constant (None and the missing key when ``disk.yaml`` lacks it)."""
+    try:
+        return explorer_bytes(name, benchmark)
+    except MissingEntry as exc:
+        return None, str(exc)
+
+
+def _times(n: float, rate: float | None) -> float | None:
+    return None if rate is None else n * rate
+
+
+def explorer_set(plan: RunPlan, cond: ConditionFacts) -> dict:
+    """One variant set's thumbnails (one per variant image) and variant entries."""
+    variants = cond.variants.value
+    thumbs = variants * cond.images_per_variant
+    thumb, thumb_src = _rate("thumbnail", plan.datasets[cond.dataset]["adapter"])
+    entry, entry_src = _rate("variant")
+    return {
+        "dataset": cond.dataset, "condition": cond.condition, "variants": variants,
+        "thumbnails": thumbs, "thumbnail_bytes": thumb, "thumbnail_source": thumb_src,
+        "variant_bytes": entry, "variant_source": entry_src,
+        "thumbs_bytes": _times(thumbs, thumb), "parts_bytes": _times(variants, entry),
+    }  # fmt: skip
+
+
+def explorer_cell(
+    plan: RunPlan, key: tuple[str, str, str, str], cell: Cell | None, cond: ConditionFacts,
+    pilot: Pilot | None,
+) -> dict:  # fmt: skip
+    """One cell's ``rows.js`` and text chunks: its rows (the forecast cell's requests;
+    an imported cell: its variants x draws) and generated tokens per row."""
+    model, dataset, condition, prompt = key
+    if cell is not None:
+        rows, generated = cell.requests, cell.generated
+    else:  # outputs imported from a release: answered by no engine of the run
+        rows = cond.variants.value * plan.draws(dataset, prompt)[0]
+        try:
+            generated = generated_tokens(plan, model, dataset, condition, prompt, pilot)[0]
+        except MissingEntry:
+            generated = None
+    judges = len(explorer_plan.cell_inputs(plan, *key)["judges"])
+    row, text, token, judge = (_rate(n)[0] for n in ("row", "text", "token", "judge"))
+    try:
+        clip = explorer_clip_tokens()[0]
+    except MissingEntry:
+        clip = None
+    shown = None if generated is None or clip is None else min(generated, clip)
+    per_text = None
+    if None not in (text, token, shown) and (judge is not None or not judges):
+        per_text = text + shown * token + judges * (judge or 0.0)  # type: ignore[operator]
+    return {
+        "model": model, "dataset": dataset, "condition": condition, "prompt": prompt,
+        "rows": rows, "generated": generated, "shown_tokens": shown, "judges": judges,
+        "rows_bytes": _times(rows, row), "texts_bytes": _times(rows, per_text),
+    }  # fmt: skip
+
+
+def explorer_disk(
+    plan: RunPlan,
+    conds: dict[tuple[str, str], ConditionFacts],
+    cells: dict[tuple, Cell],
+    pilot: Pilot | None = None,
+) -> ExplorerDisk | None:
+    """The explorer's files (module docstring); None when ``explorer.build`` is false or
+    the run has no model."""
+    if not explorer_plan.enabled(plan):
+        return None
+    sets = [explorer_set(plan, conds[s]) for s in explorer_plan.variant_sets(plan)]
+    found = [
+        explorer_cell(plan, key, cells.get(key), conds[(key[1], key[2])], pilot)
+        for key in explorer_plan.cells(plan)
+    ]
+    return ExplorerDisk(sets, found, explorer_lines(sets, found))
+
+
+def _sum_of(items: list[dict], key: str) -> float | None:
+    values = [i[key] for i in items]
+    return None if any(v is None for v in values) else float(sum(values))
+
+
+def _rates_how(sets: list[dict], what: str) -> str:
+    """``N x B`` per distinct rate of ``sets`` (its items and bytes under ``what``)."""
+    by: dict[tuple, float] = {}
+    for s in sets:
+        key = (s[f"{what}_bytes"], s[f"{what}_source"])
+        by[key] = by.get(key, 0.0) + (s["thumbnails"] if what == "thumbnail" else s["variants"])
+    return "; ".join(
+        f"{n:,.0f} x {'unknown' if b is None else f'{b:,.0f}'} B ({src})"
+        for (b, src), n in by.items()
+    )
+
+
+def explorer_lines(sets: list[dict], cells: list[dict]) -> list[ExplorerLine]:
+    """The disk table's explorer lines: thumbnails, variant parts, cell rows, cell texts."""
+    rows = sum(c["rows"] for c in cells)
+    row, row_src = _rate("row")
+    text, text_src = _rate("text")
+    token, token_src = _rate("token")
+    judge, judge_src = _rate("judge")
+    clip = _clip_how()
+    texts = rows and sum(c["rows"] * (c["generated"] or 0) for c in cells) / rows
+    judged = sum(c["rows"] * c["judges"] for c in cells)
+    text_how = (f"{rows:,.0f} texts x ({_b(text)} B ({text_src}) + {texts:,.0f} generated "
+                f"tok/row, at most {clip}, x {_b(token)} B/token ({token_src}))")  # fmt: skip
+    if judged:
+        text_how += f" + {judged:,.0f} judge records x {_b(judge)} B ({judge_src})"
+    unknown = [f"{c['model']}/{c['dataset']}/{c['condition']}/{c['prompt']}"
+               for c in cells if c["generated"] is None]  # fmt: skip
+    if unknown:
+        text_how += f"; generated tokens unknown for {', '.join(unknown[:3])}"
+    return [
+        ExplorerLine("explorer: thumbnails", sum(s["thumbnails"] for s in sets), "thumbnails",
+                     _sum_of(sets, "thumbs_bytes"), _rates_how(sets, "thumbnail")),
+        ExplorerLine("explorer: variant parts", sum(s["variants"] for s in sets), "variants",
+                     _sum_of(sets, "parts_bytes"), _rates_how(sets, "variant")),
+        ExplorerLine("explorer: cell rows", rows, "rows", _sum_of(cells, "rows_bytes"),
+                     f"{len(cells)} cells, {rows:,.0f} rows x {_b(row)} B ({row_src})"),
+        ExplorerLine("explorer: cell texts", rows, "texts", _sum_of(cells, "texts_bytes"),
+                     text_how),
+    ]  # fmt: skip
+
+
+def _b(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.1f}".removesuffix(".0")
+
+
+def _clip_how() -> str:
+    try:
+        tokens, how = explorer_clip_tokens()
+    except MissingEntry as exc:
+        return str(exc)
+    return f"{tokens:,.0f} ({how})"

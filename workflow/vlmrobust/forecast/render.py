@@ -5,7 +5,8 @@ that the corruption and the distraction study both read) is counted once, under 
 studies joined by ``+`` — then per study, the totals; then every model of the run in
 every role (the VLMs' answers and the judges', extractors' and writers' calls) with its
 GPU-hours or money, the LLM calls per step, the totals and what the attribute scoping
-saves; the engines' schedule, the variants' disk and every number's source. Token
+saves; the engines' schedule, the variants' disk (with the explorer's files while
+``explorer.build`` is true) and every number's source. Token
 figures per request are means weighted by requests; a total that rests on an unknown is
 printed as ``unknown``.
 """
@@ -280,6 +281,27 @@ def disk_lines(forecast: Forecast) -> list[str]:
     total = _sum([d.bytes for d in forecast.disk])
     lines.append(f"| **all** | | | {sum(d.images for d in forecast.disk):,.0f} | | "
                  f"{'unknown' if total is None else f'{total / 1e9:,.2f}'} | |")  # fmt: skip
+    return lines + explorer_disk_lines(forecast, total)
+
+
+def _gb(value: float | None) -> str:
+    return "unknown" if value is None else f"{value / 1e9:,.2f}"
+
+
+def explorer_disk_lines(forecast: Forecast, variants: float | None) -> list[str]:
+    """The explorer's lines of the disk table (none while ``explorer.build`` is false),
+    and the variants' and the explorer's bytes together."""
+    found = forecast.explorer
+    if found is None:
+        return []
+    lines = []
+    for e in found.lines:
+        images = f"{e.items:,.0f}" if e.unit == "thumbnails" else ""
+        lines.append(f"| {e.what} | {e.items:,.0f} {e.unit} | | {images} | | {_gb(e.bytes)} | "
+                     f"{e.how} |")  # fmt: skip
+    both = _sum([variants, found.bytes])
+    lines.append(f"| **explorer** | | | | | {_gb(found.bytes)} | results/explorer/ |")
+    lines.append(f"| **all with the explorer** | | | | | {_gb(both)} | |")
     return lines
 
 
@@ -407,6 +429,7 @@ def to_json(forecast: Forecast) -> dict[str, Any]:
         "disk_format": forecast.disk_format,
         "disk": [asdict(d) for d in forecast.disk],
         "disk_bytes": _sum([d.bytes for d in forecast.disk]),
+        "explorer_disk": explorer_json(forecast),
         "throughput": {m: asdict(r) for m, r in forecast.rates.items()},
         "cells": cells,
         "calls": [asdict(c) | {"gpu_hours": c.gpu_hours} for c in forecast.calls],
@@ -414,4 +437,17 @@ def to_json(forecast: Forecast) -> dict[str, Any]:
         "usage_totals": totals(forecast.usage),
         "savings": forecast.savings,
         "prices": {m: forecast.prices.get(m) for m in forecast.price_models},
+    }
+
+
+def explorer_json(forecast: Forecast) -> dict[str, Any] | None:
+    """The explorer's disk: per variant set, per cell, the table's lines and the bytes."""
+    found = forecast.explorer
+    if found is None:
+        return None
+    return {
+        "sets": found.sets,
+        "cells": found.cells,
+        "lines": [asdict(e) for e in found.lines],
+        "bytes": found.bytes,
     }

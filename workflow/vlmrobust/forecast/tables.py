@@ -12,7 +12,8 @@ its source (docs/forecast.md prints them).
 - ``images.yaml``: per benchmark, the image size, images per sample and question length
   assumed while neither the samples nor a local copy of the data are there;
 - ``disk.yaml``: stored bytes per pixel of a variant image, per perturbation and
-  ``variants.format``;
+  ``variants.format``; and (``explorer:``) the measured bytes of the explorer's files:
+  a thumbnail, a variant's entry, a row, an output's text entry, a generated token;
 - ``calls.yaml``: what the judges', extractors' and writers' LLM calls hold besides their
   prompt files, and the LLMs' hidden reasoning (read by :mod:`.calls` and :mod:`.money`).
 
@@ -188,3 +189,30 @@ def bytes_per_pixel(
             "add its bytes per pixel"
         )
     return float(rates[fmt]), str(entry["source"])
+
+
+def explorer_bytes(name: str, benchmark: str | None = None) -> tuple[float, str]:
+    """Bytes of one item of the explorer's files (``disk.yaml`` ``explorer.<name>``: a
+    ``thumbnail``, a ``variant``'s entry, a ``row``, a ``text`` entry, a generated
+    ``token``, a ``judge`` record; on a benchmark's images where the entry has numbers of
+    their own) and the source."""
+    entry = (load_table("disk").get("explorer") or {}).get(name)
+    if entry is None:
+        raise MissingEntry(f"forecast/disk.yaml: explorer has no {name!r}; add its measured bytes")
+    if benchmark in (entry.get("benchmarks") or {}):
+        entry = entry["benchmarks"][benchmark]
+    return float(entry["bytes"]), str(entry["source"])
+
+
+def explorer_clip_tokens() -> tuple[float, str]:
+    """The most generated tokens an output's text entry shows (the explorer clips its
+    answer and its thinking at ``explorer.clip_chars`` characters each: twice that over
+    the ``token`` entry's characters per token), and the source."""
+    table = load_table("disk").get("explorer") or {}
+    if "clip_chars" not in table or "chars" not in (table.get("token") or {}):
+        raise MissingEntry(
+            "forecast/disk.yaml: explorer needs clip_chars and token.chars (characters per "
+            "generated token)"
+        )
+    chars = float(table["token"]["chars"])
+    return 2 * float(table["clip_chars"]) / chars, f"2 x {table['clip_chars']} chars / {chars:g}"

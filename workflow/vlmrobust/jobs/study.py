@@ -95,12 +95,13 @@ def _view(
     folder = found_study.folder(scope)
     if kind == "views":
         target = Path(out_dir or path(paths.VIEWS, folder=folder))
-        written = found_study.write_views(metrics_path, files, resolved, target)
+        written = found_study.write_views(metrics_path, files, resolved, target, folder)
         log.info("%s: %d files (%.1f s)", target, len(written), time.perf_counter() - t0)
         return
     default = path(paths.TABLES if kind == "table" else paths.FIGURES, folder=folder)
     write = getattr(found_study, f"write_{kind}")
-    written = write(name, metrics_path, files, resolved, Path(out_dir or default))
+    links = {"folder": folder} if kind == "table" else {}  # a table's explorer links
+    written = write(name, metrics_path, files, resolved, Path(out_dir or default), **links)
     log.info("%s (%.1f s)", ", ".join(str(p) for p in written), time.perf_counter() - t0)
 
 
@@ -110,7 +111,7 @@ def views(**options: Any) -> None:
 
 
 def table(name: str, **options: Any) -> None:
-    """One table of a study (csv, md, tex)."""
+    """One table of a study (csv, md, tex, html)."""
     _view("table", name, **options)
 
 

@@ -9,7 +9,7 @@ dataset it applies to. Each scope has a folder (``corruption``,
 ``distraction/<dataset>``) under which every file of the study lives::
 
     results/metrics/<folder>/metrics.csv, warnings.txt
-    results/tables/<folder>/<table>.csv, .md, .tex
+    results/tables/<folder>/<table>.csv, .md, .tex, .html
     figures/<folder>/<figure>.png, .pdf
     figures/<folder>/<page>.html
 
@@ -41,7 +41,8 @@ from ..report.tables.render import Table, write_table
 #: named lists of input files (e.g. {"scored": [...], "manifests": [...]})
 Inputs = Mapping[str, list[str]]
 
-TABLE_EXTS = ("csv", "md", "tex")
+#: a table's files; its .md and .html link accuracy / RR cells to results/explorer/
+TABLE_EXTS = ("csv", "md", "tex", "html")
 FIGURE_EXTS = ("png", "pdf")
 
 
@@ -215,9 +216,20 @@ class Study(ABC):
             raise ValueError(f"study {self.name}: no {kind} {name!r} (its {kind}s: {known})")
         return self.view(kind, name, read_metrics(metrics), inputs, spec)
 
-    def write_table(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
+    def write_table(
+        self,
+        name: str,
+        metrics: Path,
+        inputs: Inputs,
+        spec,
+        out_dir: Path,
+        folder: str | None = None,
+    ):
+        """One table's files; with ``folder`` (the scope's :meth:`folder`) also its
+        .html, and its .md and .html link cells to the explorer (links relative to
+        ``results/tables/<folder>/``)."""
         table = self._view("table", name, metrics, inputs, spec)
-        return write_table(with_scoring_note(table, spec), Path(out_dir) / name)
+        return write_table(with_scoring_note(table, spec), Path(out_dir) / name, folder)
 
     def write_figure(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
         import matplotlib.style
@@ -231,10 +243,15 @@ class Study(ABC):
         atomic_write_text(path, self._view("page", name, metrics, inputs, spec))
         return [path]
 
-    def write_views(self, metrics: Path, inputs: Inputs, spec, out_dir: Path) -> list[Path]:
+    def write_views(
+        self, metrics: Path, inputs: Inputs, spec, out_dir: Path, folder: str | None = None
+    ) -> list[Path]:
         """Every table (``<out_dir>/tables/``), figure and page (``<out_dir>/figures/``)
         of one scope, built in one process from one reading of the metrics: the same
-        files as :meth:`write_table`, :meth:`write_figure` and :meth:`write_page`."""
+        files as :meth:`write_table`, :meth:`write_figure` and :meth:`write_page`.
+        With ``folder`` (the scope's :meth:`folder`) the tables get their .html and
+        explorer links (relative to ``results/tables/<folder>/``, where the workflow
+        copies them)."""
         import matplotlib.pyplot as plt
         import matplotlib.style
 
@@ -243,7 +260,8 @@ class Study(ABC):
         paths: list[Path] = []
         tables = self.tables(frame, inputs, spec) if self.table_names(spec) else {}
         for name in self.table_names(spec):
-            paths += write_table(with_scoring_note(tables[name], spec), out_dir / "tables" / name)
+            table = with_scoring_note(tables[name], spec)
+            paths += write_table(table, out_dir / "tables" / name, folder)
         if self.figure_names(spec):
             with matplotlib.style.context("default"):
                 figures = self.figures(frame, inputs, spec)

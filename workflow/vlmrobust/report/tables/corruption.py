@@ -3,7 +3,9 @@
 Input: the tidy metrics table (``results/metrics/corruption/metrics.csv``) and the run's
 ``spec`` (model registry entries, model order, datasets with their group, the clean and
 perturbed conditions). Output, in ``out_dir``: ``table1``, ``table2``, ``table8``,
-``table9``, ``table10`` as ``.csv``, ``.md`` and ``.tex``.
+``table9``, ``table10`` as ``.csv``, ``.md`` and ``.tex`` (and ``.html``, see
+:func:`~vlmrobust.report.tables.render.write_table`). Accuracy and RR cells are
+:class:`~vlmrobust.report.tables.render.Linked` to the explorer.
 
 * Table 1: models grouped by family (base first, then its reasoning models) × the
   benchmark groups (Reasoning, General): clean accuracy, perturbed accuracy, RR.
@@ -46,6 +48,7 @@ from vlmrobust.report.tables.render import (
     fmt_signed_pct,
     grouped_frame,
     is_missing,
+    linked,
     mean_present,
     write_tables,
 )
@@ -197,9 +200,10 @@ def _pct_cell(
     benchmark: str,
     condition: str,
 ) -> str:
+    """One percentage cell (accuracy, RR), linked to the explorer when it has a value."""
     cell = lookup(index, metric, model.id, benchmark, condition)
     notes.add(model.name, where, cell.note, missing=cell.missing)
-    return fmt_pct(cell.value)
+    return linked(fmt_pct(cell.value), metric, model.id, benchmark, condition)
 
 
 def table1(index: MetricsIndex, spec: Mapping[str, Any], condition: str) -> Table:
@@ -401,7 +405,11 @@ def corruption_tables(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> dict[st
 
 
 def write_corruption_tables(
-    metrics: pd.DataFrame, spec: Mapping[str, Any], out_dir: str | Path
+    metrics: pd.DataFrame,
+    spec: Mapping[str, Any],
+    out_dir: str | Path,
+    folder: str | None = None,
 ) -> list[Path]:
-    """Write Tables 1, 2, 8, 9, 10 as .csv/.md/.tex under ``out_dir``; return the paths."""
-    return write_tables(corruption_tables(metrics, spec), out_dir)
+    """Write Tables 1, 2, 8, 9, 10 as .csv/.md/.tex under ``out_dir`` (and .html, with
+    explorer links, given their ``folder`` under results/tables/); return the paths."""
+    return write_tables(corruption_tables(metrics, spec), out_dir, folder)

@@ -40,6 +40,7 @@ from vlmrobust.report.tables.render import (
     fmt_pct,
     fmt_signed_pct,
     grouped_frame,
+    linked,
     mean_present,
     write_tables,
 )
@@ -99,19 +100,19 @@ def table3(index: MetricsIndex, spec: Mapping[str, Any]) -> Table:
     clean, distracted, _ = distraction_conditions(spec)
 
     def cells(m: ModelInfo, notes: Footnotes) -> list[str]:
-        def get(metric: str, cond: str, where: str) -> float:
+        def get(metric: str, cond: str, where: str) -> str:
             cell = lookup(index, metric, m.id, dataset, cond)
             notes.add(m.name, where, cell.note, missing=cell.missing)
-            return cell.value
+            return linked(fmt_pct(cell.value), metric, m.id, dataset, cond)
 
         dist_row = index.one("accuracy", m.id, dataset, distracted)
         n = math.nan if dist_row is None else dist_row["n"]
         return [
             fmt_count(n),
-            fmt_pct(get("accuracy", clean, "clean accuracy")),
-            fmt_pct(get("accuracy", distracted, "distracted accuracy")),
-            fmt_pct(get("drop_pp", distracted, "drop")),
-            fmt_pct(get("rr", distracted, "RR")),
+            get("accuracy", clean, "clean accuracy"),
+            get("accuracy", distracted, "distracted accuracy"),
+            get("drop_pp", distracted, "drop"),
+            get("rr", distracted, "RR"),
         ]
 
     leaves = ["N", "Clean Acc. (%)", "Distracted Acc. (%)", "Drop (pp)", "RR (%)"]
@@ -247,7 +248,11 @@ def distraction_tables(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> dict[s
 
 
 def write_distraction_tables(
-    metrics: pd.DataFrame, spec: Mapping[str, Any], out_dir: str | Path
+    metrics: pd.DataFrame,
+    spec: Mapping[str, Any],
+    out_dir: str | Path,
+    folder: str | None = None,
 ) -> list[Path]:
-    """Write Tables 3, 4, 5 as .csv/.md/.tex under ``out_dir``; return the paths."""
-    return write_tables(distraction_tables(metrics, spec), out_dir)
+    """Write Tables 3, 4, 5 as .csv/.md/.tex under ``out_dir`` (and .html, with explorer
+    links, given their ``folder`` under results/tables/); return the paths."""
+    return write_tables(distraction_tables(metrics, spec), out_dir, folder)

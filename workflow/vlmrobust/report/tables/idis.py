@@ -34,7 +34,7 @@ import pandas as pd
 
 from ...metrics.idis import EXTRA_COLUMNS, GROUP_COLUMNS, POOLED, group_label, sort_key
 from ..common import build_view
-from .render import DASH, Table, fmt_count, fmt_pct, is_missing
+from .render import DASH, Table, fmt_count, fmt_pct, is_missing, linked
 
 __all__ = [
     "TABLE_CAPTIONS",
@@ -293,6 +293,35 @@ def _fmt_ci(value: Any, low: Any, high: Any) -> str:
     return f"{fmt_pct(value)} [{fmt_pct(low)}, {fmt_pct(high)}]"
 
 
+#: explorer filter name -> the metrics column of an Idis group
+_FILTERS = (
+    ("kind", "kind"),
+    ("semantics", "semantics"),
+    ("n", "distractors"),
+    ("size", "size"),
+    ("resolution", "resolution"),
+)
+
+
+def _accuracy_link(text: str, spec: Mapping[str, Any], model: str, group: Mapping[str, Any]) -> str:
+    """An accuracy cell of one group (prompt, condition, kind, semantics, distractors,
+    size, resolution) linked to the explorer: benchmark ``<dataset>:<prompt>``, the
+    group's fields as ``filter.<param>`` keys (the variant params they come from; none
+    for the clean group, no semantics for one pooled over its semantics) and
+    ``errors=exclude``: failed requests are in no Idis number. A dash stays plain."""
+    filters: dict[str, str] = {}
+    if str(group.get("kind") or "") not in ("", "none"):
+        for name, column in _FILTERS:
+            value = str(group.get(column) or "")
+            if value and not (column == "semantics" and value == POOLED):
+                filters[f"filter.{name}"] = value
+    dataset = str(spec.get("dataset") or "")
+    prompt = str(group.get("prompt") or "")
+    bench = f"{dataset}:{prompt}" if prompt else dataset
+    condition = str(group.get("condition") or "")
+    return linked(text, "accuracy", model, bench, condition, errors="exclude", **filters)
+
+
 def _fmt_len(value: Any) -> str:
     return DASH if is_missing(value) else f"{float(value):.1f}"
 
@@ -402,7 +431,9 @@ def summary_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Table:
                     "Group": group_label(key),
                     "Questions": fmt_count(q["value"]) if q else DASH,
                     "Responses": fmt_count(acc["n"]) if acc else DASH,
-                    "Accuracy (%)": _fmt_ci(acc["value"], acc["ci_low"], acc["ci_high"])
+                    "Accuracy (%)": _accuracy_link(
+                        _fmt_ci(acc["value"], acc["ci_low"], acc["ci_high"]), spec, model, key
+                    )
                     if acc
                     else DASH,
                     "Mean length (tokens)": _fmt_len(length["value"]) if length else DASH,
@@ -418,7 +449,7 @@ def summary_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Table:
         "Accuracy (%)",
         "Mean length (tokens)",
     ]
-    data = pd.DataFrame(cells, columns=columns)
+    data = pd.DataFrame(cells, columns=columns, dtype=object)  # object: keeps Linked cells
     level = float((spec.get("bootstrap") or {}).get("level", 0.95))
     footnotes = (
         f"Accuracy over every response (all draws); [{round(level * 100)}% bootstrap "
@@ -508,7 +539,9 @@ def sizes_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Table:
                 sel = a[(a["prompt"] == prompt) & (a["condition"] == cond) & (a["size"] == s)]
                 pooled = pool_rows(sel)
                 notes.add(name, sel)
-                row.append(fmt_pct(pooled["value"]) if pooled else DASH)
+                group = {"prompt": prompt, "condition": cond, "kind": "size", "size": s}
+                text = fmt_pct(pooled["value"]) if pooled else DASH
+                row.append(_accuracy_link(text, spec, model, group))
                 if with_attr:
                     sel = r[(r["prompt"] == prompt) & (r["condition"] == cond) & (r["size"] == s)]
                     pooled = pool_rows(sel)
@@ -516,7 +549,7 @@ def sizes_table(metrics: pd.DataFrame, spec: Mapping[str, Any]) -> Table:
                     row.append(fmt_pct(pooled["value"]) if pooled else DASH)
             cells.append(row)
         groups.append((name, len(keys)))
-    data = pd.DataFrame(cells, columns=pd.MultiIndex.from_tuples(columns))
+    data = pd.DataFrame(cells, columns=pd.MultiIndex.from_tuples(columns), dtype=object)
     foot = ["Accuracy over every response (all draws)."]
     if with_attr:
         foot.append(

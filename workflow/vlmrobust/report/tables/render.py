@@ -4,7 +4,9 @@ A :class:`Table` holds display strings only (numbers are formatted by the ``fmt_
 helpers below, in the papers' style), optional header groups (a two-level column
 MultiIndex: a spanning label over consecutive columns), optional row groups (a label line such as "Qwen2.5-VL family"
 before consecutive rows; an empty label is a plain rule, e.g. before a "Mean" row) and
-footnotes. The three formats are views of the same cells:
+footnotes. A cell may be :class:`Linked`: its text plus the explorer fields of the
+number it shows (metric, model, benchmark, condition ...). The formats are views of the
+same cells:
 
 * CSV: one header line; a header group prefixes its columns ("Reasoning: RR (%)"); row
   groups become a leading column (``row_group_column``) when any group has a label.
@@ -14,10 +16,18 @@ footnotes. The three formats are views of the same cells:
 * LaTeX: a ``table`` float with a ``tabular`` using booktabs rules, ``\\multicolumn``
   header groups with ``\\cmidrule``, italic row-group lines and the footnotes as plain
   lines after the tabular. It needs no package but ``booktabs``.
+* HTML (only when the table's folder under ``results/tables/`` is known): a standalone
+  page (inline CSS, no script) with the caption, header groups as spanning cells, row
+  groups as label rows and the footnotes.
+
+With the folder, a :class:`Linked` cell links to the explorer filtered to that cell
+(:func:`vlmrobust.report.explorer.links.cell_link`) in the Markdown and the HTML; CSV
+and LaTeX never carry links.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,7 +43,9 @@ from vlmrobust.metrics.index import is_missing
 __all__ = [
     "write_tables",
     "DASH",
+    "Linked",
     "Table",
+    "cell_hrefs",
     "fmt_count",
     "fmt_gap_ci",
     "fmt_jaccard",
@@ -42,8 +54,10 @@ __all__ = [
     "grouped_frame",
     "is_missing",
     "latex_escape",
+    "linked",
     "mean_present",
     "to_csv_text",
+    "to_html",
     "to_latex",
     "to_markdown",
     "write_table",
@@ -140,6 +154,46 @@ def mean_present(values: Iterable[float]) -> float:
     """The mean of the values that exist (NaN when none does)."""
     vals = [v for v in values if not is_missing(v)]
     return sum(vals) / len(vals) if vals else math.nan
+
+
+# ---------------------------------------------------------------------------
+# Linked cells
+# ---------------------------------------------------------------------------
+
+
+class Linked(str):
+    """A cell's display text that stands for one number the explorer can recompute.
+
+    ``link`` holds the fields of :func:`vlmrobust.report.explorer.links.cell_link` but
+    the folder and the shown text (known when the table is written): ``metric``,
+    ``model``, ``benchmark``, ``condition``, optionally ``table`` (default: the file
+    stem) and extra keys (``filter.<param>``, ``errors``). It is a ``str``, so every
+    check and view of a :class:`Table` takes it as its text; keep the frame's dtype
+    ``object`` (:func:`grouped_frame` does) or pandas turns it into a plain string.
+    """
+
+    link: dict[str, str]
+
+    def __new__(cls, text: str, **link: Any) -> Linked:
+        obj = super().__new__(cls, text)
+        obj.link = {str(k): str(v) for k, v in link.items()}
+        return obj
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_make_linked, (str(self), dict(self.link)))
+
+
+def _make_linked(text: str, link: dict[str, str]) -> Linked:
+    return Linked(text, **link)
+
+
+def linked(text: str, metric: str, model: str, benchmark: str, condition: str, **extra: Any) -> str:
+    """``text`` as a :class:`Linked` cell, or unchanged when it shows no value ("–")."""
+    if text == DASH or not text:
+        return text
+    return Linked(
+        text, metric=metric, model=model, benchmark=benchmark, condition=condition, **extra
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -247,6 +301,15 @@ class Table:
             labels.extend([label] * n)
         return labels
 
+    def links(self) -> dict[tuple[int, int], Linked]:
+        """The :class:`Linked` cells by (row position, column position)."""
+        return {
+            (i, j): cell
+            for j in range(self.data.shape[1])
+            for i, cell in enumerate(self.data.iloc[:, j].tolist())
+            if isinstance(cell, Linked)
+        }
+
     def has_labelled_row_groups(self) -> bool:
         return any(label for label, n in self.row_groups if n)
 
@@ -305,17 +368,43 @@ def _md_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(table: Table) -> str:
-    """A pipe table with the caption above and the footnotes below."""
+def _md_link(text: str, href: str | None) -> str:
+    if href is None:
+        return _md_cell(text)
+    label = _md_cell(text).replace("[", "\\[").replace("]", "\\]")
+    return f"[{label}]({href})"
+
+
+def cell_hrefs(table: Table, folder: str | None, name: str) -> dict[tuple[int, int], str]:
+    """The explorer URL of every :class:`Linked` cell (by row and column position),
+    relative to ``results/tables/<folder>/``; none without a folder. ``name``: the
+    table's file stem (the ``table`` field unless the cell names its own)."""
+    if not folder:
+        return {}
+    # imported here: the explorer package imports this module (clip_text)
+    from vlmrobust.report.explorer.links import cell_link
+
+    out = {}
+    for pos, cell in table.links().items():
+        fields = dict(cell.link)
+        which = fields.pop("table", "") or name
+        out[pos] = cell_link(folder, which, shown=str(cell), **fields)
+    return out
+
+
+def to_markdown(table: Table, folder: str | None = None, name: str = "") -> str:
+    """A pipe table with the caption above and the footnotes below; with the table's
+    ``folder`` (and file stem ``name``) its :class:`Linked` cells link to the explorer."""
     header = [_md_cell(c) for c in table.flat_columns()]
     aligns = table.alignments()
     cells = table.cells()
+    hrefs = cell_hrefs(table, folder, name)
     rows: list[list[str]] = []
     for label, positions in table.blocks():
         if label and positions:
             rows.append([f"**{_md_cell(label)}**"] + [""] * (len(header) - 1))
         for pos in positions:
-            rows.append([_md_cell(c) for c in cells[pos]])
+            rows.append([_md_link(c, hrefs.get((pos, j))) for j, c in enumerate(cells[pos])])
     widths = [max([len(h), 3] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
 
     def line(cells: Sequence[str]) -> str:
@@ -455,23 +544,140 @@ def _latex_label(label: str) -> str:
 
 
 # ---------------------------------------------------------------------------
+# HTML
+# ---------------------------------------------------------------------------
+
+_HTML_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem;
+  color: #1f2328; background: #fff; }
+table { border-collapse: collapse; font-size: 0.9rem; }
+caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: 0.6rem;
+  max-width: 60rem; }
+th, td { padding: 0.25rem 0.6rem; white-space: nowrap; }
+thead tr:last-child th { border-bottom: 2px solid #1f2328; }
+thead tr.groups th { border-bottom: 1px solid #8c959f; text-align: center; }
+thead { border-top: 2px solid #1f2328; }
+tbody { border-bottom: 2px solid #1f2328; }
+tbody tr.group th { text-align: left; font-style: italic; font-weight: 500;
+  border-top: 1px solid #8c959f; padding-top: 0.4rem; }
+tbody tr.rule td { border-top: 1px solid #8c959f; }
+.l { text-align: left; }
+.r { text-align: right; font-variant-numeric: tabular-nums; }
+a { color: #0550ae; text-decoration: none; }
+a:hover { text-decoration: underline; }
+.notes { font-size: 0.8rem; color: #57606a; max-width: 60rem; padding-left: 1.2rem; }
+""".strip()
+
+
+def _html_head_rows(table: Table) -> list[str]:
+    esc = html.escape
+    aligns = table.alignments()
+    rows = []
+    if table.header_groups:
+        cells = [
+            f'<th colspan="{span}" scope="colgroup">{esc(label)}</th>'
+            if label
+            else f'<th colspan="{span}"></th>'
+            for label, span in table.header_groups
+        ]
+        rows.append('<tr class="groups">' + "".join(cells) + "</tr>")
+    leaves = [
+        f'<th class="{a}" scope="col">{esc(c)}</th>'
+        for c, a in zip(table.columns, aligns, strict=True)
+    ]
+    rows.append("<tr>" + "".join(leaves) + "</tr>")
+    return rows
+
+
+def _html_body_rows(table: Table, hrefs: Mapping[tuple[int, int], str]) -> list[str]:
+    esc = html.escape
+    aligns = table.alignments()
+    cells = table.cells()
+    ncols = len(table.columns)
+    rows = []
+    for b, (label, positions) in enumerate(table.blocks()):
+        if label and positions:
+            rows.append(
+                f'<tr class="group"><th colspan="{ncols}" scope="rowgroup">{esc(label)}</th></tr>'
+            )
+        for k, pos in enumerate(positions):
+            out = []
+            for j, (text, a) in enumerate(zip(cells[pos], aligns, strict=True)):
+                href = hrefs.get((pos, j))
+                body = esc(text)
+                if href is not None:
+                    tip = "the samples behind this number in the explorer"
+                    body = f'<a href="{esc(href)}" title="{tip}">{body}</a>'
+                out.append(f'<td class="{a}">{body}</td>')
+            rule = b > 0 and k == 0 and not label
+            rows.append(('<tr class="rule">' if rule else "<tr>") + "".join(out) + "</tr>")
+    return rows
+
+
+def to_html(table: Table, folder: str | None = None, name: str = "") -> str:
+    """A standalone HTML page of the table (inline CSS, no script, nothing external);
+    with the table's ``folder`` (and file stem ``name``) its :class:`Linked` cells
+    link to the explorer."""
+    esc = html.escape
+    title = table.caption or table.label or name or "Table"
+    hrefs = cell_hrefs(table, folder, name)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<!-- Generated by vlmrobust.report.tables (edit the code, not this file). -->",
+        f"<title>{esc(title)}</title>",
+        f"<style>\n{_HTML_STYLE}\n</style>",
+        "</head>",
+        "<body>",
+        "<table>",
+    ]
+    if table.caption:
+        parts.append(f"<caption>{esc(table.caption)}</caption>")
+    parts += ["<thead>", *_html_head_rows(table), "</thead>"]
+    parts += ["<tbody>", *_html_body_rows(table, hrefs), "</tbody>", "</table>"]
+    if table.footnotes:
+        parts.append('<ul class="notes">')
+        parts += [f"<li>{esc(note)}</li>" for note in table.footnotes]
+        parts.append("</ul>")
+    parts += ["</body>", "</html>"]
+    return "\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------------------
 # Writing
 # ---------------------------------------------------------------------------
 
 
-def write_table(table: Table, stem: str | Path) -> list[Path]:
-    """Write ``stem``.csv, .md and .tex atomically; return the three paths."""
+def write_table(table: Table, stem: str | Path, folder: str | None = None) -> list[Path]:
+    """Write ``stem``.csv, .md and .tex atomically; return their paths. With ``folder``
+    (the table's folder under ``results/tables/``), the Markdown links its
+    :class:`Linked` cells to the explorer and ``stem``.html is written too."""
     stem = Path(stem)
+    renders: list[tuple[str, Any]] = [
+        (".csv", to_csv_text),
+        (".md", lambda t: to_markdown(t, folder, stem.name)),
+        (".tex", to_latex),
+    ]
+    if folder:
+        renders.append((".html", lambda t: to_html(t, folder, stem.name)))
     paths = []
-    for suffix, render in ((".csv", to_csv_text), (".md", to_markdown), (".tex", to_latex)):
+    for suffix, render in renders:
         path = stem.with_name(stem.name + suffix)
         atomic_write_text(path, render(table))
         paths.append(path)
     return paths
 
 
-def write_tables(tables: Mapping[str, Table], out_dir: str | Path) -> list[Path]:
-    """Every table of ``tables`` (file stem -> Table) as .csv/.md/.tex under ``out_dir``."""
+def write_tables(
+    tables: Mapping[str, Table], out_dir: str | Path, folder: str | None = None
+) -> list[Path]:
+    """Every table of ``tables`` (file stem -> Table) under ``out_dir``, as
+    :func:`write_table` writes it (.csv/.md/.tex, and .html with ``folder``)."""
     return [
-        path for stem, table in tables.items() for path in write_table(table, Path(out_dir) / stem)
+        path
+        for stem, table in tables.items()
+        for path in write_table(table, Path(out_dir) / stem, folder)
     ]

@@ -1,0 +1,64 @@
+"""Jobs of the explorer (``results/explorer/``, :mod:`vlmrobust.report.explorer`): one
+variants folder per (dataset, condition), one cell folder per (model, dataset,
+condition, prompt setting), and the index over all of them."""
+
+from __future__ import annotations
+
+import time
+
+from . import json_object, log
+
+
+def variants(manifest: str, samples: str, out_dir: str) -> None:
+    """A condition's manifest (and its dataset's samples) -> the explorer's variants
+    folder: thumbnails, boxes and the variants' data files."""
+    from ..report.explorer.variants import build_variants
+
+    t0 = time.perf_counter()
+    summary = build_variants(manifest, samples, out_dir)
+    log.info(
+        "%s: %d variants, %d thumbnails, %d part(s), %d bytes (%.1f s)",
+        out_dir,
+        summary["n"],
+        summary["thumbs"],
+        summary["parts"],
+        summary["bytes"],
+        time.perf_counter() - t0,
+    )
+
+
+def cell(
+    scored: str, clean_scored: str | None, outputs: str, judge: list[str] | None, out_dir: str
+) -> None:
+    """A scored file (against the clean condition's), its outputs and judges -> the
+    explorer's cell folder: the rows with their flips and the full texts."""
+    from ..report.explorer.cells import build_cell, judge_files
+
+    t0 = time.perf_counter()
+    summary = build_cell(scored, clean_scored, outputs, judge_files(judge or []), out_dir)
+    counts = summary["counts"]
+    log.info(
+        "%s: %d rows, %d lost, %d gained, %d unpaired, %d text part(s) (%.1f s)",
+        out_dir,
+        summary["n"],
+        counts["lost"],
+        counts["gained"],
+        counts["unpaired"],
+        summary["chunks"],
+        time.perf_counter() - t0,
+    )
+
+
+def index(spec: str, cells: list[str] | None, variants: list[str] | None, out_dir: str) -> None:
+    """The explorer's index and app over every cell and variants folder."""
+    from ..report.explorer.site import build_site
+
+    t0 = time.perf_counter()
+    build_site(json_object(spec), list(cells or []), list(variants or []), out_dir)
+    log.info(
+        "%s: index of %d cells and %d variants folders (%.1f s)",
+        out_dir,
+        len(cells or []),
+        len(variants or []),
+        time.perf_counter() - t0,
+    )
