@@ -445,12 +445,13 @@ MATHV = real_data(REPO) / "mathvision"
 
 #: the explorer's constants of the test's disk table: round numbers to compute with
 EXPLORER = {
-    "thumbnail": {"bytes": 1000, "source": "t thumb",
+    "thumbnail": {"bytes": 1000, "clean": 800, "source": "t thumb",
                   "benchmarks": {"mmstar": {"bytes": 3000, "source": "t photo"}}},
     "variant": {"bytes": 500, "source": "t variant"},
     "row": {"bytes": 100, "source": "t row"},
     "text": {"bytes": 50, "source": "t text"},
     "token": {"bytes": 5, "chars": 4, "source": "t token"},
+    "reasoning_token": {"bytes": 8, "source": "t reasoning"},
     "judge": {"bytes": 300, "source": "t judge"},
     "clip_chars": 1000,
 }  # fmt: skip
@@ -458,9 +459,10 @@ EXPLORER = {
 
 def test_the_explorer_disk_by_hand(run_dir, monkeypatch, capsys):
     """The explorer's files (explorer.build true, the default): per variant set its
-    thumbnails (one per variant image) and variant entries; per cell its rows (requests)
-    and one text entry per row, at the cell's generated tokens, clipped at 2 x 1,000
-    chars / 4 = 500 tokens. The variants' disk is as without the explorer; with
+    thumbnails (one per variant image; a clean set at the clean rate) and variant
+    entries; per cell its rows (requests) and one text entry per row, at the cell's
+    generated tokens, clipped at 1,000 chars / 4 = 250 tokens, a reasoning model's at its
+    own bytes per token. The variants' disk is as without the explorer; with
     ``explorer.build: false`` there are no explorer lines."""
     with_explorer = copy.deepcopy(TABLES)
     with_explorer["disk"]["explorer"] = EXPLORER
@@ -468,31 +470,33 @@ def test_the_explorer_disk_by_hand(run_dir, monkeypatch, capsys):
     result = build_forecast(_plan())
     found = result.explorer
     # variant sets: chartqa clean and corrupt (10 variants, one image each), mmstar clean
-    # (4, at the mmstar thumbnail rate)
+    # (4, at the mmstar thumbnail rate, which has no clean number of its own)
     assert [(s["dataset"], s["condition"], s["thumbnails"]) for s in found.sets] == [
         ("chartqa", "clean", 10), ("chartqa", "corrupt", 10), ("mmstar", "clean", 4)
     ]  # fmt: skip
-    thumbs = 20 * 1000 + 4 * 3000
+    thumbs = 10 * 800 + 10 * 1000 + 4 * 3000
     parts = 24 * 500
     # cells: vlm, big, api on chartqa clean + corrupt (10 rows each), vlm on mmstar clean
     # (4 samples x 5 draws = 20 rows): 6 x 10 + 20 = 80 rows
     rows = 80 * 100
-    # texts: vlm chartqa 200 tokens, mmstar 5,000 capped at max_new_tokens 1,000 and
-    # clipped to 500; big and api 10
-    texts = (20 * (50 + 200 * 5) + 20 * (50 + 500 * 5) + 20 * (50 + 10 * 5)
+    # texts: vlm (reasoning, 8 B a token) chartqa 200 tokens, mmstar 5,000 capped at
+    # max_new_tokens 1,000 and clipped to 250; big and api (base, 5 B a token) 10
+    texts = (20 * (50 + 200 * 8) + 20 * (50 + 250 * 8) + 20 * (50 + 10 * 5)
              + 20 * (50 + 10 * 5))  # fmt: skip
     assert [line.bytes for line in found.lines] == pytest.approx([thumbs, parts, rows, texts])
     assert found.bytes == pytest.approx(thumbs + parts + rows + texts) == 128_000
     mmstar = [c for c in found.cells if c["dataset"] == "mmstar"][0]
-    assert mmstar["rows"] == 20 and mmstar["generated"] == 1000 and mmstar["shown_tokens"] == 500
-    assert mmstar["texts_bytes"] == 20 * (50 + 500 * 5)
+    assert mmstar["rows"] == 20 and mmstar["generated"] == 1000 and mmstar["shown_tokens"] == 250
+    assert mmstar["texts_bytes"] == 20 * (50 + 250 * 8)
     # the variants' disk is unchanged by the explorer
     (disk,) = result.disk
     assert disk.bytes == pytest.approx(10 * 800 * 600 * 2.0)
     text = render_text(result)
     assert "| explorer: thumbnails | 24 thumbnails | | 24 | | 0.00 |" in text
-    assert "20 x 1,000 B (t thumb); 4 x 3,000 B (t photo)" in text
-    assert "| explorer: cell rows | 80 rows |" in text and "at most 500" in text
+    assert (
+        "10 x 800 B (clean: t thumb); 10 x 1,000 B (t thumb); 4 x 3,000 B (clean: t photo)" in text
+    )
+    assert "| explorer: cell rows | 80 rows |" in text and "at most 250" in text
     assert "| **all with the explorer** | | | | | 0.01 | |" in text
     data = to_json(result)
     assert data["explorer_disk"]["bytes"] == pytest.approx(128_000)
@@ -519,7 +523,7 @@ def test_an_explorer_constant_the_disk_table_lacks_is_unknown_naming_the_key(run
 
 def test_the_disk_table_has_the_explorer_constants():
     """forecast/disk.yaml as shipped: every explorer constant, positive, with a source."""
-    for name in ("thumbnail", "variant", "row", "text", "token", "judge"):
+    for name in ("thumbnail", "variant", "row", "text", "token", "reasoning_token", "judge"):
         value, source = tables.explorer_bytes(name)
         assert value > 0 and source, name
     assert tables.explorer_clip_tokens()[0] > 0

@@ -14,7 +14,9 @@ from vlmrobust.plan import RunPlan
 from vlmrobust.core.workflow import alternation, ensure_cli_on_path, update_listing
 from vlmrobust_demo.data import DEMO_VERSION
 from vlmrobust_demo.idis import IDIS_DEMO_VERSION
+from vlmrobust.report.explorer.site import assets_fingerprint
 from vlmrobust.studies import STUDIES, study_folders
+from vlmrobust.studies import explorer as EXPLORER_PLAN
 from vlmrobust.studies.base import TABLE_EXTS, spec_json
 
 ensure_cli_on_path()
@@ -623,9 +625,7 @@ STUDY_FOLDERS = study_folders(PLAN)
 
 def explorer_targets():
     """The explorer's index and page (config explorer.build), after every study."""
-    from vlmrobust.studies import explorer
-
-    return explorer.targets(PLAN)
+    return EXPLORER_PLAN.targets(PLAN)
 
 
 def study_targets():
@@ -680,3 +680,31 @@ def study_caption(kind):
         return study.view_caption(kind, wildcards.name)
 
     return caption
+
+
+# The explorer (explorer.smk): what its jobs read.
+
+
+def explorer_variants_inputs(wildcards):
+    return EXPLORER_PLAN.variants_inputs(PLAN, wildcards.dataset, wildcards.condition)
+
+
+def explorer_cell_inputs(wildcards):
+    """The cell's scored and outputs files, the clean cell's scored file, the judges'."""
+    w = wildcards
+    found = EXPLORER_PLAN.cell_inputs(PLAN, w.model, w.dataset, w.condition, w.prompt)
+    return {
+        **{k: v for k, v in found.items() if k != "judges"},
+        "judges": sorted(found["judges"].values()),
+    }
+
+
+def explorer_cell_args(wildcards):
+    """--clean-scored and one --judge KIND=PATH per judge file of the cell."""
+    w = wildcards
+    found = EXPLORER_PLAN.cell_inputs(PLAN, w.model, w.dataset, w.condition, w.prompt)
+    args = (
+        [f"--clean-scored {found['clean_scored']}"] if "clean_scored" in found else []
+    )
+    args += [f"--judge {kind}={file}" for kind, file in sorted(found["judges"].items())]
+    return " ".join(args)

@@ -2,33 +2,6 @@
 # folder per variant set (thumbnails, parameters) and per cell (a model's answers to one
 # dataset x condition x prompt, paired with its clean ones), then the index and the app.
 # Adding a model adds its cells and rewrites the index; nothing else reruns.
-from vlmrobust.report.explorer.site import assets_fingerprint
-from vlmrobust.studies import explorer as EXPLORER_PLAN
-
-
-def explorer_variants_inputs(wildcards):
-    return EXPLORER_PLAN.variants_inputs(PLAN, wildcards.dataset, wildcards.condition)
-
-
-def explorer_cell_inputs(wildcards):
-    """The cell's scored and outputs files, the clean cell's scored file, the judges'."""
-    w = wildcards
-    found = EXPLORER_PLAN.cell_inputs(PLAN, w.model, w.dataset, w.condition, w.prompt)
-    return {
-        **{k: v for k, v in found.items() if k != "judges"},
-        "judges": sorted(found["judges"].values()),
-    }
-
-
-def explorer_cell_args(wildcards):
-    """--clean-scored and one --judge KIND=PATH per judge file of the cell."""
-    w = wildcards
-    found = EXPLORER_PLAN.cell_inputs(PLAN, w.model, w.dataset, w.condition, w.prompt)
-    args = (
-        [f"--clean-scored {found['clean_scored']}"] if "clean_scored" in found else []
-    )
-    args += [f"--judge {kind}={file}" for kind, file in sorted(found["judges"].items())]
-    return " ".join(args)
 
 
 rule explorer_variants:
@@ -77,7 +50,7 @@ rule explorer_index:
         spec=lambda w: spec_json(EXPLORER_PLAN.index_spec(PLAN)),
         # a new version of the app's files rewrites them (the rule's code is unchanged)
         assets=assets_fingerprint(),
-        out_dir=paths.EXPLORER,
+        out_dir=lambda w, output: os.path.dirname(output.index),
     shell:
         "vlmrobust explorer-index --spec {params.spec:q} --cells {input.cells}"
         " --variants {input.variants} --out-dir {params.out_dir} > {log} 2>&1"

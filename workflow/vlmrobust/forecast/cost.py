@@ -31,8 +31,9 @@ one entry per variant in its ``part<k>.js`` x ``explorer.variant``. Per cell (on
 file, :func:`vlmrobust.studies.explorer.cells`): its rows (the cell's requests) x
 ``explorer.row`` for ``rows.js``, and per row a text entry in the ``text<k>.js`` chunks:
 ``explorer.text`` plus the cell's generated tokens per request (the forecast's own, at
-most the explorer's clip) x ``explorer.token``, plus ``explorer.judge`` per judge file of
-the cell. The index, the agreement files and the summaries are a few bytes per cell and
+most the explorer's clip of one text) x ``explorer.token`` (a reasoning model's:
+``explorer.reasoning_token``, its raw text kept beside the thinking), plus
+``explorer.judge`` per judge file of the cell. The index, the agreement files and the summaries are a few bytes per cell and
 are not counted.
 """
 
@@ -251,7 +252,15 @@ def explorer_set(plan: RunPlan, cond: ConditionFacts) -> dict:
     """One variant set's thumbnails (one per variant image) and variant entries."""
     variants = cond.variants.value
     thumbs = variants * cond.images_per_variant
-    thumb, thumb_src = _rate("thumbnail", plan.datasets[cond.dataset]["adapter"])
+    clean = plan.conditions[cond.condition]["perturbation"] == "none"
+    try:
+        thumb, thumb_src = explorer_bytes(
+            "thumbnail", plan.datasets[cond.dataset]["adapter"], clean
+        )
+    except MissingEntry as exc:
+        thumb, thumb_src = None, str(exc)
+    if clean:
+        thumb_src = f"clean: {thumb_src}"
     entry, entry_src = _rate("variant")
     return {
         "dataset": cond.dataset, "condition": cond.condition, "variants": variants,
@@ -278,6 +287,8 @@ def explorer_cell(
             generated = None
     judges = len(explorer_plan.cell_inputs(plan, *key)["judges"])
     row, text, token, judge = (_rate(n)[0] for n in ("row", "text", "token", "judge"))
+    if plan.registry[model].get("role") == "reasoning":
+        token = _rate("reasoning_token")[0] or token
     try:
         clip = explorer_clip_tokens()[0]
     except MissingEntry:
@@ -334,12 +345,14 @@ def explorer_lines(sets: list[dict], cells: list[dict]) -> list[ExplorerLine]:
     row, row_src = _rate("row")
     text, text_src = _rate("text")
     token, token_src = _rate("token")
+    reasoning, reasoning_src = _rate("reasoning_token")
     judge, judge_src = _rate("judge")
     clip = _clip_how()
     texts = rows and sum(c["rows"] * (c["generated"] or 0) for c in cells) / rows
     judged = sum(c["rows"] * c["judges"] for c in cells)
     text_how = (f"{rows:,.0f} texts x ({_b(text)} B ({text_src}) + {texts:,.0f} generated "
-                f"tok/row, at most {clip}, x {_b(token)} B/token ({token_src}))")  # fmt: skip
+                f"tok/row, at most {clip}, x {_b(token)} B/token ({token_src}); a reasoning "
+                f"model's x {_b(reasoning)} B/token ({reasoning_src}))")  # fmt: skip
     if judged:
         text_how += f" + {judged:,.0f} judge records x {_b(judge)} B ({judge_src})"
     unknown = [f"{c['model']}/{c['dataset']}/{c['condition']}/{c['prompt']}"

@@ -191,23 +191,28 @@ def bytes_per_pixel(
     return float(rates[fmt]), str(entry["source"])
 
 
-def explorer_bytes(name: str, benchmark: str | None = None) -> tuple[float, str]:
+def explorer_bytes(
+    name: str, benchmark: str | None = None, clean: bool = False
+) -> tuple[float, str]:
     """Bytes of one item of the explorer's files (``disk.yaml`` ``explorer.<name>``: a
     ``thumbnail``, a ``variant``'s entry, a ``row``, a ``text`` entry, a generated
-    ``token``, a ``judge`` record; on a benchmark's images where the entry has numbers of
-    their own) and the source."""
+    ``token`` (``reasoning_token``: of a reasoning model's output), a ``judge`` record;
+    on a benchmark's images where the entry has numbers of their own; ``clean``: of a
+    condition that keeps the samples' images, where the entry has a ``clean`` number)
+    and the source."""
     entry = (load_table("disk").get("explorer") or {}).get(name)
     if entry is None:
         raise MissingEntry(f"forecast/disk.yaml: explorer has no {name!r}; add its measured bytes")
     if benchmark in (entry.get("benchmarks") or {}):
         entry = entry["benchmarks"][benchmark]
-    return float(entry["bytes"]), str(entry["source"])
+    value = entry["clean"] if clean and "clean" in entry else entry["bytes"]
+    return float(value), str(entry["source"])
 
 
 def explorer_clip_tokens() -> tuple[float, str]:
-    """The most generated tokens an output's text entry shows (the explorer clips its
-    answer and its thinking at ``explorer.clip_chars`` characters each: twice that over
-    the ``token`` entry's characters per token), and the source."""
+    """The most generated tokens one text of an output's entry shows (the explorer clips
+    each text, the answer, the thinking, the raw text, at ``explorer.clip_chars``
+    characters: that over the ``token`` entry's characters per token), and the source."""
     table = load_table("disk").get("explorer") or {}
     if "clip_chars" not in table or "chars" not in (table.get("token") or {}):
         raise MissingEntry(
@@ -215,4 +220,4 @@ def explorer_clip_tokens() -> tuple[float, str]:
             "generated token)"
         )
     chars = float(table["token"]["chars"])
-    return 2 * float(table["clip_chars"]) / chars, f"2 x {table['clip_chars']} chars / {chars:g}"
+    return float(table["clip_chars"]) / chars, f"{table['clip_chars']} chars / {chars:g} a token"

@@ -71,6 +71,23 @@ def _hallucination_files(plan: RunPlan) -> set[str]:
     return {f for s in study.scopes(plan) for f in study.inputs(plan, s).get("hallucination", [])}
 
 
+#: the judge files of a plan, listed once (a cell's job asks for them per cell; the lists
+#: are the whole run's): id(plan) -> (plan, every judge file of the run)
+_JUDGE_FILES: dict[int, tuple[RunPlan, frozenset[str]]] = {}
+
+
+def _judge_files(plan: RunPlan) -> frozenset[str]:
+    found = _JUDGE_FILES.get(id(plan))
+    if found is None or found[0] is not plan:
+        files = set(plan.judged_files()) | set(plan.math_judged_files())
+        for dataset in plan.datasets:
+            if plan.idis_task(dataset):
+                files |= set(plan.attribute_files(dataset))
+        found = (plan, frozenset(files | _hallucination_files(plan)))
+        _JUDGE_FILES[id(plan)] = found
+    return found[1]
+
+
 def cell_inputs(plan: RunPlan, model: str, dataset: str, condition: str, prompt: str) -> dict:
     """What one cell's job reads: its scored and outputs files, the clean cell's scored
     file (a perturbed cell), and every judge file of these outputs, by kind."""
@@ -83,20 +100,17 @@ def cell_inputs(plan: RunPlan, model: str, dataset: str, condition: str, prompt:
     answered = plan.datasets[dataset]["conditions"]
     if condition != clean and clean in answered and plan.has_outputs(model, dataset, clean, prompt):
         out["clean_scored"] = plan.scored_path(model, dataset, clean, prompt)
-    judges: dict[str, str] = {}
-    if plan.judged_path(*key) in set(plan.judged_files()):
-        judges["reference"] = plan.judged_path(*key)
-    if plan.math_judged_path(*key) in set(plan.math_judged_files(dataset)):
-        judges["mathverse"] = plan.math_judged_path(*key)
-    attributes = set(plan.attribute_files(dataset)) if plan.idis_task(dataset) else set()
-    for extractor in plan.attribute_extractors_of(dataset) if attributes else []:
-        file = plan.attributes_path(extractor, *key)
-        if file in attributes:
-            judges[f"attributes:{extractor}"] = file
-    hallucination = plan.hallucination_path(model, dataset, condition)
-    if hallucination in _hallucination_files(plan):
-        judges["hallucination"] = hallucination
-    out["judges"] = judges
+    candidates = {
+        "reference": plan.judged_path(*key),
+        "mathverse": plan.math_judged_path(*key),
+    }
+    # the hallucination judge reads the masked chain: the chain-of-thought stage's cell
+    if prompt == plan.config["masking"]["cot_prompt"]:
+        candidates["hallucination"] = plan.hallucination_path(model, dataset, condition)
+    for extractor in plan.attribute_extractors_of(dataset) if plan.idis_task(dataset) else []:
+        candidates[f"attributes:{extractor}"] = plan.attributes_path(extractor, *key)
+    files = _judge_files(plan)
+    out["judges"] = {kind: file for kind, file in sorted(candidates.items()) if file in files}
     return out
 
 

@@ -147,11 +147,21 @@ def build_site(
     out_dir = Path(out_dir)
     studies = list(spec.get("studies") or [])
     summaries = [_read_summary(c) for c in cells]
-    order = {m: i for i, m in enumerate(spec.get("model_order") or [])}
+    # the run's order: models, datasets, conditions as the spec lists them
+    ranks = {
+        field: {name: i for i, name in enumerate(names)}
+        for field, names in (
+            ("model", spec.get("model_order") or []),
+            ("dataset", list(spec.get("datasets") or {})),
+            ("condition", list(spec.get("conditions") or {})),
+        )
+    }
     summaries.sort(
         key=lambda s: (
-            (order.get(s["model"], len(order)), s["model"], s["dataset"])
-            + (s["condition"], s["prompt"])
+            tuple(
+                (ranks[f].get(s[f], len(ranks[f])), s[f]) for f in ("model", "dataset", "condition")
+            )
+            + (s["prompt"],)
         )
     )
     agree = _agreement(summaries)
@@ -176,6 +186,9 @@ def build_site(
         "model_order": list(spec.get("model_order") or []),
         "datasets": spec.get("datasets") or {},
         "conditions": spec.get("conditions") or {},
+        # the run's order (the data files' keys are sorted)
+        "dataset_order": list(spec.get("datasets") or {}),
+        "condition_order": list(spec.get("conditions") or {}),
         "studies": studies,
         "cells": [_cell_line(s, studies) for s in summaries],
         "variants": dict(sorted(variant_lines.items())),

@@ -431,9 +431,9 @@
       case "pair":
         return PAIRS.map(function (p) { return p.id; });
       case "dataset":
-        return Object.keys(INDEX.datasets);
+        return (INDEX.dataset_order || Object.keys(INDEX.datasets)).slice();
       case "condition":
-        return Object.keys(INDEX.conditions);
+        return (INDEX.condition_order || Object.keys(INDEX.conditions)).slice();
       case "flip":
         return FLIPS.slice();
       default:
@@ -671,7 +671,8 @@
         h("td", { class: "num", text: clean ? DASH : fmtCount(counts.right || 0) }),
         h("td", { class: "num", text: clean ? DASH : fmtCount(counts.wrong || 0) }),
         h("td", { class: "num", text: clean ? DASH : fmtCount(counts.unpaired || 0) }),
-        h("td", { class: "num", text: c.n ? fmtPct((c.correct || 0) / c.n) : DASH }),
+        // failed requests are no answer: left out, as the metrics do
+        h("td", { class: "num", text: c.n > (c.errors || 0) ? fmtPct((c.correct || 0) / (c.n - (c.errors || 0))) : DASH }),
         h("td", { class: "num", text: fmtCount(c.errors || 0) }),
         h("td", null, h("button", { type: "button", class: "open-cell", "data-open-cell": c.id, "aria-label": "units of " + c.id }, "units"))
       );
@@ -1218,7 +1219,7 @@
     var bits = [];
     if (r.mode) bits.push("mode " + r.mode);
     if (r.method) bits.push(r.method === "random" ? "harness random guess" : "method " + r.method);
-    if (r.harness_bug) bits.push("harness bug");
+    if (r.harness_bug) bits.push("harness bug " + r.harness_bug);
     return bits.join(" \u00b7 ") || DASH;
   }
 
@@ -1450,7 +1451,11 @@
         datasets[d] = { group: info.group || "", prompts: info.prompts || [] };
       });
     }
-    return { datasets: datasets || {}, clean: scope.clean_condition || INDEX.clean };
+    datasets = datasets || {};
+    // the study's own order of its datasets (a JSON object's keys are sorted)
+    var order = (study && study.datasets) || Object.keys(datasets);
+    order = order.filter(function (d) { return Object.prototype.hasOwnProperty.call(datasets, d); });
+    return { datasets: datasets, order: order, clean: scope.clean_condition || INDEX.clean };
   }
 
   function studyOf(q) {
@@ -1474,8 +1479,9 @@
     if (Object.prototype.hasOwnProperty.call(ds, bench)) return { sel: [[bench, null]] };
     var colon = bench.indexOf(":");
     if (colon > 0 && Object.prototype.hasOwnProperty.call(ds, bench.slice(0, colon))) return { sel: [[bench.slice(0, colon), [bench.slice(colon + 1)]]] };
-    if (bench === "all") return { sel: Object.keys(ds).map(function (d) { return [d, null]; }), group: true };
-    var sel = Object.keys(ds).filter(function (d) { return (ds[d] || {}).group === bench; }).map(function (d) { return [d, null]; });
+    var order = scope.order || Object.keys(ds);
+    if (bench === "all") return { sel: order.map(function (d) { return [d, null]; }), group: true };
+    var sel = order.filter(function (d) { return (ds[d] || {}).group === bench; }).map(function (d) { return [d, null]; });
     if (sel.length) return { sel: sel, group: true };
     return { error: "benchmark " + bench + " is neither a dataset, dataset:prompt, group nor all of this study's scope" };
   }
