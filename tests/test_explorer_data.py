@@ -11,7 +11,7 @@ key        sample  draw  clean  correct  flip      notes
 =========  ======  ====  =====  =======  ========  ===================================
 s1-c#0     s1      0     1      0        lost      long prediction, reference "yes"
 s1-c#1     s1      1     0      1        gained    pairs with clean s1#1 (draw 1)
-s2-c#0     s2      0     0      0        wrong     error row
+s2-c#0     s2      0     0      0        failed    error row (no answer to compare)
 s3-c#0     s3      0     1      1        right     40,000-char answer, "</script>"
 s3-c2#0    s3      (empty, key empty) 1   1        right     key made from variant_id + draw
 s4-c#0     s4      0     -      0        unpaired  no clean row of s4
@@ -393,6 +393,7 @@ def cell_run(tmp_path, monkeypatch):
             "s3-c#0": {"answer_text": "</script>" + "x" * 40_000, "raw_text": None},
             "s1-c#1": {"answer_text": "dog", "thinking": "T", "raw_text": "<think>T</think>dog"},
             "s1-c#0": {"answer_text": "cat", "thinking": "T", "raw_text": "T\n\ncat"},
+            "s4-c#0": {"answer_text": "cat", "thinking": "T", "raw_text": "<think>T</think>x cat"},
         },
     )
     judges = {
@@ -443,7 +444,7 @@ def test_cell_rows_flips_and_summary(cell_run):
     assert flips == {
         "s1-c#0": ("lost", "s1#0"),
         "s1-c#1": ("gained", "s1#1"),  # draw 1 pairs with the clean draw 1
-        "s2-c#0": ("wrong", "s2#0"),
+        "s2-c#0": ("failed", "s2#0"),  # a failed request is never a flip
         "s3-c#0": ("right", "s3#0"),
         "s3-c2#0": ("right", "s3#0"),  # empty key and draw: s3-c2#0, draw 0
         "s4-c#0": ("unpaired", None),
@@ -466,7 +467,7 @@ def test_cell_rows_flips_and_summary(cell_run):
         "chunks": 1,
         "row_parts": 1,
         "bytes": sum(len(p.read_bytes()) for p in files),
-        "counts": {"lost": 1, "gained": 1, "right": 2, "wrong": 1, "unpaired": 1},
+        "counts": {"lost": 1, "gained": 1, "right": 2, "wrong": 0, "unpaired": 1, "failed": 1},
         "correct": 3,
         "score_sum": 3.25,
         "errors": 1,
@@ -489,11 +490,12 @@ def test_cell_texts(cell_run):
     assert texts["s1-c#1"] == {
         "answer_text": "dog",
         "thinking": "T",
-        "raw_text": "<think>T</think>dog",  # more than thinking + answer: kept
+        "raw_text": None,  # the thinking and the answer in the default markers: not stored twice
         "clipped": False,
         "judges": {"reference": {"verdict": None, "error": "parse"}},
     }
     assert texts["s1-c#0"]["raw_text"] is None  # the thinking and the answer, nothing more
+    assert texts["s4-c#0"]["raw_text"] == "<think>T</think>x cat"  # more than both: kept
     assert texts["s2-c#0"]["raw_text"] is None  # the answer itself
     assert texts["s1-c#0"]["judges"]["reference"] == {"verdict": "yes", "reason": "r"}
     assert texts["s1-c#0"]["judges"]["attributes:lexical"]["counts"] == {
@@ -511,7 +513,7 @@ def test_clean_cell_has_no_flips(cell_run):
     _, payload = _load_js(out / "rows.js")
     assert [(r[15], r[16], r[17]) for r in payload["rows"]] == [("", None, None)] * 4
     assert payload["clean_condition"] is None
-    assert summary["counts"] == dict.fromkeys(("lost", "gained", "right", "wrong", "unpaired"), 0)
+    assert summary["counts"] == dict.fromkeys(("lost", "gained", "right", "wrong", "unpaired", "failed"), 0)
     assert (summary["flips"], summary["correct"], summary["score_sum"]) == ({}, 2, 2.0)
 
 

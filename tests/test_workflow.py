@@ -366,6 +366,8 @@ def test_report_shows_every_table_and_figure(demo_run):
     ):
         assert name in html
     assert "Vision-corruption study" in html
+    # each table's caption links its HTML copy, whose cells link to the explorer
+    assert "results/tables/corruption/table1.html</a>" in html
     assert "Region-masking study" in html
     assert "Idis: distractors and test-time scaling" in html
 

@@ -297,8 +297,8 @@ def explorer_disk_lines(forecast: Forecast, variants: float | None) -> list[str]
     lines = []
     for e in found.lines:
         images = f"{e.items:,.0f}" if e.unit == "thumbnails" else ""
-        lines.append(f"| {e.what} | {e.items:,.0f} {e.unit} | | {images} | | {_gb(e.bytes)} | "
-                     f"{e.how} |")  # fmt: skip
+        cells = [e.what, f"{e.items:,.0f} {e.unit}", "", images, "", _gb(e.bytes), e.how]
+        lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
     both = _sum([variants, found.bytes])
     lines.append(f"| **explorer** | | | | | {_gb(found.bytes)} | results/explorer/ |")
     lines.append(f"| **all with the explorer** | | | | | {_gb(both)} | |")

@@ -11,7 +11,8 @@ keyed by ``key``; :data:`JUDGE_KINDS`) and writes, under ``results/explorer/cell
   "columns": COLUMNS, "rows": [[...], ...]})``: one row per scored row, in file order,
   short texts clipped to :data:`ROW_TEXT_LIMIT` characters. ``flip`` pairs a row with
   the clean row of the same (sample, draw): ``lost`` (clean right, here wrong),
-  ``gained``, ``right``, ``wrong``, ``unpaired`` (no clean row); ``""`` on a cell
+  ``gained``, ``right``, ``wrong``, ``unpaired`` (no clean row), ``failed`` (either
+  request failed after every retry: no answer to compare); ``""`` on a cell
   without a clean file (the clean cell itself). ``judges``: a short verdict per judge
   kind (:func:`short_verdict`) or null.
 * ``rows<r>.js`` (r >= 1, only for a cell too large for one file: ``row_parts`` > 1) —
@@ -89,8 +90,10 @@ COLUMNS = (
     "clean_key",
     "judges",
 )
-#: the flip classes of a perturbed cell's rows, against the clean condition
-FLIPS = ("lost", "gained", "right", "wrong", "unpaired")
+#: the flip classes of a perturbed cell's rows, against the clean condition (``failed``:
+#: the request of either failed after every retry, no answer to compare; the metrics
+#: leave such rows out, so the explorer never counts them as a flip)
+FLIPS = ("lost", "gained", "right", "wrong", "unpaired", "failed")
 #: the judge kinds a cell reads (``attributes:<extractor>`` for the attribute judges)
 JUDGE_KINDS = ("reference", "mathverse", "hallucination", "attributes:<extractor>")
 #: the characters of a row's prediction, reason and error; of a full text
@@ -253,12 +256,24 @@ def _clip_all(value: Any, clipped: list[bool]) -> Any:
     return value
 
 
+def _split_as_shown(raw: str, thinking: Any, answer: Any) -> bool:
+    """Whether the raw text is only the thinking and the answer in their default
+    markers (``<think>...</think>``): the page rebuilds nothing from it, so it is not
+    stored twice (a model with markers of its own keeps its raw text)."""
+    from ...clients.vlm.thinking import split_thinking
+
+    found_thinking, found_answer = split_thinking(raw)
+    return found_thinking == (thinking or "").strip() and found_answer == (answer or "").strip()
+
+
 def _text(output: Mapping[str, Any], judged: Mapping[str, Mapping[str, Any]]) -> dict:
     """A row's full texts (clipped) and its judges' records."""
     answer, thinking, raw = (output.get(k) for k in ("answer_text", "thinking", "raw_text"))
     shown = {(answer or "").strip(), ((thinking or "") + (answer or "")).strip()}
     shown.add(chain_text(dict(output)).strip())
-    if raw is not None and str(raw).strip() in shown:
+    if raw is not None and (
+        str(raw).strip() in shown or _split_as_shown(str(raw), thinking, answer)
+    ):
         raw = None
     clipped = [False]
     judges = {
@@ -351,6 +366,8 @@ def _pairs(
         match = clean.get((row["sample_id"], row["draw"]))
         if match is None:
             out.append(("unpaired", None))
+        elif row.get("error") is not None or match.get("error") is not None:
+            out.append(("failed", match["key"]))
         else:
             out.append((flip_class(match["correct"], row["correct"]), match["key"]))
     return out

@@ -33,7 +33,7 @@ __all__ = ["ASSETS", "INDEX_VERSION", "assets_fingerprint", "build_site", "cell_
 ASSETS = ("index.html", "explorer.js", "explorer.css")
 INDEX_VERSION = 1
 #: the counts every cell summary has (the flip classes of :mod:`.cells`)
-FLIP_CLASSES = ("lost", "gained", "right", "wrong", "unpaired")
+FLIP_CLASSES = ("lost", "gained", "right", "wrong", "unpaired", "failed")
 
 
 def _read_summary(folder: str | Path) -> dict[str, Any]:

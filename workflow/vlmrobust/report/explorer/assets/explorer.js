@@ -33,7 +33,7 @@
 
   var PAGE = 200; // rows per page of the cells table and the units list
   var DASH = "\u2013";
-  var FLIPS = ["lost", "gained", "right", "wrong", "unpaired", "clean"];
+  var FLIPS = ["lost", "gained", "right", "wrong", "unpaired", "failed", "clean"];
   var DEFAULT_FLIPS = ["lost", "gained"];
   var FLIP_LABEL = {
     lost: "lost (right \u2192 wrong)",
@@ -41,6 +41,7 @@
     right: "right \u2192 right",
     wrong: "wrong \u2192 wrong",
     unpaired: "unpaired (no clean row)",
+    failed: "failed request (no answer)",
     clean: "clean condition rows",
   };
   var CELL_FACETS = ["study", "model", "pair", "dataset", "condition", "prompt"];
