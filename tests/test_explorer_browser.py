@@ -508,7 +508,15 @@ ALL_COUNTS = {
     "dataset": {"mathd": 7, "genq": 2},
     "condition": {"clean": 0, "blur": 6, "mask": 3},
     "prompt": {"default": 9},
-    "flip": {"lost": 6, "gained": 3, "right": 23, "wrong": 5, "unpaired": 0, "failed": 1, "clean": 22},
+    "flip": {
+        "lost": 6,
+        "gained": 3,
+        "right": 23,
+        "wrong": 5,
+        "unpaired": 0,
+        "failed": 1,
+        "clean": 22,
+    },
 }
 
 

@@ -513,7 +513,9 @@ def test_clean_cell_has_no_flips(cell_run):
     _, payload = _load_js(out / "rows.js")
     assert [(r[15], r[16], r[17]) for r in payload["rows"]] == [("", None, None)] * 4
     assert payload["clean_condition"] is None
-    assert summary["counts"] == dict.fromkeys(("lost", "gained", "right", "wrong", "unpaired", "failed"), 0)
+    assert summary["counts"] == dict.fromkeys(
+        ("lost", "gained", "right", "wrong", "unpaired", "failed"), 0
+    )
     assert (summary["flips"], summary["correct"], summary["score_sum"]) == ({}, 2, 2.0)
 
 
