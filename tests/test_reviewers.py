@@ -153,6 +153,25 @@ def test_tables_and_figures_from_released_outputs(reviewer_run):
     assert "87.5" in table10  # Qwen2.5-VL RR = 7/12 / 8/12
 
 
+def test_the_explorer_of_released_outputs(reviewer_run):
+    """The reviewer's run builds the explorer from the released answers: one cell per
+    imported file, its verdicts the rescored ones (Eureka 10 and 8 of 12 right, clean and
+    corrupted; Qwen2.5-VL 8 and 7), each corrupted unit paired with its clean one."""
+    import json
+
+    text = (reviewer_run / "results/explorer/index.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index(",") + 1 : text.rindex(")")])
+    cells = {(c["model"], c["condition"]): c for c in index["cells"]}
+    assert cells[("mm-eureka-qwen-7b", "clean")]["correct"] == 10
+    assert cells[("qwen2.5-vl-7b", "clean")]["correct"] == 8
+    for model, right in (("mm-eureka-qwen-7b", 8), ("qwen2.5-vl-7b", 7)):
+        counts = cells[(model, "corrupt")]["counts"]
+        assert sum(counts.values()) == 12 and counts["unpaired"] == counts["failed"] == 0
+        assert counts["right"] + counts["gained"] == right
+        assert cells[(model, "corrupt")]["studies"] == ["corruption", "distraction/distract-bench"]
+    assert (reviewer_run / "results/explorer/index.html").is_file()
+
+
 def test_distractor_reference_labels_for_the_distracted_outputs(reviewer_run):
     from vlmrobust.core.io import read_jsonl
 
