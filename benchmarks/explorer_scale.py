@@ -16,7 +16,7 @@ for one dataset answered by two models under the clean and one corrupted conditi
   the variants stage's lossless WebP); ``--corrupted-images`` distinct images are
   corrupted (every method costs 0.01-1.8 s an image here) and cycled over the variants;
 - two models' scored CSVs and outputs in both conditions: a base model whose answers are
-  the released Qwen2.5-VL-7B-Instruct responses of the Distract-Bench slice (``shared/
+  the released Qwen2.5-VL-7B-Instruct responses of the Distract-Bench slice (``tests/
   fixtures/distract-bench``; a stand-in text without it) and a reasoning model whose
   ``<think>`` traces are MM-Eureka-Qwen-7B's released responses joined to about
   ``--thinking-tokens`` tokens (their released token counts), raw text as such a model
@@ -65,6 +65,10 @@ sys.path.insert(0, str(REPO / "workflow"))
 from vlmrobust.core.paths import real_data  # noqa: E402
 from vlmrobust.core.scored import SCORED_COLUMNS  # noqa: E402
 
+sys.path.insert(0, str(REPO))
+# how the project's browser tests launch Chromium (headless, as root, offline)
+from tests.test_review_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+
 DATASET = "mathvision"
 PROMPT = "cot"
 MODELS = {
@@ -74,17 +78,7 @@ MODELS = {
     },
 }  # fmt: skip
 CONDITIONS = ("clean", "corrupt")
-FIXTURES = REPO.parent / "shared" / "fixtures" / "distract-bench" / "model_outputs"
-CHROMIUM = os.environ.get("VLMROBUST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [  # as tests/test_review_browser.py
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+FIXTURES = REPO / "tests" / "fixtures" / "distract-bench" / "model_outputs"
 #: the app's selectors (assets/explorer.js): a row of the unit list (its button opens the
 #: sample), the sample view once drawn, the perturbed side's trace (opening it loads the
 #: row's text chunk) and that trace once its text is shown

@@ -59,20 +59,11 @@ from vlmrobust.core.scored import SCORED_COLUMNS
 from vlmrobust.jobs import explorer as explorer_jobs
 from vlmrobust.report.tables.render import Table, grouped_frame, linked, write_table
 
+from .test_review_browser import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("VLMROBUST_CHROMIUM", "/usr/bin/chromium")
-# as tests/test_review_browser.py: headless, as root, offline, no background traffic
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SECRET = "sk-test-secret-123"
 VIEWPORT = {"width": 1400, "height": 900}
 
@@ -395,21 +386,6 @@ def run_root(tmp_path_factory):
 
 
 # --------------------------------------------------------------------------- the browser
-
-
-def _browser_or_skip():
-    reason = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        reason = "the playwright package is not installed"
-    if reason is None and not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
-        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
-    if reason is not None:
-        if os.environ.get("VLMROBUST_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"VLMROBUST_REQUIRE_BROWSER=1 but {reason}")
-        pytest.skip(reason)
-    return sync_playwright
 
 
 @pytest.fixture(scope="module")

@@ -324,7 +324,9 @@ def test_variants_errors_name_file_and_line(run):
             build_variants(str(bad), samples, out)
     write_jsonl("results/samples/ds/dup.jsonl", [_sample("s1"), _sample("s1")])
     write_jsonl(bad, [])
-    with pytest.raises(ValueError, match=r"dup\.jsonl:2: sample 's1' repeats \(first at line 1\)"):
+    with pytest.raises(
+        ValueError, match=r"dup\.jsonl:2: sample_id 's1' repeats \(first at line 1\)"
+    ):
         build_variants(str(bad), "results/samples/ds/dup.jsonl", out)
 
 

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...core.io import iter_jsonl, read_utf8
+from ...core.io import read_utf8
 from ...core.records import chain_text, output_key
 from ...core.scored import SCORED_NUMBERS, SCORED_REQUIRED
 from ..tables.render import clip_text
@@ -52,6 +52,7 @@ from .data import (
     dumps,
     js_payload,
     remove_stale,
+    rows_by,
     write_js,
     write_parts,
     write_summary,
@@ -195,20 +196,6 @@ def _clean_index(path: str) -> dict[tuple[str, int], dict[str, Any]]:
             )
         index[pair] = row
     return index
-
-
-def _keyed(path: str, what: str) -> dict[str, dict[str, Any]]:
-    """A JSONL file's rows by ``key``; a row without key or repeating one is an error."""
-    rows: dict[str, dict[str, Any]] = {}
-    lines: dict[str, int] = {}
-    for lineno, row in iter_jsonl(path):
-        key = row.get("key") if isinstance(row, dict) else None
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"{path}:{lineno}: a {what} row without key")
-        if key in rows:
-            raise ValueError(f"{path}:{lineno}: key {key!r} repeats (first at line {lines[key]})")
-        rows[key], lines[key] = row, lineno
-    return rows
 
 
 def flip_class(clean_correct: int | None, correct: int) -> str:
@@ -374,7 +361,7 @@ def _pairs(
 
 
 def _judged(judges: Mapping[str, str]) -> dict[str, dict[str, dict[str, Any]]]:
-    return {kind: _keyed(path, f"{kind} judge") for kind, path in sorted(judges.items())}
+    return {kind: rows_by(path, "key", f"{kind} judge") for kind, path in sorted(judges.items())}
 
 
 def build_cell(
@@ -394,7 +381,7 @@ def build_cell(
     if clean_file is not None:  # the clean rows' condition (an empty file's: its folder)
         first = next(iter(clean.values()), None) if clean else None
         clean_condition = first["condition"] if first else Path(clean_file).absolute().parent.name
-    out_rows = _keyed(outputs, "outputs")
+    out_rows = rows_by(outputs, "key", "outputs")
     judged = _judged(judges)
     cell = "/".join(found[k] for k in ("model", "dataset", "condition", "prompt"))
     table, texts, flips = [], {}, {}

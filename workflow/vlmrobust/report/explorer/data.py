@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...core.io import atomic_write_text
+from ...core.io import atomic_write_text, iter_jsonl
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -167,3 +167,20 @@ def write_parts(
         written.append((path, write_js(path, f"{key_prefix}/{k}", payload(k, count, bucket))))
     remove_stale(folder, f"{stem}*.js", [p for p, _ in written])
     return written
+
+
+def rows_by(path: str, field: str, what: str) -> dict[str, dict[str, Any]]:
+    """A JSONL file's rows by the string ``field`` (``key``, ``sample_id``); a row
+    without it, or repeating one, is an error naming the file and the line."""
+    rows: dict[str, dict[str, Any]] = {}
+    lines: dict[str, int] = {}
+    for lineno, row in iter_jsonl(path):
+        value = row.get(field) if isinstance(row, dict) else None
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{path}:{lineno}: a {what} row without {field}")
+        if value in rows:
+            raise ValueError(
+                f"{path}:{lineno}: {field} {value!r} repeats (first at line {lines[value]})"
+            )
+        rows[value], lines[value] = row, lineno
+    return rows

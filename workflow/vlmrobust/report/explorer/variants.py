@@ -41,7 +41,7 @@ from PIL import Image, ImageOps
 
 from ...core.idis import AREA_PERTURBATIONS
 from ...core.io import atomic_write_bytes, iter_jsonl
-from .data import remove_stale, write_parts, write_summary
+from .data import remove_stale, rows_by, write_parts, write_summary
 
 __all__ = [
     "IDIS_PERTURBATIONS",
@@ -200,21 +200,6 @@ def make_thumbnail(image: str, where: str) -> tuple[bytes, int, int]:
     return buf.getvalue(), width, height
 
 
-def _read_samples(path: str) -> dict[str, dict[str, Any]]:
-    samples: dict[str, dict[str, Any]] = {}
-    lines: dict[str, int] = {}
-    for lineno, row in iter_jsonl(path):
-        sid = row.get("sample_id") if isinstance(row, dict) else None
-        if not isinstance(sid, str) or not sid:
-            raise ValueError(f"{path}:{lineno}: a sample without sample_id")
-        if sid in samples:
-            raise ValueError(
-                f"{path}:{lineno}: sample {sid!r} repeats (first at line {lines[sid]})"
-            )
-        samples[sid], lines[sid] = row, lineno
-    return samples
-
-
 def _read_manifest(path: str) -> list[tuple[int, dict[str, Any]]]:
     rows: list[tuple[int, dict[str, Any]]] = []
     first: dict[str, int] = {}
@@ -309,7 +294,7 @@ def _images(
 def build_variants(manifest: str, samples: str, out_dir: str) -> dict[str, Any]:
     """Write the variants folder of one manifest (module docstring); its summary."""
     rows = _read_manifest(manifest)
-    by_id = _read_samples(samples)
+    by_id = rows_by(samples, "sample_id", "sample")
     found = _identity(manifest, rows)
     dataset, condition = found["dataset"], found["condition"]
     prefix = f"variants/{dataset}/{condition}"
