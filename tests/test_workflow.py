@@ -179,9 +179,10 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
         "views": "2",
         "table": "8",
         "figure": "4",
-        # the explorer: the 8 corrupt variant sets, the 16 corrupt cells and the index
+        # the explorer: the 8 corrupt variant sets, the cells of those 8 datasets (one job
+        # per model and dataset) and the index
         "explorer_variants": "8",
-        "explorer_cell": "16",
+        "explorer_cells": "16",
         "explorer_index": "1",
         "check_requests": "1",
         "all": "1",
@@ -323,8 +324,8 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
         # its 17 Idis outputs labelled by the main extractor, and by the other one the
         # base prompt's (judge.attributes.scope: read; not the clean perception images)
         "judge_attributes": str(17 + 4 + 5 + 1),
-        # its explorer cells, one per scored file
-        "explorer_cell": "40",
+        # its explorer cells: one job per dataset it answers, writing each scored file's
+        "explorer_cells": "12",
     }
     # Every study reruns where demo-extra answers (not the Idis budget slice, which is
     # demo-reasoning's only): 3 + 3 Idis metrics; 5 + 3 + 4 tables and 6 + 3 + 3 Idis
@@ -345,7 +346,7 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     assert jobs == {**per_model, **aggregation}
     # Every per-model job is demo-extra's; nothing of the models already there reruns.
     models = re.findall(r"wildcards: model=([\w.-]+)", out)
-    assert len(models) == 1 + 40 * 3 + 1 + 5 + 2 + 2 + 2 and set(models) == {"demo-extra"}
+    assert len(models) == 1 + 40 * 2 + 12 + 1 + 5 + 2 + 2 + 2 and set(models) == {"demo-extra"}
     labelled = re.findall(r"wildcards: extractor=[\w.-]+, model=([\w.-]+)", out)
     assert len(labelled) == 17 + 4 + 5 + 1 and set(labelled) == {"demo-extra"}
 

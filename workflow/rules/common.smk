@@ -689,22 +689,13 @@ def explorer_variants_inputs(wildcards):
     return EXPLORER_PLAN.variants_inputs(PLAN, wildcards.dataset, wildcards.condition)
 
 
-def explorer_cell_inputs(wildcards):
-    """The cell's scored and outputs files, the clean cell's scored file, the judges'."""
-    w = wildcards
-    found = EXPLORER_PLAN.cell_inputs(PLAN, w.model, w.dataset, w.condition, w.prompt)
-    return {
-        **{k: v for k, v in found.items() if k != "judges"},
-        "judges": sorted(found["judges"].values()),
-    }
+def explorer_cells_inputs(wildcards):
+    """What the job of a model's cells on one dataset reads: their scored and outputs
+    files, the clean cells' scored files, the judges' files."""
+    return EXPLORER_PLAN.group_inputs(PLAN, wildcards.model, wildcards.dataset)
 
 
-def explorer_cell_args(wildcards):
-    """--clean-scored and one --judge KIND=PATH per judge file of the cell."""
-    w = wildcards
-    found = EXPLORER_PLAN.cell_inputs(PLAN, w.model, w.dataset, w.condition, w.prompt)
-    args = (
-        [f"--clean-scored {found['clean_scored']}"] if "clean_scored" in found else []
-    )
-    args += [f"--judge {kind}={file}" for kind, file in sorted(found["judges"].items())]
-    return " ".join(args)
+def explorer_cells_spec(wildcards):
+    """Those cells as JSON: each one's files and folder (explorer-cells --spec)."""
+    cells = EXPLORER_PLAN.group_cells(PLAN, wildcards.model, wildcards.dataset)
+    return json.dumps(cells, sort_keys=True)

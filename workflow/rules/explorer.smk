@@ -1,7 +1,8 @@
 # Stage 6: the explorer (docs/explorer.md), a static site under results/explorer/: one
 # folder per variant set (thumbnails, parameters) and per cell (a model's answers to one
 # dataset x condition x prompt, paired with its clean ones), then the index and the app.
-# Adding a model adds its cells and rewrites the index; nothing else reruns.
+# One job writes a model's cells on one dataset. Adding a model adds its cells and
+# rewrites the index; nothing else reruns.
 
 
 rule explorer_variants:
@@ -20,20 +21,19 @@ rule explorer_variants:
         " --out-dir {output} > {log} 2>&1"
 
 
-rule explorer_cell:
+rule explorer_cells:
     input:
-        unpack(explorer_cell_inputs),
+        explorer_cells_inputs,
     output:
-        directory(paths.EXPLORER_CELL),
+        directory(paths.EXPLORER_CELLS),
     log:
-        "logs/explorer/cells/{model}/{dataset}/{condition}/{prompt}.log",
+        "logs/explorer/cells/{model}/{dataset}.log",
     conda:
         "../../envs/report.yaml"
     params:
-        args=explorer_cell_args,
+        spec=explorer_cells_spec,
     shell:
-        "vlmrobust explorer-cell --scored {input.scored} --outputs {input.outputs}"
-        " {params.args} --out-dir {output} > {log} 2>&1"
+        "vlmrobust explorer-cells --spec {params.spec:q} --out-dir {output} > {log} 2>&1"
 
 
 rule explorer_index:
@@ -50,7 +50,9 @@ rule explorer_index:
         spec=lambda w: spec_json(EXPLORER_PLAN.index_spec(PLAN)),
         # a new version of the app's files rewrites them (the rule's code is unchanged)
         assets=assets_fingerprint(),
+        # every cell's folder (the inputs are the folders of their jobs)
+        cells=" ".join(EXPLORER_PLAN.cell_dir(*c) for c in EXPLORER_PLAN.cells(PLAN)),
         out_dir=lambda w, output: os.path.dirname(output.index),
     shell:
-        "vlmrobust explorer-index --spec {params.spec:q} --cells {input.cells}"
+        "vlmrobust explorer-index --spec {params.spec:q} --cells {params.cells}"
         " --variants {input.variants} --out-dir {params.out_dir} > {log} 2>&1"

@@ -608,6 +608,15 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "explorer-cells": Command(
+        ".explorer:cells",
+        "a model's cells on one dataset, one after the other (the workflow's job: "
+        "--spec lists each cell's files and folder as explorer-cell takes them)",
+        (
+            spec("the cells: a JSON list of {scored, clean_scored, outputs, judges, out_dir}"),
+            required("--out-dir", help="results/explorer/cells/<model>/<dataset>"),
+        ),
+    ),
     "explorer-index": Command(
         ".explorer:index",
         "every cell and variants folder -> the explorer's index and app (index.html)",

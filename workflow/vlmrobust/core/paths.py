@@ -98,6 +98,9 @@ FIGURE = "figures/{folder}/{name}"
 #: (thumbnails, parameters), then the index and the app
 EXPLORER = "results/explorer"
 EXPLORER_CELL = "results/explorer/cells/{model}/{dataset}/{condition}/{prompt}"
+#: the cells of one model on one dataset: one job writes them (a job per cell would
+#: spend most of its time starting)
+EXPLORER_CELLS = "results/explorer/cells/{model}/{dataset}"
 EXPLORER_VARIANTS = "results/explorer/variants/{dataset}/{condition}"
 EXPLORER_INDEX = "results/explorer/index.js"
 EXPLORER_PAGE = "results/explorer/index.html"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from . import json_object, log
+from . import json_arg, json_object, log
 
 
 def variants(manifest: str, samples: str, out_dir: str) -> None:
@@ -47,6 +47,29 @@ def cell(
         summary["chunks"],
         time.perf_counter() - t0,
     )
+
+
+def cells(spec: str, out_dir: str) -> None:
+    """A model's cells on one dataset, one after the other (the rule's job: a process
+    per cell would spend most of its time starting). ``spec``: a JSON list of cells,
+    each ``{"scored", "clean_scored" (optional), "outputs", "judges": {kind: path},
+    "out_dir"}``, every ``out_dir`` inside ``out_dir``."""
+    from pathlib import Path
+
+    found = json_arg(spec, "--spec")
+    if not isinstance(found, list):
+        raise ValueError("--spec: a JSON list of cells expected")
+    root = Path(out_dir).resolve()
+    for n, item in enumerate(found):
+        where = f"--spec cell {n}"
+        if not isinstance(item, dict) or not {"scored", "outputs", "out_dir"} <= set(item):
+            raise ValueError(f"{where}: an object with scored, outputs and out_dir expected")
+        if root not in Path(item["out_dir"]).resolve().parents:
+            raise ValueError(f"{where}: out_dir {item['out_dir']} is not inside {out_dir}")
+        judges = [f"{kind}={file}" for kind, file in sorted((item.get("judges") or {}).items())]
+        cell(item["scored"], item.get("clean_scored"), item["outputs"], judges, item["out_dir"])
+    if not found:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
 
 
 def index(spec: str, cells: list[str] | None, variants: list[str] | None, out_dir: str) -> None:

@@ -19,8 +19,12 @@ from ..plan import RunPlan
 
 __all__ = [
     "cell_dir",
+    "cell_groups",
     "cell_inputs",
     "cells",
+    "cells_dir",
+    "group_cells",
+    "group_inputs",
     "index_inputs",
     "index_spec",
     "targets",
@@ -45,6 +49,34 @@ def cell_dir(model: str, dataset: str, condition: str, prompt: str) -> str:
     return path(
         paths.EXPLORER_CELL, model=model, dataset=dataset, condition=condition, prompt=prompt
     )
+
+
+def cells_dir(model: str, dataset: str) -> str:
+    return path(paths.EXPLORER_CELLS, model=model, dataset=dataset)
+
+
+def cell_groups(plan: RunPlan) -> list[tuple[str, str]]:
+    """(model, dataset) of every cell, in first-seen order: one job each."""
+    return list(dict.fromkeys((m, d) for m, d, _, _ in cells(plan)))
+
+
+def group_cells(plan: RunPlan, model: str, dataset: str) -> list[dict[str, Any]]:
+    """The cells one job writes (a model's on one dataset): each one's files (see
+    :func:`cell_inputs`) and its folder, as the job's ``--spec`` lists them."""
+    return [
+        {**cell_inputs(plan, *key), "out_dir": cell_dir(*key)}
+        for key in cells(plan)
+        if key[:2] == (model, dataset)
+    ]
+
+
+def group_inputs(plan: RunPlan, model: str, dataset: str) -> list[str]:
+    """Every file the job of a (model, dataset) reads."""
+    files: list[str] = []
+    for cell in group_cells(plan, model, dataset):
+        files += [cell["scored"], cell["outputs"], *cell["judges"].values()]
+        files += [cell["clean_scored"]] if "clean_scored" in cell else []
+    return list(dict.fromkeys(files))
 
 
 def variants_dir(dataset: str, condition: str) -> str:
@@ -207,8 +239,9 @@ def index_spec(plan: RunPlan) -> dict[str, Any]:
 
 
 def index_inputs(plan: RunPlan) -> dict[str, list[str]]:
+    """The index's inputs: the cells' jobs' folders and every variant set's folder."""
     return {
-        "cells": [cell_dir(*c) for c in cells(plan)],
+        "cells": [cells_dir(m, d) for m, d in cell_groups(plan)],
         "variants": [variants_dir(d, c) for d, c in variant_sets(plan)],
     }
 

@@ -46,7 +46,7 @@ from typing import Any
 from ...core.io import read_utf8
 from ...core.records import chain_text, output_key
 from ...core.scored import SCORED_NUMBERS, SCORED_REQUIRED
-from ..tables.render import clip_text
+from ..text import clip_text
 from .data import (
     PART_BYTES,
     dumps,

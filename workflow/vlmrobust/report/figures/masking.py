@@ -48,7 +48,8 @@ from vlmrobust.metrics.masking import (
     read_compared,
 )
 from vlmrobust.report.common import DPI, save_figure
-from vlmrobust.report.tables.render import clip_text, fmt_yes_no, printable
+from vlmrobust.report.tables.render import fmt_yes_no
+from vlmrobust.report.text import clip_text, printable
 
 __all__ = [
     "MAX_STEPS",

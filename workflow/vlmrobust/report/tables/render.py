@@ -39,9 +39,12 @@ import pandas as pd
 
 from vlmrobust.core.io import atomic_write_text
 from vlmrobust.metrics.index import is_missing
+from vlmrobust.report.text import clip_text, printable
 
 __all__ = [
     "write_tables",
+    "clip_text",
+    "printable",
     "DASH",
     "Linked",
     "Table",
@@ -70,19 +73,6 @@ DASH = "\u2013"
 # ---------------------------------------------------------------------------
 # Number formatting (values are fractions in [0, 1] unless said otherwise)
 # ---------------------------------------------------------------------------
-
-
-def printable(text: str) -> str:
-    """``text`` on one line: whitespace runs collapsed to one space, control and other
-    unprintable characters (a model's raw output may hold them) dropped."""
-    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
-
-
-def clip_text(text: Any, limit: int) -> str:
-    """``text`` (None: "") made :func:`printable` and cut to ``limit`` characters, the
-    last one an ellipsis when cut."""
-    s = printable(str("" if text is None else text))
-    return s if len(s) <= limit else s[: limit - 1].rstrip() + "\u2026"
 
 
 def fmt_yes_no(flag: Any) -> str:
