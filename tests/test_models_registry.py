@@ -263,7 +263,8 @@ def test_infer_params_change_with_the_checkpoint_only(tmp_path):
 
 def test_editing_a_display_name_reruns_no_inference(tmp_path):
     """(b) A finished tiny run, then the registry's display keys (and resources) edited:
-    nothing to do; a changed option reruns the model's inference for its params.
+    only the explorer's index, which shows the display names, is written again; a changed
+    option reruns the model's inference for its params.
 
     (`--list-changes params` is no help here: Snakemake 9.27 lists every output whose
     params it recorded, changed or not.)"""
@@ -285,7 +286,10 @@ def test_editing_a_display_name_reruns_no_inference(tmp_path):
     }
     _write_run(workdir, {"demo-base": edited}, ["demo-base"])
     dry = _snakemake(workdir, "-n")
-    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+    out = dry.stdout + dry.stderr
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
+    assert jobs == {"explorer_index": "1", "all": "1", "total": "2"}, out[-3000:]
+    assert '"name": "Demo-Renamed"' in out  # the index's parameter: the names it shows
 
     optioned = {**edited, "options": {**entry["options"], "batch_size": 4}}
     _write_run(workdir, {"demo-base": optioned}, ["demo-base"])
