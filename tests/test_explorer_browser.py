@@ -168,140 +168,158 @@ def _image(path: Path, size: tuple[int, int], sid: str) -> None:
     im.save(path)
 
 
+def _write_samples(d: str) -> tuple[str, list[dict]]:
+    """One dataset's samples (and their images): the samples file and its rows."""
+    samples = []
+    for sid in dict.fromkeys(s for s, _ in UNITS[d]):
+        image = Path(f"results/samples/{d}/images/{sid}.png")
+        _image(image, SIZE[d], sid)
+        mcq = d == "mathd"
+        samples.append(
+            {
+                "sample_id": sid,
+                "dataset": d,
+                "images": [image.as_posix()],
+                "question": (
+                    f"How many bars of chart {sid} are taller than 4?"
+                    if mcq
+                    else f"What colour is the tallest bar of chart {sid}?"
+                ),
+                "answer": "B" if mcq else "red",
+                "answer_type": "letter" if mcq else "text",
+                "choices": ["1", "2", "3", "4"] if mcq else [],
+                "precision": None,
+                "meta": {},
+            }
+        )
+    samples_path = f"results/samples/{d}/samples.jsonl"
+    write_jsonl(samples_path, samples)
+    return samples_path, samples
+
+
+def _variant_image(root: Path, d: str, c: str, sid: str, clean_image: str) -> tuple[str, dict]:
+    """(image path, params) of a sample's variant under condition ``c``: blurred (an
+    absolute path under results/) or masked (a box filled, an absolute ``source``)."""
+    if c == "clean":
+        return clean_image, {}
+    target = root / f"results/variants/{d}/{c}/images/{sid}.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with Image.open(clean_image) as im:
+        if c == "blur":
+            im.filter(ImageFilter.GaussianBlur(4)).save(target)
+            return str(target), {"method": "gaussian_blur", "severity": 3}
+        box = MASK_BOX[sid]
+        masked = im.copy()
+        ImageDraw.Draw(masked).rectangle(box, fill="black")
+        masked.save(target)
+    params = {"region": "specific", "box": box, "image_size": [640, 480],
+              "source": str(root / clean_image)}  # fmt: skip
+    return f"results/variants/{d}/{c}/images/{sid}.png", params
+
+
+def _write_manifest(root: Path, d: str, c: str, samples: list[dict]) -> str:
+    rows = []
+    for s in samples:
+        sid = s["sample_id"]
+        image, params = _variant_image(root, d, c, sid, s["images"][0])
+        rows.append(
+            {
+                "variant_id": _vid(sid, c),
+                "sample_id": sid,
+                "dataset": d,
+                "condition": c,
+                "perturbation": CONDITIONS[c]["perturbation"],
+                "images": [image],
+                "sha256": ["0" * 64],
+                "question": "",
+                "params": params,
+                "seed": 11,
+                "masks": [],
+            }
+        )
+    manifest = f"results/variants/{d}/{c}/manifest.jsonl"
+    write_jsonl(manifest, rows)
+    return manifest
+
+
+def _answer_rows(m: str, d: str, c: str, bits: str) -> tuple[list[dict], list[dict]]:
+    """One cell's scored rows and output rows, right or wrong as ``bits`` says."""
+    think = MODELS[m]["role"] == "reasoning"
+    scored_rows, outputs = [], []
+    for i, ((sid, draw), bit) in enumerate(zip(UNITS[d], bits, strict=True)):
+        correct = int(bit)
+        vid = _vid(sid, c)
+        key = f"{vid}#{draw}"
+        mcq = d == "mathd"
+        pred = ("B" if correct else "C") if mcq else ("red" if correct else "blue")
+        method, mode, error = ("letter" if mcq else "exact"), "extract", None
+        if (m, d, c, sid, draw) == RANDOM_ROW:
+            pred, method, mode = "A", "random", "harness"
+        if (m, d, c, sid, draw) == ERROR_ROW:
+            pred, error = "", ERROR_TEXT
+        tokens = _thinking_tokens(c, i) if think else None
+        scored_rows.append(
+            {
+                "key": key, "variant_id": vid, "sample_id": sid, "dataset": d,
+                "condition": c, "prompt": "default", "model": m, "draw": draw,
+                "answer": "B" if mcq else "red", "answer_type": "letter" if mcq else "text",
+                "prediction": pred, "correct": correct, "score": float(correct),
+                "method": method, "reason": "matched the gold answer" if correct else "no match",
+                "finish_reason": "stop", "error": error, "thinking_tokens": tokens,
+                "completion_tokens": (tokens or 0) + 12, "mode": mode,
+            }
+        )  # fmt: skip
+        thinking = _thinking(sid, c, draw) if think else None
+        answer = f"The answer is {pred}."
+        outputs.append(
+            {
+                "key": key, "model": m, "dataset": d, "condition": c, "prompt": "default",
+                "answer_text": answer, "thinking": thinking,
+                "raw_text": f"<think>{thinking}</think>{answer}" if think else answer,
+            }
+        )  # fmt: skip
+    return scored_rows, outputs
+
+
+def _write_cell(m: str, d: str, c: str, bits: str) -> dict:
+    """One cell's scored, outputs (and judge) files: the explorer-cell job's arguments."""
+    scored_rows, outputs = _answer_rows(m, d, c, bits)
+    scored = Path(f"results/scored/{m}/{d}/{c}/default.csv")
+    scored.parent.mkdir(parents=True, exist_ok=True)
+    with open(scored, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(SCORED_COLUMNS))
+        writer.writeheader()
+        for row in scored_rows:
+            writer.writerow({k: "" if row.get(k) is None else row[k] for k in SCORED_COLUMNS})
+    out_path = f"results/outputs/{m}/{d}/{c}/default.jsonl"
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out_path, outputs)
+    judge = []
+    if (m, d, c) == ("base-7b", "mathd", "mask"):
+        path = f"results/judged/hallucination/{m}/{d}/{c}.jsonl"
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(path, [{**HALLUCINATION, "model": m, "dataset": d, "condition": c}])
+        judge.append(f"hallucination={path}")
+    return {
+        "scored": scored.as_posix(),
+        "clean_scored": None if c == "clean" else f"results/scored/{m}/{d}/clean/default.csv",
+        "outputs": out_path,
+        "judge": judge,
+        "out_dir": f"results/explorer/cells/{m}/{d}/{c}/default",
+    }
+
+
 def _write_run(root: Path) -> dict:
     """Samples, manifests, scored/outputs/judge files (relative to the cwd, ``root``);
     the explorer jobs' arguments."""
-    cells, variants = [], []
+    variants = []
     for d in DATASETS:
-        samples = []
-        for sid in dict.fromkeys(s for s, _ in UNITS[d]):
-            image = Path(f"results/samples/{d}/images/{sid}.png")
-            _image(image, SIZE[d], sid)
-            mcq = d == "mathd"
-            samples.append(
-                {
-                    "sample_id": sid,
-                    "dataset": d,
-                    "images": [image.as_posix()],
-                    "question": (
-                        f"How many bars of chart {sid} are taller than 4?"
-                        if mcq
-                        else f"What colour is the tallest bar of chart {sid}?"
-                    ),
-                    "answer": "B" if mcq else "red",
-                    "answer_type": "letter" if mcq else "text",
-                    "choices": ["1", "2", "3", "4"] if mcq else [],
-                    "precision": None,
-                    "meta": {},
-                }
-            )
-        samples_path = f"results/samples/{d}/samples.jsonl"
-        write_jsonl(samples_path, samples)
+        samples_path, samples = _write_samples(d)
         for c in CONDITIONS_OF[d]:
-            rows = []
-            for s in samples:
-                sid = s["sample_id"]
-                clean_image = s["images"][0]
-                params: dict = {}
-                if c == "clean":
-                    image = clean_image
-                else:
-                    target = root / f"results/variants/{d}/{c}/images/{sid}.png"
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with Image.open(clean_image) as im:
-                        if c == "blur":
-                            im.filter(ImageFilter.GaussianBlur(4)).save(target)
-                            params = {"method": "gaussian_blur", "severity": 3}
-                            image = str(target)  # absolute, under results/
-                        else:
-                            box = MASK_BOX[sid]
-                            masked = im.copy()
-                            ImageDraw.Draw(masked).rectangle(box, fill="black")
-                            masked.save(target)
-                            params = {"region": "specific", "box": box, "image_size": [640, 480],
-                                      "source": str(root / clean_image)}  # fmt: skip
-                            image = f"results/variants/{d}/{c}/images/{sid}.png"
-                rows.append(
-                    {
-                        "variant_id": _vid(sid, c),
-                        "sample_id": sid,
-                        "dataset": d,
-                        "condition": c,
-                        "perturbation": CONDITIONS[c]["perturbation"],
-                        "images": [image],
-                        "sha256": ["0" * 64],
-                        "question": "",
-                        "params": params,
-                        "seed": 11,
-                        "masks": [],
-                    }
-                )
-            manifest = f"results/variants/{d}/{c}/manifest.jsonl"
-            write_jsonl(manifest, rows)
+            manifest = _write_manifest(root, d, c, samples)
             out = f"results/explorer/variants/{d}/{c}"
             variants.append({"manifest": manifest, "samples": samples_path, "out_dir": out})
-    for (m, d, c), bits in CORRECT.items():
-        think = MODELS[m]["role"] == "reasoning"
-        scored_rows, outputs = [], []
-        for i, ((sid, draw), bit) in enumerate(zip(UNITS[d], bits, strict=True)):
-            correct = int(bit)
-            vid = _vid(sid, c)
-            key = f"{vid}#{draw}"
-            mcq = d == "mathd"
-            pred = ("B" if correct else "C") if mcq else ("red" if correct else "blue")
-            method, mode, error = ("letter" if mcq else "exact"), "extract", None
-            if (m, d, c, sid, draw) == RANDOM_ROW:
-                pred, method, mode = "A", "random", "harness"
-            if (m, d, c, sid, draw) == ERROR_ROW:
-                pred, error = "", ERROR_TEXT
-            tokens = _thinking_tokens(c, i) if think else None
-            scored_rows.append(
-                {
-                    "key": key, "variant_id": vid, "sample_id": sid, "dataset": d,
-                    "condition": c, "prompt": "default", "model": m, "draw": draw,
-                    "answer": "B" if mcq else "red", "answer_type": "letter" if mcq else "text",
-                    "prediction": pred, "correct": correct, "score": float(correct),
-                    "method": method, "reason": "matched the gold answer" if correct else "no match",
-                    "finish_reason": "stop", "error": error, "thinking_tokens": tokens,
-                    "completion_tokens": (tokens or 0) + 12, "mode": mode,
-                }
-            )  # fmt: skip
-            thinking = _thinking(sid, c, draw) if think else None
-            answer = f"The answer is {pred}."
-            outputs.append(
-                {
-                    "key": key, "model": m, "dataset": d, "condition": c, "prompt": "default",
-                    "answer_text": answer, "thinking": thinking,
-                    "raw_text": f"<think>{thinking}</think>{answer}" if think else answer,
-                }
-            )  # fmt: skip
-        scored = Path(f"results/scored/{m}/{d}/{c}/default.csv")
-        scored.parent.mkdir(parents=True, exist_ok=True)
-        with open(scored, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(SCORED_COLUMNS))
-            writer.writeheader()
-            for row in scored_rows:
-                writer.writerow({k: "" if row.get(k) is None else row[k] for k in SCORED_COLUMNS})
-        out_path = f"results/outputs/{m}/{d}/{c}/default.jsonl"
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl(out_path, outputs)
-        judge = []
-        if (m, d, c) == ("base-7b", "mathd", "mask"):
-            path = f"results/judged/hallucination/{m}/{d}/{c}.jsonl"
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            write_jsonl(path, [{**HALLUCINATION, "model": m, "dataset": d, "condition": c}])
-            judge.append(f"hallucination={path}")
-        cells.append(
-            {
-                "scored": scored.as_posix(),
-                "clean_scored": None
-                if c == "clean"
-                else f"results/scored/{m}/{d}/clean/default.csv",
-                "outputs": out_path,
-                "judge": judge,
-                "out_dir": f"results/explorer/cells/{m}/{d}/{c}/default",
-            }
-        )
+    cells = [_write_cell(m, d, c, bits) for (m, d, c), bits in CORRECT.items()]
     return {"cells": cells, "variants": variants}
 
 
@@ -520,6 +538,11 @@ def test_filters_and_their_counts(app):
         "units",
     ]  # fmt: skip
 
+
+def test_a_study_narrows_the_list_and_back_restores_it(app):
+    from playwright.sync_api import expect
+
+    page = _open(app)
     # a study: the URL changes, the list narrows, the other facets count within it
     page.locator('.filter[data-facet="study"] button[data-value="masking"]').click()
     expect(page).to_have_url(re.compile(r"#.*study=masking"))
@@ -562,6 +585,11 @@ def test_filters_and_their_counts(app):
     page.go_back()
     assert _counts(page, "model", ALL_COUNTS["model"]) == ALL_COUNTS["model"]
 
+
+def test_one_cell_lists_its_flips_and_the_rest_on_request(app):
+    from playwright.sync_api import expect
+
+    page = _open(app)
     # one cell's units: the lost and gained rows, their agreement across the two models
     page.locator('button[data-open-cell="base-7b/mathd/blur/default"]').click()
     expect(page.locator("#units li[data-key]")).to_have_count(3)
@@ -588,7 +616,8 @@ def test_filters_and_their_counts(app):
     expect(page.locator("#units li[data-key]")).to_have_count(3)
 
 
-def test_sample_view_of_a_lost_unit(app):
+def _lost_mask_unit(app):
+    """The page showing the sample view of base-7b's lost unit m4-mask#0, and that view."""
     from playwright.sync_api import expect
 
     page = _open(app, {"open": "base-7b/mathd/mask/default"})
@@ -602,9 +631,14 @@ def test_sample_view_of_a_lost_unit(app):
         "mathd/mask/default",
         "base-7b",
     )
-    sv = page.locator("#sample-view")
     _wait_images(page)
+    return page, page.locator("#sample-view")
 
+
+def test_sample_view_images_and_mask_box(app):
+    from playwright.sync_api import expect
+
+    page, sv = _lost_mask_unit(app)
     # thumbnails: clean and perturbed, 320x240 (the 640x480 images at scale 1/2)
     for side in ("clean", "perturbed"):
         img = sv.locator(f'figure[data-side="{side}"] img')
@@ -635,6 +669,11 @@ def test_sample_view_of_a_lost_unit(app):
         "640\u00d7480 px \u00b7 1 mask box"
     )
 
+
+def test_sample_view_question_answers_and_traces(app):
+    from playwright.sync_api import expect
+
+    page, sv = _lost_mask_unit(app)
     # question, choices, gold answer; the perturbation's parameters (no absolute path)
     expect(sv.locator("#sample-question")).to_have_text(
         "How many bars of chart m4 are taller than 4?"
@@ -688,6 +727,11 @@ def test_sample_view_of_a_lost_unit(app):
         "names bars that the mask hides"
     )
 
+
+def test_sample_view_full_image(app):
+    from playwright.sync_api import expect
+
+    page, sv = _lost_mask_unit(app)
     # the full image: an overlay on click (640 px wide, the box over it); Escape closes it
     sv.locator('figure[data-side="perturbed"] button.thumb').click()
     expect(page.locator("#overlay")).to_be_visible()
