@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.io import atomic_write_bytes
-from .data import MAX_FILE_BYTES, write_js
+from .data import write_js
 
 __all__ = ["ASSETS", "INDEX_VERSION", "assets_fingerprint", "build_site", "cell_studies"]
 
@@ -195,13 +195,7 @@ def build_site(
         "agree": sorted(agree),
     }
     path = out_dir / "index.js"
-    write_js(path, "index", index)
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ValueError(
-            f"{path}: the index is {size:,} bytes, over the explorer's bound of "
-            f"{MAX_FILE_BYTES:,} (too many cells for one index file)"
-        )
+    write_js(path, "index", index)  # refuses an index over the bound of a data file
     written.append(path)
     _copy_assets(out_dir)
     return written + [out_dir / "index.html"] + [out_dir / "assets" / a for a in ASSETS[1:]]
