@@ -387,7 +387,7 @@ def test_objects_through_an_image_editing_api_are_cached(perception, tmp_path, m
         made.append(spec)
         return OpenAIImageEditor(spec, client=SimpleNamespace(images=Images()))
 
-    monkeypatch.setattr(idis, "make_api_editor", fake_editor)
+    monkeypatch.setattr(idis.objects, "make_api_editor", fake_editor)
     spec = {"perturbation": "objects", "editor": {"backend": "openai", "model": "img-1"},
             "canvas": 64, "counts": [2], "semantics": ["aligned"],
             "cache_dir": str(tmp_path / "cache")}  # fmt: skip
@@ -582,13 +582,13 @@ def test_diagram_keeps_the_target_unscaled_and_masks_the_figures(diagram_run, ma
 
 def test_diagram_setup_hashes_each_image_once(math_data, monkeypatch):
     calls: list[str] = []
-    real = idis.sha256_file
+    real = idis.diagram.sha256_file
 
     def counting(path):
         calls.append(Path(path).name)
         return real(path)
 
-    monkeypatch.setattr(idis, "sha256_file", counting)
+    monkeypatch.setattr(idis.diagram, "sha256_file", counting)
     pert = PERTURBATIONS["diagram"]
     samples = read_samples(math_data / "samples.jsonl")
     spec = prepared_spec("dia", {"perturbation": "diagram",
@@ -605,7 +605,7 @@ def test_plan_only_lookups_stay_out_of_the_image_tasks(math_data, tmp_path, monk
 
     def spy(image, params, seed):
         seen.append(params)
-        return idis._apply_math(image, params, seed)
+        return idis.figures._apply_math(image, params, seed)
 
     real = PERTURBATIONS["diagram"]
     monkeypatch.setitem(PERTURBATIONS, "diagram", replace(real, apply=spy))

@@ -539,3 +539,14 @@ def test_released_parse_error_rides_along_as_a_failure(tmp_path):
     rows, _ = import_outputs(spec, samples, QWEN)
     assert rows[1].released == {"verdict": None, "verdict_error": "released parse_error"}
     assert rows[0].released == {"verdict": "no"}
+
+
+def test_the_config_schema_names_every_import_format():
+    """The released formats are named in code (``IMPORT_FORMATS``, one module per format
+    under ``score/released/``); the schema's ``imports[].format`` must list the same, so a
+    new format cannot be forgotten there (docs/adding-a-benchmark.md)."""
+    from vlmrobust.core.config import load_schema
+    from vlmrobust.score.released import IMPORT_FORMATS
+
+    entry = load_schema("config")["properties"]["imports"]["items"]["properties"]
+    assert entry["format"]["enum"] == list(IMPORT_FORMATS)

@@ -87,7 +87,8 @@ from scipy import ndimage
 from ..clients.vlm.media import to_rgb
 from ..core.io import write_jsonl
 from ..core.records import Sample, Variant, read_samples, read_variants
-from .idis import _shown_size, load_objects
+from .idis import load_objects
+from .idis.common import _shown_size
 from .variants import open_shown
 
 __all__ = [
@@ -254,7 +255,7 @@ def change_mask(
 
 
 def _size(path: str, what: str) -> list[int]:
-    """``[width, height]`` of an image as shown (:func:`~.idis._shown_size`)."""
+    """``[width, height]`` of an image as shown (:func:`~.idis.common._shown_size`)."""
     return list(_shown_size(path, what))
 
 

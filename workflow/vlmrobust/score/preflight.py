@@ -32,7 +32,8 @@ from ..core.records import OutputRow, Sample
 from ..core.released import Questions
 from ..core.seeding import derive_seed
 from . import score_outputs
-from .released import _released_label, import_lmms_eval
+from .released import import_lmms_eval
+from .released.keyed_json import _released_label
 
 __all__ = [
     "Release",
