@@ -1,12 +1,15 @@
-"""Every YAML configuration snippet of README.md and config/README.md is valid, and no
-`snakemake` command of the documentation hands a target to an option that takes
-several values (``--configfile``, ``--config``), which would read it as a configuration.
+"""Every YAML configuration snippet of the documentation (README.md, config/README.md and
+the pages under docs/) is valid, no `snakemake` command of the documentation hands a
+target to an option that takes several values (``--configfile``, ``--config``), which
+would read it as a configuration, and every relative link of the documentation leads to
+a file and a heading that exist.
 
 A snippet is a ```yaml block. One with a top-level ``models`` key is a whole run
 configuration and is validated as it is (its local files must exist: it is meant to run
 from the repository root); any other snippet documents a part of one and is validated
 merged into the default configuration (``config/config.yaml``) at the place it
-documents (its top-level keys; mappings merge, anything else replaces). A snippet that
+documents (its top-level keys; mappings merge, except backend settings, and anything
+else replaces). A snippet that
 is deliberately partial or illustrative says so in an HTML comment on the line right
 above it, ``<!-- snippet: illustrative -->``; it only has to parse as YAML.
 """
@@ -23,10 +26,23 @@ import yaml
 
 from vlmrobust.core.config import ConfigError, load_yaml
 from vlmrobust.plan import RunPlan
+from vlmrobust.plan import data as plan_data
 
 from .conftest import REPO
 
-DOCS = ("README.md", "config/README.md")
+#: the pages whose ```yaml blocks are not run configurations (a benchmark record)
+NOT_CONFIG = {"docs/adding-a-benchmark.md"}
+DOCS = (
+    "README.md",
+    "config/README.md",
+    *(
+        page
+        for page in sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))
+        if page not in NOT_CONFIG
+    ),
+)
+#: the page of the reviewers' example (tests/test_reviewers.py runs it)
+REVIEWERS = "docs/reviewers.md"
 ILLUSTRATIVE = "<!-- snippet: illustrative -->"
 _BLOCK = re.compile(r"^```yaml[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 
@@ -42,10 +58,13 @@ def yaml_snippets(text: str) -> list[tuple[int, str, bool]]:
 
 
 def merged(base: dict, part: dict) -> dict:
-    """``part`` put into ``base`` at the place it documents (mappings merge)."""
+    """``part`` put into ``base`` at the place it documents (mappings merge, except a
+    backend setting, one with a ``backend`` or ``llm`` key, which replaces the default's:
+    an LLM judge does not keep the offline judge's keys)."""
     out = copy.deepcopy(base)
     for key, value in part.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        setting = isinstance(value, dict) and ("backend" in value or "llm" in value)
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and not setting:
             out[key] = merged(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
@@ -63,7 +82,9 @@ def check_snippet(text: str, illustrative: bool = False) -> dict | None:
         plan = RunPlan.from_config(copy.deepcopy(data))
         for name, ds in plan.datasets.items():
             if ds["source"] == "local":
-                plan.samples_sources(name)  # a ConfigError when the folder does not exist
+                plan_data.samples_sources(
+                    plan, name
+                )  # a ConfigError when the folder does not exist
         for imp in plan.config["imports"]:
             for key in ("path", "references"):
                 if imp[key]:
@@ -85,20 +106,29 @@ def test_every_yaml_snippet_is_valid(doc, line, text, illustrative, monkeypatch)
     check_snippet(text, illustrative)
 
 
+def reviewers_example() -> str:
+    """The reviewers' configuration: the first snippet of the Distract-Bench section of
+    docs/reviewers.md."""
+    page = (REPO / REVIEWERS).read_text(encoding="utf-8")
+    _, text, illustrative = yaml_snippets(page[page.index("## The Distract-Bench release") :])[0]
+    assert not illustrative
+    return text
+
+
 def test_the_snippets_are_found_and_illustrative_ones_are_rare():
     assert len(SNIPPETS) >= 2
+    found = {p.values[0] for p in SNIPPETS}
+    # the pages that hold the manual's snippets (moved out of README.md)
+    assert {"docs/usage.md", "docs/judges.md", REVIEWERS} <= found
     assert sum(p.values[3] for p in SNIPPETS) <= 1
     full = [p for p in SNIPPETS if "models" in yaml.safe_load(p.values[2])]
     assert full, "the reviewers' example is a whole configuration"
 
 
 def test_the_reviewers_example_imports_distracted_outputs(monkeypatch):
-    """README 'For reviewers': the released outputs answer the distracted images."""
+    """docs/reviewers.md: the released outputs answer the distracted images."""
     monkeypatch.chdir(REPO)
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## For reviewers") :]
-    line, text, _ = yaml_snippets(section)[0]
-    config = check_snippet(text)
+    config = check_snippet(reviewers_example())
     perturbation = {c: s["perturbation"] for c, s in config["conditions"].items()}
     assert {perturbation[i["condition"]] for i in config["imports"]} == {"distraction"}
     assert config["datasets"]["distract-bench"]["images"] is False
@@ -184,8 +214,25 @@ def test_no_documented_command_reads_a_target_as_a_configuration():
         if targets_read_as_config(command)
     }
     assert not wrong, wrong
-    readme = snakemake_commands((REPO / "README.md").read_text(encoding="utf-8"))
-    assert any("--configfile=" in c for c in readme) and len(readme) >= 5
+    # the running instructions (moved from README.md): the joined form is shown
+    usage = snakemake_commands((REPO / "docs/usage.md").read_text(encoding="utf-8"))
+    assert any("--configfile=" in c for c in usage) and len(usage) >= 5
+
+
+def test_the_readme_keeps_the_commands_ci_runs():
+    """.ci/run installs as the README's quick start does and runs its test command."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    quick = readme[readme.index("## Quick start") :]
+    quick = quick[: quick.index("\n## ")]
+    assert (
+        '.venv/bin/pip install -e ".[dev]" && .venv/bin/snakemake --cores 2' in quick
+        and ".venv/bin/pytest" in quick
+    )
+    tests = readme[readme.index("## Tests") :]
+    assert "```bash\n.venv/bin/pytest\n```" in tests
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert '.venv/bin/pip install --quiet -e ".[dev]"' in ci
+    assert ci.rstrip().endswith(".venv/bin/pytest")
 
 
 def test_a_target_after_configfile_is_found():
@@ -206,3 +253,79 @@ def test_a_target_after_configfile_is_found():
         "a `snakemake -n --config x=1 T` b\n```bash\nsnakemake \\\n  --configfile c.yaml T2\n```\n"
     )
     assert [targets_read_as_config(c) for c in snakemake_commands(text)] == [["T"], ["T2"]]
+
+
+# --------------------------------------------------------------------------- links
+
+LINK_DOCS = ("README.md", "config/README.md", "resources/README.md", *COMMAND_DOCS[2:])
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown text (lower case, punctuation
+    dropped, spaces to hyphens; a repeated heading gets -1, -2, ...)."""
+    seen: dict[str, int] = {}
+    out = set()
+    for m in re.finditer(r"^#{1,6}[ \t]+(.*?)[ \t]*$", _FENCE.sub("", text), flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def broken_links(path: Path) -> list[str]:
+    """The relative links of a page (outside code) whose file or heading is missing."""
+    text = re.sub(r"`[^`\n]*`", "", _FENCE.sub("", path.read_text(encoding="utf-8")))
+    broken = []
+    for target in _LINK.findall(text):
+        if re.match(r"^[a-z]+:", target):
+            continue  # https:, mailto:
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        if not dest.exists():
+            broken.append(f"{target} (no such file)")
+        elif (
+            anchor
+            and dest.suffix == ".md"
+            and anchor not in heading_anchors(dest.read_text(encoding="utf-8"))
+        ):
+            broken.append(f"{target} (no such heading)")
+    return broken
+
+
+def test_every_relative_link_of_the_documentation_resolves():
+    broken = {doc: broken_links(REPO / doc) for doc in LINK_DOCS}
+    assert not {doc: b for doc, b in broken.items() if b}
+
+
+def test_the_index_lists_every_docs_page():
+    """docs/README.md links every page under docs/, and README.md links the index."""
+    index = REPO / "docs" / "README.md"
+    linked = {
+        (index.parent / target.partition("#")[0]).resolve()
+        for target in _LINK.findall(index.read_text(encoding="utf-8"))
+        if target.partition("#")[0] and not re.match(r"^[a-z]+:", target)
+    }
+    assert "](docs/README.md)" in (REPO / "README.md").read_text(encoding="utf-8")
+    root = REPO.resolve()
+    pages = {p.resolve() for p in (root / "docs").rglob("*.md")} - {root / "docs/README.md"}
+    assert not sorted(str(p.relative_to(root)) for p in pages - linked)
+
+
+def test_link_checks_find_broken_links(tmp_path):
+    assert heading_anchors("# A `b` (c)\n## A `b` (c)\n```\n# not\n```\n") == {"a-b-c", "a-b-c-1"}
+    assert "after-kill--9-of-snakemake" in heading_anchors("## After `kill -9` of Snakemake")
+    (tmp_path / "other.md").write_text("# Other page\n## Its part\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Page\n[a](other.md) [b](other.md#its-part) [c](#page) [d](https://x.org/y)\n"
+        "[e](missing.md) [f](other.md#gone) [g](#nowhere) `[h](in-code.md)`\n"
+        "```\n[i](in-a-block.md)\n```\n"
+    )
+    assert broken_links(page) == [
+        "missing.md (no such file)",
+        "other.md#gone (no such heading)",
+        "#nowhere (no such heading)",
+    ]
