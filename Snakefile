@@ -28,9 +28,9 @@ report: "workflow/report/workflow.rst"
 # The run's names, and the names a schema allows (a table's name carries a condition's:
 # table1_corrupt-s3), never a pattern of their own that could refuse one of them.
 wildcard_constraints:
-    dataset=alternation(DATASETS),
-    condition=alternation(CONDITIONS),
-    model=alternation(set(MODELS) | set(DEMO_MODELS)),
+    dataset=alternation(PLAN.datasets),
+    condition=alternation(PLAN.conditions),
+    model=alternation(set(PLAN.models) | set(inference.demo_models(PLAN))),
     prompt=alternation(PROMPT_SETTINGS),
     shard=r"\d+",
     shards=r"\d+",
@@ -53,7 +53,7 @@ include: "workflow/rules/explorer.smk"
 
 
 # On a cluster: the short steps run beside Snakemake (config cluster.local_rules).
-workflow.localrules(*local_rules(config["cluster"]["local_rules"], workflow))
+workflow.localrules(*hooks.local_rules(config["cluster"]["local_rules"], workflow))
 
 
 # On a cluster: jobs a killed Snakemake left are cancelled before anything is submitted
@@ -63,8 +63,8 @@ workflow.localrules(*local_rules(config["cluster"]["local_rules"], workflow))
 # (docs/architecture.md, "Engines") fail the run before it starts.
 onstart:
     cancel_orphaned_jobs()
-    check_vllm_environment()
-    check_dropped_jobs()
+    hooks.check_vllm_environment(PLAN, workflow)
+    hooks.check_dropped_jobs(PLAN, workflow)
 
 
 rule all:

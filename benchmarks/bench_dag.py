@@ -86,6 +86,7 @@ def print_engines(configfile: str, engine_jobs: int) -> None:
     GPUs those engines hold; a model load per cell would be one per cell."""
     from vlmrobust.core.registry import model_resources
     from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import engines as plan_engines
 
     with contextlib.chdir(REPO):
         plan = RunPlan.load(configfile)
@@ -97,10 +98,10 @@ def print_engines(configfile: str, engine_jobs: int) -> None:
             continue
         n_jobs = engines = at_once = 0
         for phase in (0, 1):  # phase 1 starts after phase 0 is answered
-            jobs = len(plan.engine_jobs(model, phase))
+            jobs = len(plan_engines.engine_jobs(plan, model, phase))
             n_jobs += jobs
-            engines += min(jobs, plan.engines_of(model))
-            at_once = max(at_once, min(jobs, plan.engines_of(model)))
+            engines += min(jobs, plan_engines.engines_of(plan, model))
+            at_once = max(at_once, min(jobs, plan_engines.engines_of(plan, model)))
         gpus = at_once * model_resources(spec)["gpu"]
         print(f"{model:<28} {n_jobs:>5} {engines:>14} {gpus:>11}")
         total_jobs, total_engines = total_jobs + n_jobs, total_engines + engines

@@ -12,7 +12,7 @@ import pytest
 from vlmrobust.core.config import ConfigError, load_yaml, validate_config
 from vlmrobust.forecast import build_forecast
 from vlmrobust.forecast.balance import BEGIN, END, balance, block_text, write_block
-from vlmrobust.plan import RunPlan
+from vlmrobust.plan import RunPlan, engines
 
 from .conftest import BIN, REPO, run
 
@@ -32,7 +32,7 @@ def test_paper_yaml_is_balanced_within_15_percent_of_gpu_hours_over_8():
     assert forecast.makespan_s <= 1.15 * bound
     assert plan.config["service"]["split_cells"] is True
     thinking = [e for e in forecast.engines if e.model == "qwen3-vl-8b-thinking"]
-    assert len(thinking) == plan.engines_of("qwen3-vl-8b-thinking") >= 2
+    assert len(thinking) == engines.engines_of(plan, "qwen3-vl-8b-thinking") >= 2
     # its engines share its work equally (one share of every cell each)
     assert max(e.seconds for e in thinking) - min(e.seconds for e in thinking) < 1.0
 

@@ -212,6 +212,7 @@ def test_one_cell_split_over_two_engines_gives_a_single_engines_rows(cluster_run
     outside the cluster, gives the same rows as the gathered outputs (the latency
     aside)."""
     from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import engines as plan_engines
 
     workdir = cluster_run[0]
     model = "qwen2.5-vl-7b"
@@ -226,7 +227,7 @@ def test_one_cell_split_over_two_engines_gives_a_single_engines_rows(cluster_run
     with contextlib.chdir(workdir):
         run_plan = RunPlan.load(CONFIG)
         run_plan.config["service"]["engines"][model] = 1  # one engine, whole cells
-        single = run_plan.engine_plan(model, 0, 0)
+        single = plan_engines.engine_plan(run_plan, model, 0, 0)
     outputs = {}
     for i, cell in enumerate(single["cells"]):
         assert (cell["spec"]["shard"], cell["spec"]["shards"]) == (0, 1)

@@ -462,7 +462,7 @@ def _reviewer_config(**dataset):
 
 
 def test_verdicts_only_imports_in_the_run_plan(monkeypatch):
-    from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import RunPlan, data, inference, judges, scoring
 
     monkeypatch.chdir(REPO)
     from vlmrobust.studies import STUDIES
@@ -471,22 +471,23 @@ def test_verdicts_only_imports_in_the_run_plan(monkeypatch):
     assert plan.datasets["distract-bench"]["images"] is False
     assert list(plan.output_imports) == ["qwen2.5-vl-7b/distract-bench/distracted/default"]
     assert list(plan.verdict_imports) == ["r1-onevision-7b/distract-bench/distracted/default"]
-    assert plan.output_files("r1-onevision-7b") == [] and plan.scored_files() == [
+    assert inference.output_files(plan, "r1-onevision-7b") == [] and scoring.scored_files(plan) == [
         "results/scored/qwen2.5-vl-7b/distract-bench/distracted/default.csv"
     ]
     assert "results/judged/r1-onevision-7b/distract-bench/distracted/default.jsonl" in (
-        plan.judged_files()
+        judges.judged_files(plan)
     )
     study = STUDIES["distraction"]
     assert study.scopes(plan) == ["distract-bench"]  # without a clean condition too
     spec = study.spec(plan, "distract-bench")
     assert spec["verdicts_only"] == ["r1-onevision-7b"]
     inputs = study.inputs(plan, "distract-bench")
-    assert inputs["scored"] == plan.scored_files()
+    assert inputs["scored"] == scoring.scored_files(plan)
     assert len(inputs["judged"]) == 2
     # images: false reads no image file of the folder
     assert all(
-        p.endswith((".jsonl", ".json", ".parquet")) for p in plan.samples_sources("distract-bench")
+        p.endswith((".jsonl", ".json", ".parquet"))
+        for p in data.samples_sources(plan, "distract-bench")
     )
 
 

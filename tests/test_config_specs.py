@@ -12,7 +12,7 @@ import pytest
 
 from vlmrobust.clients.apicall import api_key_from_env
 from vlmrobust.core.config import ConfigError, load_yaml, validate_config, validate_registry
-from vlmrobust.plan import RunPlan
+from vlmrobust.plan import RunPlan, judges
 
 from .conftest import BIN, REPO, run
 
@@ -160,10 +160,12 @@ def test_the_offline_hallucination_judge_uses_masking_model_dir_unless_it_names_
     config = _config()
     config["masking"]["model_dir"] = "models/minilm"
     plan = RunPlan.from_config(config)
-    assert plan.hallucination_judge_spec()["model_dir"] == "models/minilm"
+    assert judges.hallucination_judge_spec(plan)["model_dir"] == "models/minilm"
     config = _set(_config(), "masking.hallucination", {"model_dir": "models/other"})
     config["masking"]["model_dir"] = "models/minilm"
-    assert RunPlan.from_config(config).hallucination_judge_spec()["model_dir"] == "models/other"
+    assert (
+        judges.hallucination_judge_spec(RunPlan.from_config(config))["model_dir"] == "models/other"
+    )
 
 
 # --- api_key_env: a variable's name, never the key ----------------------------------------------

@@ -21,7 +21,7 @@ from vlmrobust.core.config import ConfigError, load_yaml, validate_config, valid
 from vlmrobust.core.records import Sample, Variant
 from vlmrobust.core.vision_tokens import image_tokens, processor_of
 from vlmrobust.infer.run import Job, _reusable, plan_requests, to_row
-from vlmrobust.plan import RunPlan
+from vlmrobust.plan import RunPlan, inference
 
 from .conftest import REPO
 from .lmms_stubs import chat_wrapper
@@ -81,18 +81,20 @@ def test_wrapper_pixels_equal_the_imported_classes():
 
 
 def test_the_corruption_datasets_show_harness_models_the_wrapper_limits(paper):
-    spec = paper.infer_spec("qwen2.5-vl-7b", "chartqa", "lmms-chartqa")
+    spec = inference.infer_spec(paper, "qwen2.5-vl-7b", "chartqa", "lmms-chartqa")
     assert spec["pixels"] == SHOWN["qwen2_5_vl"]
-    mmstar = paper.infer_spec("qwen3-vl-8b-thinking", "mmstar", "lmms-mmstar")
+    mmstar = inference.infer_spec(paper, "qwen3-vl-8b-thinking", "mmstar", "lmms-mmstar")
     assert mmstar["pixels"] == SHOWN["qwen3_vl"]
     for dataset in CORRUPTION:
         assert paper.datasets[dataset]["pixels"] == "harness", dataset
     # an API model on the same dataset: no limits, its spec as before
-    assert "pixels" not in paper.infer_spec("gpt-4o", "distract-bench", "distract-open")
+    assert "pixels" not in inference.infer_spec(paper, "gpt-4o", "distract-bench", "distract-open")
     # the Idis datasets keep the registry's limits (perception: only a fit, below)
     for dataset in ("imagenet9", "mathverse", "waterbirds"):
         assert paper.datasets[dataset].get("pixels") is None, dataset
-    assert "pixels" not in paper.infer_spec("qwen3-vl-8b-thinking", "mathverse", "idis-math")
+    assert "pixels" not in inference.infer_spec(
+        paper, "qwen3-vl-8b-thinking", "mathverse", "idis-math"
+    )
 
 
 def _variant(tmp_path: Path, size=(40, 30)) -> tuple[Sample, Variant]:
@@ -104,7 +106,7 @@ def _variant(tmp_path: Path, size=(40, 30)) -> tuple[Sample, Variant]:
 
 
 def test_the_job_spec_reaches_each_request_and_row(paper, tmp_path):
-    spec = paper.infer_spec("qwen2.5-vl-7b", "chartqa", "lmms-chartqa")
+    spec = inference.infer_spec(paper, "qwen2.5-vl-7b", "chartqa", "lmms-chartqa")
     job = Job(**{**spec, "prompt": "short", "prompt_versions": None})
     sample, variant = _variant(tmp_path)
     (plan,) = plan_requests(job, [variant], {"s0": sample})
@@ -166,12 +168,12 @@ def test_a_datasets_fit_alone_resizes_before_the_registrys_limits(paper, tmp_pat
         assert paper.datasets[dataset]["fit"] == "qwen-vl-utils", dataset
     for dataset in ("mathverse", "imagenet9-gemini", "chartqa"):
         assert paper.datasets[dataset]["fit"] is None, dataset
-    spec = paper.infer_spec("r1-onevision-7b-rl", "imagenet9", "idis-perception")
+    spec = inference.infer_spec(paper, "r1-onevision-7b-rl", "imagenet9", "idis-perception")
     assert (spec["image_size"], spec["pixels"]) == (512, {"fit": FIT_25})
     paper.datasets["imagenet9-gemini"]["fit"] = "qwen-vl-utils"
     try:  # an API model: sent no fit, its spec as before
-        assert "pixels" not in paper.infer_spec(
-            "gemini-3-flash-low", "imagenet9-gemini", "idis-perception"
+        assert "pixels" not in inference.infer_spec(
+            paper, "gemini-3-flash-low", "imagenet9-gemini", "idis-perception"
         )
     finally:
         paper.datasets["imagenet9-gemini"]["fit"] = None

@@ -191,35 +191,35 @@ def test_bad_specs_are_named(split, tmp_path):
 def test_the_run_plan_builds_base_then_fine_tunes_reasoning():
     from tests.conftest import REPO
     from vlmrobust.core.config import ConfigError, load_yaml
-    from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import RunPlan, inference
 
     config = load_yaml(REPO / "config/config.yaml")
     config["model_registry"] = str(REPO / "config/models.yaml")
     plan = RunPlan.from_config(config)
-    base = plan.demo_model_spec("demo-base")
+    base = inference.demo_model_spec(plan, "demo-base")
     assert base["seed"] == 1 and base["init"] is None
     assert base["train_dir"] == "results/raw/demo-train"
     assert base["options"] == {"min_pixels": 3136, "max_pixels": 50176}
     assert base["train"]["style"] == "direct"
     assert base["train"]["steps"] == 300 and base["train"]["pretrain_steps"] == 200
     TrainSpec.from_dict(base["train"])  # the CLI accepts what the plan writes
-    reasoning = plan.demo_model_spec("demo-reasoning")
+    reasoning = inference.demo_model_spec(plan, "demo-reasoning")
     assert reasoning["init"] == "results/models/demo-base"
     assert reasoning["train"]["style"] == "think"
     assert reasoning["train"]["steps"] == 200 and reasoning["train"]["pretrain_steps"] == 0
-    assert plan.demo_model_inputs("demo-reasoning") == [
+    assert inference.demo_model_inputs(plan, "demo-reasoning") == [
         "results/raw/demo-train/summary.json",
         "results/models/demo-base/vlmrobust_demo.json",
     ]
     with pytest.raises(ValueError, match="not a demo model"):
-        plan.demo_model_spec("qwen2.5-vl-7b")
+        inference.demo_model_spec(plan, "qwen2.5-vl-7b")
 
     off = load_yaml(REPO / "config/config.yaml")
     off["model_registry"] = str(REPO / "config/models.yaml")
     off["demo"]["train"] = {"enabled": False}
     quiet = RunPlan.from_config(off)
-    assert quiet.demo_model_spec("demo-reasoning")["train"] is None
-    assert quiet.demo_model_inputs("demo-reasoning") == []
+    assert inference.demo_model_spec(quiet, "demo-reasoning")["train"] is None
+    assert inference.demo_model_inputs(quiet, "demo-reasoning") == []
 
     same = load_yaml(REPO / "config/config.yaml")
     same["model_registry"] = str(REPO / "config/models.yaml")

@@ -4,13 +4,17 @@ engine answers, and how many engines a model gets when the cluster limits alloca
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections import Counter
 
 import pytest
 
+from vlmrobust.core import paths
 from vlmrobust.core.config import ConfigError, load_yaml
-from vlmrobust.plan import RunPlan
+from vlmrobust.core.paths import path
+from vlmrobust.plan import RunPlan, idis, inference
+from vlmrobust.plan import engines as plan_engines
 
 from .conftest import BIN, REPO, run
 
@@ -22,24 +26,27 @@ def paper() -> RunPlan:
 
 
 def _engines(plan: RunPlan) -> dict[tuple[str, int, str], list[str]]:
-    return {(m, phase, k): plan.engine_clients(m, phase, k) for m, phase, k in plan.engines()}
+    return {
+        (m, phase, k): plan_engines.engine_clients(plan, m, phase, k)
+        for m, phase, k in plan_engines.engines(plan)
+    }
 
 
 def test_each_local_job_is_answered_by_exactly_one_engine(paper):
     """config/paper.yaml's balance block (every call of the run, judges included): 12
     local models, 30 engines of the first stage (Qwen3-VL-8B-Thinking 9, Intern-S1-mini
     5, GLM-4.1V and R1-OneVision-RL 4 each; the others 1) and 2 of CRM's second stage;
-    the judges' LLM engines are planned apart (RunPlan.llm_engines)."""
+    the judges' LLM engines are planned apart (plan.engines.llm_engines)."""
     engines = _engines(paper)
-    assert len(engines) == len(paper.engine_files()) == 32
+    assert len(engines) == len(plan_engines.engine_files(paper)) == 32
     assert sum(1 for m, _, _ in engines if m == "qwen3-vl-8b-thinking") == 9
     shards = Counter(s for clients in engines.values() for s in clients)
     local = [m for m, spec in paper.models.items() if spec["backend"] in ("hf", "vllm")]
     expected = {
-        paper.shard_path(m, d, c, p, i, n)
+        path(paths.SHARD, model=m, dataset=d, condition=c, prompt=p, shard=i, shards=n)
         for m in local
         for phase in (0, 1)
-        for d, c, p, i, n in paper.engine_jobs(m, phase)
+        for d, c, p, i, n in plan_engines.engine_jobs(paper, m, phase)
     }
     assert set(shards) == expected and set(shards.values()) == {1}
 
@@ -49,18 +56,18 @@ def test_split_cells_give_every_engine_one_share_of_every_cell(paper):
     x 9), engine k answers shard k of each, so the engines' shares are equal; an API
     model's cells keep the dataset's shards."""
     model = "qwen3-vl-8b-thinking"
-    cells = paper._cells(model, 0, "vllm")
+    cells = plan_engines.model_cells(paper, model, 0, "vllm")
     assert len(cells) == 45
     for k in range(9):
-        mine = paper.engine_cells(model, 0, k)
+        mine = plan_engines.engine_cells(paper, model, 0, k)
         assert [(d, c, p) for d, c, p, _, _ in mine] == cells
         assert {(i, n) for *_, i, n in mine} == {(k, 9)}
-    assert paper.cell_shards("gpt-4o", "distract-bench") == 1
-    assert paper.shard_files(model, "mathverse", "clean", "idis-math")[-1].endswith(
+    assert plan_engines.cell_shards(paper, "gpt-4o", "distract-bench") == 1
+    assert plan_engines.shard_files(paper, model, "mathverse", "clean", "idis-math")[-1].endswith(
         "/mathverse/clean/idis-math/shard8of9.jsonl"
     )
     # each engine asks for its share of its cells' registry runtimes: 45 x 720 / 9
-    assert paper.engine_runtime(model, 0, 0) == 45 * 720 // 9
+    assert plan_engines.engine_runtime(paper, model, 0, 0) == 45 * 720 // 9
 
 
 def test_a_runtime_limit_splits_a_model_into_engines_that_fit(paper):
@@ -70,11 +77,13 @@ def test_a_runtime_limit_splits_a_model_into_engines_that_fit(paper):
     try:
         after = _engines(paper)
         for model, phase, k in after:
-            assert paper.engine_runtime(model, phase, k) <= 2880, (model, phase, k)
+            assert plan_engines.engine_runtime(paper, model, phase, k) <= 2880, (model, phase, k)
         shards = Counter(s for c in after.values() for s in c)
         assert set(shards.values()) == {1}
-        assert paper.engines_of("qwen3-vl-8b-thinking") == 12  # 45 cells of 12 h
-        assert paper.engines_of("llama-3.2-90b-vision") == 2  # 3 cells a phase, 24 h each
+        assert plan_engines.engines_of(paper, "qwen3-vl-8b-thinking") == 12  # 45 cells of 12 h
+        assert (
+            plan_engines.engines_of(paper, "llama-3.2-90b-vision") == 2
+        )  # 3 cells a phase, 24 h each
     finally:
         paper.config["cluster"]["max_runtime"] = None
 
@@ -84,33 +93,31 @@ def test_engines_papers_answers_each_dataset_with_its_papers_engine(paper):
     corruption study, Distract-Bench and Idis-perception with transformers (engines hf0,
     hf1, ...) and Idis-math with vLLM; the job spec records the backend; VisArgs (no
     papers_engine) keeps the registry's; attention blocking loads hf either way."""
-    paper.config["engines"] = "papers"
-    paper.__dict__.pop("_cells_cache", None)
-    try:
-        model = "qwen3-vl-8b-thinking"
-        assert paper.model_backends(model) == ["vllm", "hf"]
-        labels = {k for m, _, k in paper.engines() if m == model}
-        assert labels == {str(k) for k in range(9)} | {f"hf{k}" for k in range(9)}
-        hf_cells = {d for d, _, _ in paper._cells(model, 0, "hf")}
-        assert "mathverse" not in hf_cells and {"imagenet9", "mmmu", "distract-bench"} <= hf_cells
-        assert {d for d, _, _ in paper._cells(model, 0, "vllm")} == {"mathverse"}
-        on_hf = paper.infer_spec(model, "imagenet9", "idis-perception")["model_spec"]
-        # the options transformers reads, less vLLM's requests per call (256)
-        assert on_hf["backend"] == "hf" and on_hf["options"] == {
-            "min_pixels": 65536,
-            "max_pixels": 4194304,
-            "generation_config": "checkpoint",
-        }
-        assert paper.infer_spec(model, "mathverse", "idis-math")["model_spec"]["backend"] == "vllm"
-        assert paper.engine_plan(model, 0, "hf2")["engine"] == "hf2"
-        assert paper.cell_backend("llama-3.2-90b-vision", "visargs") == "hf"
-        assert paper.cell_backend("qwen2.5-vl-7b", "visargs") == "vllm"
-        with pytest.raises(ValueError, match="no engine named 'tpu1'"):
-            paper.engine_backend(model, "tpu1")
-    finally:
-        paper.config["engines"] = "registry"
-        paper.__dict__.pop("_cells_cache", None)
-    spec = paper.blocking_spec("qwen3-vl-8b-thinking", "imagenet9", "idis-perception")
+    papers = dataclasses.replace(paper, config={**paper.config, "engines": "papers"})
+    model = "qwen3-vl-8b-thinking"
+    assert inference.model_backends(papers, model) == ["vllm", "hf"]
+    labels = {k for m, _, k in plan_engines.engines(papers) if m == model}
+    assert labels == {str(k) for k in range(9)} | {f"hf{k}" for k in range(9)}
+    hf_cells = {d for d, _, _ in plan_engines.model_cells(papers, model, 0, "hf")}
+    assert "mathverse" not in hf_cells and {"imagenet9", "mmmu", "distract-bench"} <= hf_cells
+    assert {d for d, _, _ in plan_engines.model_cells(papers, model, 0, "vllm")} == {"mathverse"}
+    on_hf = inference.infer_spec(papers, model, "imagenet9", "idis-perception")["model_spec"]
+    # the options transformers reads, less vLLM's requests per call (256)
+    assert on_hf["backend"] == "hf" and on_hf["options"] == {
+        "min_pixels": 65536,
+        "max_pixels": 4194304,
+        "generation_config": "checkpoint",
+    }
+    assert (
+        inference.infer_spec(papers, model, "mathverse", "idis-math")["model_spec"]["backend"]
+        == "vllm"
+    )
+    assert plan_engines.engine_plan(papers, model, 0, "hf2")["engine"] == "hf2"
+    assert inference.cell_backend(papers, "llama-3.2-90b-vision", "visargs") == "hf"
+    assert inference.cell_backend(papers, "qwen2.5-vl-7b", "visargs") == "vllm"
+    with pytest.raises(ValueError, match="no engine named 'tpu1'"):
+        plan_engines.engine_backend(papers, model, "tpu1")
+    spec = idis.blocking_spec(paper, "qwen3-vl-8b-thinking", "imagenet9", "idis-perception")
     assert spec["infer"]["model_spec"]["backend"] == "hf"
     assert "max_model_len" not in spec["infer"]["model_spec"]["options"]
 
@@ -192,7 +199,7 @@ def test_the_stand_in_runs_of_paper_yaml_keep_valid_engines(tmp_path):
             config, _ = write_stand_ins("config/paper.yaml", out, tmp_path / "shared", only=only)
             plan = RunPlan.load(config)
             assert plan.config["service"]["engines"] == paper
-    assert plan.llm_models == ["qwen3.5-27b"]
+    assert plan_engines.llm_models(plan) == ["qwen3.5-27b"]
 
 
 def test_jobs_a_killed_snakemake_left_are_cancelled_and_waited_for(tmp_path, monkeypatch):

@@ -55,7 +55,7 @@ from vlmrobust.core.seeding import derive_seed
 from vlmrobust.data.build import build_samples
 from vlmrobust.infer.run import Job, plan_requests
 from vlmrobust.perturb import build_variants
-from vlmrobust.plan import RunPlan
+from vlmrobust.plan import RunPlan, inference
 from vlmrobust_demo.twins import build_twin
 
 from .conftest import FIXTURES, REPO
@@ -204,7 +204,7 @@ def math(plans, tmp_path_factory) -> dict:
 
 def _planned(plan: RunPlan, model: str, dataset: str, prompt: str, data: dict, resized=None):
     """The job of config/paper.yaml's (model, dataset, prompt) and its planned requests."""
-    job = Job(**plan.infer_spec(model, dataset, prompt))
+    job = Job(**inference.infer_spec(plan, model, dataset, prompt))
     return job, plan_requests(job, data["variants"], data["samples"], None, resized)
 
 
@@ -292,20 +292,22 @@ def test_paper_config_plans_the_authors_settings(family, plans):
         ("waterbirds", "waterbirds-mitigate", 512, (2048, 0.0, 0.95, 1)),
         ("mathverse", "idis-math", None, (8192, 0.7, 0.95, 5)),
     ]:
-        spec = papers.infer_spec(model, dataset, prompt)
+        spec = inference.infer_spec(papers, model, dataset, prompt)
         assert tuple(spec[k] for k in fields) == want, (dataset, prompt)
         assert spec.get("image_size") == image_size
         math = dataset == "mathverse"
         # the registry's limits (see the math test), after models.py's resize
         assert spec.get("pixels") == (None if math else {"fit": FIT}), (dataset, prompt)
-        assert registry.infer_spec(model, dataset, prompt).get("pixels") == spec.get("pixels")
-        assert papers.cell_backend(model, dataset) == ("vllm" if math else "hf")
-        assert registry.cell_backend(model, dataset) == "vllm"
+        assert inference.infer_spec(registry, model, dataset, prompt).get("pixels") == spec.get(
+            "pixels"
+        )
+        assert inference.cell_backend(papers, model, dataset) == ("vllm" if math else "hf")
+        assert inference.cell_backend(registry, model, dataset) == "vllm"
         assert Job(**spec).generation == ("explicit" if math else "checkpoint")
     assert (PERCEPTION["max_new_tokens"], PERCEPTION["num_return_sequences"]) == (2048, 5)
     assert (MATH["max_tokens"], MATH["n"]) == (8192, 5)
     if family == "qwen3-vl":
-        sampling = papers.infer_spec(model, "imagenet9-sampling", "idis-perception")
+        sampling = inference.infer_spec(papers, model, "imagenet9-sampling", "idis-perception")
         assert tuple(sampling[k] for k in fields) == (2048, 0.7, 0.95, 64)
         assert (sampling["image_size"], sampling["pixels"]) == (512, {"fit": FIT})
 
@@ -480,7 +482,7 @@ def test_registry_pixel_limits_are_an_override(family, plans, idis_twins, math, 
     at the registry's; Qwen3-VL's floor is its processor's own)."""
     from transformers import AutoProcessor
 
-    job = Job(**plans["registry"].infer_spec(MODELS[family], "mathverse", "idis-math"))
+    job = Job(**inference.infer_spec(plans["registry"], MODELS[family], "mathverse", "idis-math"))
     options = job.model_spec["options"]
     limits = engine_kwargs("x", job.model_spec, options).get("mm_processor_kwargs")
     expected = {"qwen3-vl": (65536, 4194304), "qwen2.5-vl": (200704, 1003520)}.get(family)

@@ -338,17 +338,17 @@ def test_llm_engines_deal_the_judged_files_and_keep_within_the_runtime_limit():
     asks for at least 16 / 3 -> 6 engines."""
     import contextlib
 
-    from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import RunPlan, engines, judges
 
     with contextlib.chdir(REPO):
         plan = RunPlan.load("config/paper.yaml")
-    n = plan.llm_engine_count("gpt-oss-120b")
-    files = [c.out for k in range(n) for c in plan.llm_engine_cells("gpt-oss-120b", k)]
-    assert len(files) == len(set(files)) == 16 == len(plan.math_judged_files())
-    assert plan.llm_engine_runtime("gpt-oss-120b", 0) == 720 * len(
-        plan.llm_engine_cells("gpt-oss-120b", 0)
+    n = engines.llm_engine_count(plan, "gpt-oss-120b")
+    files = [c.out for k in range(n) for c in engines.llm_engine_cells(plan, "gpt-oss-120b", k)]
+    assert len(files) == len(set(files)) == 16 == len(judges.math_judged_files(plan))
+    assert engines.llm_engine_runtime(plan, "gpt-oss-120b", 0) == 720 * len(
+        engines.llm_engine_cells(plan, "gpt-oss-120b", 0)
     )
     plan.config["cluster"]["max_runtime"] = 3 * 720
     plan.config["service"]["engines"]["gpt-oss-120b"] = 1
-    assert plan.llm_engine_count("gpt-oss-120b") == 6
-    assert max(plan.llm_engine_runtime("gpt-oss-120b", k) for k in range(6)) <= 3 * 720
+    assert engines.llm_engine_count(plan, "gpt-oss-120b") == 6
+    assert max(engines.llm_engine_runtime(plan, "gpt-oss-120b", k) for k in range(6)) <= 3 * 720

@@ -245,14 +245,14 @@ def test_demo_twin_qwen3_builds_through_demo_model(tmp_path, qwen3):
     from types import SimpleNamespace
 
     from vlmrobust.core.config import validate_registry
-    from vlmrobust.plan import RunPlan
+    from vlmrobust.plan.inference import demo_model_spec
     from vlmrobust_demo.commands import demo_model
 
     out = tmp_path / "m"
     entry = {"kind": "llm", "backend": "vllm", "local_path": str(out), "demo_seed": 21,
              "demo_twin": "qwen3", "resources": {"gpu": 1}, "options": TEXT_OPTIONS}  # fmt: skip
     registry = validate_registry({"models": {"qwen3-judge": entry}})["models"]
-    spec = RunPlan.demo_model_spec(SimpleNamespace(registry=registry), "qwen3-judge")
+    spec = demo_model_spec(SimpleNamespace(registry=registry), "qwen3-judge")
     assert spec["twin"] == "qwen3"
     demo_model(str(out), json.dumps(spec), None)
     record = read_build_record(out)

@@ -182,7 +182,7 @@ def test_an_image_outside_the_dataset_folder_is_refused_naming_the_row(tmp_path)
 
 
 def test_files_a_condition_or_a_model_reads_are_inputs(tmp_path, monkeypatch):
-    from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import RunPlan, data, inference
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "prompts").mkdir()
@@ -197,9 +197,14 @@ def test_files_a_condition_or_a_model_reads_are_inputs(tmp_path, monkeypatch):
     config["model_registry"] = str(tmp_path / "models.yaml")
     (tmp_path / "models.yaml").write_text(json.dumps(registry))
     plan = RunPlan.from_config(config)
-    assert "prompts/textual.txt" in plan.condition_inputs("idis-textual")
-    assert plan.model_files("demo-extra") == ["ckpt/config.json", "ckpt/model.safetensors"]
-    assert plan.model_files("demo-base") == ["results/models/demo-base/vlmrobust_demo.json"]
+    assert "prompts/textual.txt" in data.condition_inputs(plan, "idis-textual")
+    assert inference.model_files(plan, "demo-extra") == [
+        "ckpt/config.json",
+        "ckpt/model.safetensors",
+    ]
+    assert inference.model_files(plan, "demo-base") == [
+        "results/models/demo-base/vlmrobust_demo.json"
+    ]
 
 
 def test_a_prompt_text_changed_without_a_version_bump_gets_a_new_version(monkeypatch):

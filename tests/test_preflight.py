@@ -285,11 +285,11 @@ def release(tmp_path_factory, dataset, twin) -> Path:
     from vlmrobust.core.prompts import build_prompt
     from vlmrobust.core.records import Variant, read_samples
     from vlmrobust.data import build_samples
-    from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import RunPlan, data
 
     root = tmp_path_factory.mktemp("preflight-release")
     plan = RunPlan.load(_config(root, dataset, {"twin": _entry(twin, "hf")}))
-    spec = plan.samples_spec("distract-bench")
+    spec = data.samples_spec(plan, "distract-bench")
     build_samples("distract-bench", spec, root / "s.jsonl", root / "r.json")
 
     mp = pytest.MonkeyPatch()

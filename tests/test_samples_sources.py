@@ -4,7 +4,7 @@ everything after."""
 
 from __future__ import annotations
 
-from vlmrobust.plan import RunPlan
+from vlmrobust.plan import RunPlan, data
 
 from .conftest import REPO
 
@@ -31,8 +31,8 @@ def test_local_folder_lists_rows_and_images(tmp_path):
     plan = RunPlan.from_config(config)
     rows = sorted(str(root / name) for name in ("testmini.parquet", "rows.jsonl", "meta.json"))
     # the images stand in one listing among the inputs (the rules keep it up to date)
-    assert plan.samples_sources("mathvista") == [*rows, "results/listings/mathvista.tsv"]
-    listing, images = plan.image_listing("mathvista")
+    assert data.samples_sources(plan, "mathvista") == [*rows, "results/listings/mathvista.tsv"]
+    listing, images = data.image_listing(plan, "mathvista")
     assert listing == "results/listings/mathvista.tsv"
     assert images == sorted(
         str(root / name)

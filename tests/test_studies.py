@@ -103,6 +103,7 @@ TOY_STUDY = '''
 
 import pandas as pd
 
+from ..core import paths
 from ..metrics.core import metric_row, read_inputs
 from ..report.tables.render import Table
 from .base import Study
@@ -121,10 +122,8 @@ class ToyStudy(Study):
     def inputs(self, plan, scope):
         return {
             "scored": [
-                plan.scored_path(m, d, plan.clean, p)
-                for d in plan.datasets
-                for m in plan.models_of(d)
-                for p in plan.prompts_of(d)
+                key.path(paths.SCORED)
+                for key in plan.cells(conditions=[plan.clean], outputs=False)
             ]
         }
 

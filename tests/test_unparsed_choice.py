@@ -14,7 +14,7 @@ import pytest
 from vlmrobust.cli import main
 from vlmrobust.core.io import write_jsonl
 from vlmrobust.core.records import OutputRow, Sample, write_samples
-from vlmrobust.plan import RunPlan
+from vlmrobust.plan import RunPlan, data, scoring
 from vlmrobust.score import SCORERS, score_outputs, summarize, write_summary
 from vlmrobust.score.scorers import levenshtein, most_similar_option
 
@@ -205,12 +205,12 @@ def _load(path: str) -> RunPlan:
 def test_plan_unparsed_choice_default_and_paper():
     demo = _load("config/config.yaml")
     assert demo.config["scoring"]["unparsed_choice"] == "wrong"
-    assert {demo.unparsed_choice(d) for d in demo.datasets} == {"wrong"}
+    assert {scoring.unparsed_choice(demo, d) for d in demo.datasets} == {"wrong"}
     paper = _load("config/paper.yaml")
-    guessed = [d for d in paper.datasets if paper.unparsed_choice(d) == "most-similar"]
+    guessed = [d for d in paper.datasets if scoring.unparsed_choice(paper, d) == "most-similar"]
     assert guessed == ["mathvista"]  # lmms-eval's MathVista scorer; the rest stay wrong
     # the setting is no input of the samples: changing it rebuilds no samples
-    assert "unparsed_choice" not in paper.samples_spec("mathvista")
+    assert "unparsed_choice" not in data.samples_spec(paper, "mathvista")
 
 
 def test_the_score_rule_passes_the_plans_mode(tmp_path, monkeypatch):
@@ -241,7 +241,7 @@ def test_the_score_rule_passes_the_plans_mode(tmp_path, monkeypatch):
     out.parent.mkdir(parents=True)
     write_jsonl(out, [row.to_dict()])
     plan = RunPlan.load(tmp_path / "run.yaml")
-    params = plan.score_params("demo-diagram")
+    params = scoring.score_params(plan, "demo-diagram")
     assert params["unparsed_choice"] == "most-similar"
     scored = tmp_path / "results/scored/demo-base/demo-diagram/clean/default.csv"
     argv = [

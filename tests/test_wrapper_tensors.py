@@ -25,7 +25,7 @@ transparent PNG) are answered on the family's tiny random-weight twin
   hub row); ``model.generate`` and ``processor.apply_chat_template`` are spied on for
   the exact inputs, text and generation arguments, then run;
 - the project's ``hf`` backend (clients/vlm/hf.py) on the ``Request`` the project builds
-  for the row (config/paper.yaml's ``RunPlan.infer_spec`` -> ``plan_requests``);
+  for the row (config/paper.yaml's ``plan.inference.infer_spec`` -> ``plan_requests``);
 - the project's ``vllm`` backend (clients/vlm/vllm.py) on the same requests in the vLLM
   environment (tests/wrapper_tensors_vllm.py; marked ``vllm``): the tensors its
   transformers processor returns inside vLLM, the prompt token ids and greedy tokens.
@@ -70,7 +70,7 @@ from vlmrobust.core import harness
 from vlmrobust.core.records import Variant
 from vlmrobust.core.vision_tokens import fetch_size, image_tokens, processor_of
 from vlmrobust.infer.run import Job, plan_requests
-from vlmrobust.plan import RunPlan
+from vlmrobust.plan import RunPlan, inference
 
 from .test_adapters import run, spec, struct, write_parquet
 from .test_harness_prompts import MATHVISION_ROWS, MMSTAR_ROWS, SINGLE, _mmmu_row, _raw
@@ -313,7 +313,7 @@ def backends(twins, paper) -> dict[str, Any]:
 def _request(paper: RunPlan, model: str, case: Case):
     """The Request the project builds for ``case`` answered by ``model`` under
     config/paper.yaml (its job spec with :data:`N` new tokens)."""
-    spec_ = paper.infer_spec(model, case.dataset, case.prompt)
+    spec_ = inference.infer_spec(paper, model, case.dataset, case.prompt)
     job = Job(**{**spec_, "max_new_tokens": N})
     (planned,) = plan_requests(job, [case.variant], {case.sample.sample_id: case.sample})
     return planned.request
@@ -704,7 +704,7 @@ def test_the_forecast_counts_the_wrappers_vision_tokens(name, compared, paper):
     entry = paper.registry[FAMILIES[name][1]]
     off = 0
     for case, _req, their, _our in compared[name]:
-        limits = paper.pixel_limits(FAMILIES[name][1], case.dataset)
+        limits = inference.pixel_limits(paper, FAMILIES[name][1], case.dataset)
         got = [image_tokens(s, processor_of(entry, limits)) for s in case.sizes]
         assert got == [t * h * w // 4 for t, h, w in their.grid], case.name
         before = harness.wrapper_pixels(name)  # what pixels: harness showed before the fit

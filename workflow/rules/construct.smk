@@ -3,7 +3,7 @@
 
 rule construct_candidates:
     input:
-        unpack(construct_input),
+        unpack(wild(data.construct_inputs)),
     output:
         paths.CANDIDATES,
     log:
@@ -13,7 +13,7 @@ rule construct_candidates:
     conda:
         "../../envs/judge.yaml"
     params:
-        spec=construct_spec,
+        spec=wild(data.construct_spec, as_json=True),
         seed=config["seed"],
         cache_dir=config["scoring"]["cache_dir"],
         out_dir=lambda w: path(paths.CONSTRUCTION, construction=w.construction),
@@ -26,7 +26,7 @@ rule construct_candidates:
 rule review_page:
     input:
         candidates=paths.CANDIDATES,
-        decisions=existing_decisions,
+        decisions=wild(data.existing_decisions),
     output:
         report(
             paths.REVIEW_PAGE,
@@ -39,7 +39,7 @@ rule review_page:
     conda:
         "../../envs/data.yaml"
     params:
-        decisions=review_decisions,
+        decisions=wild(data.review_decisions),
     shell:
         "vlmrobust review --candidates {input.candidates} --decisions {params.decisions}"
         " --page {output} > {log} 2>&1"

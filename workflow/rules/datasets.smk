@@ -7,7 +7,7 @@ rule demo_data:
     output:
         rows=expand(paths.DEMO_ROWS, family=config["demo"]["families"]),
         # each image, so that one edited in place reruns its family's samples job
-        images=demo_images(),
+        images=data.demo_images(PLAN),
         summary=paths.DEMO_SUMMARY,
     log:
         "logs/demo_data.log",
@@ -48,7 +48,7 @@ rule demo_idis:
 
 rule samples:
     input:
-        samples_input,
+        wild(data.samples_sources),
     output:
         samples=paths.SAMPLES,
         report=paths.SAMPLES_REPORT,
@@ -59,7 +59,7 @@ rule samples:
     conda:
         "../../envs/data.yaml"
     params:
-        spec=dataset_spec,
+        spec=wild(data.samples_spec, as_json=True),
     shell:
         "vlmrobust samples --name {wildcards.dataset} --spec {params.spec:q}"
         " --out {output.samples} --report {output.report} > {log} 2>&1"

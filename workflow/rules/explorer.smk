@@ -7,7 +7,7 @@
 
 rule explorer_variants:
     input:
-        unpack(explorer_variants_inputs),
+        unpack(wild(EXPLORER_PLAN.variants_inputs)),
     output:
         directory(paths.EXPLORER_VARIANTS),
     log:
@@ -23,7 +23,7 @@ rule explorer_variants:
 
 rule explorer_cells:
     input:
-        explorer_cells_inputs,
+        wild(EXPLORER_PLAN.group_inputs),
     output:
         directory(paths.EXPLORER_CELLS),
     log:
@@ -31,7 +31,7 @@ rule explorer_cells:
     conda:
         "../../envs/report.yaml"
     params:
-        spec=explorer_cells_spec,
+        spec=wild(EXPLORER_PLAN.group_cells, as_json=True),
     shell:
         "vlmrobust explorer-cells --spec {params.spec:q} --out-dir {output} > {log} 2>&1"
 

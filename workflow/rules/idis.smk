@@ -16,7 +16,7 @@ rule idis_areas:
     conda:
         "../../envs/data.yaml"
     params:
-        spec=areas_spec,
+        spec=wild(idis.areas_spec, as_json=True),
     shell:
         "vlmrobust idis-areas --manifest {input.manifest} --samples {input.samples}"
         " --spec {params.spec:q} --out {output} > {log} 2>&1"
@@ -27,22 +27,22 @@ rule idis_areas:
 # outputs. A local checkpoint's job: the model's GPU resources.
 rule block_attention:
     input:
-        unpack(blocking_inputs),
+        unpack(wild(idis.blocking_inputs)),
     output:
         paths.BLOCKED,
     log:
         "logs/block-attention/{model}/{dataset}/{condition}/{prompt}.log",
     wildcard_constraints:
-        model=alternation(LOCAL_MODELS),
+        model=alternation(inference.local_models(PLAN)),
     conda:
         "../../envs/infer.yaml"
     threads: config["threads"]["infer"]
     resources:
-        gpu=infer_resource("gpu"),
-        mem_mb=infer_resource("mem_mb"),
-        runtime=infer_resource("runtime"),
+        gpu=wild(inference.model_resource, name="gpu"),
+        mem_mb=wild(inference.model_resource, name="mem_mb"),
+        runtime=wild(inference.model_resource, name="runtime"),
     params:
-        spec=blocking_spec,
+        spec=wild(idis.blocking_spec, as_json=True),
     shell:
         "vlmrobust block-attention --spec {params.spec:q} --outputs {input.outputs}"
         " --attributes {input.attributes} --manifest {input.manifest}"

@@ -26,7 +26,7 @@ rule demo_train_data:
 # fine-tuned from its demo base's checkpoint).
 rule demo_model:
     input:
-        demo_model_inputs,
+        wild(inference.demo_model_inputs),
     output:
         paths.MODEL_RECORD,
     log:
@@ -43,7 +43,7 @@ rule demo_model:
         mem_mb=8000,
         runtime=30,
     params:
-        spec=demo_model_spec,
+        spec=wild(inference.demo_model_spec, as_json=True),
         out=lambda w: path(paths.MODEL_DIR, model=w.model),
     shell:
         "vlmrobust demo-model --out {params.out} --spec {params.spec:q} > {log} 2>&1"
@@ -55,8 +55,8 @@ rule infer:
     input:
         manifest=paths.MANIFEST,
         samples=paths.SAMPLES,
-        model=model_input,
-        context=infer_context,
+        model=wild(inference.model_files),
+        context=wild(inference.infer_context),
     output:
         paths.SHARD,
     log:
@@ -64,17 +64,17 @@ rule infer:
     benchmark:
         "logs/benchmarks/infer/{model}/{dataset}/{condition}/{prompt}/shard{shard}of{shards}.tsv"
     wildcard_constraints:
-        model=alternation(API_MODELS),
+        model=alternation(inference.api_models(PLAN)),
     conda:
         "../../envs/infer.yaml"
     threads: 1
     resources:
         gpu=0,
-        mem_mb=infer_resource("mem_mb"),
-        runtime=infer_resource("runtime"),
+        mem_mb=wild(inference.model_resource, name="mem_mb"),
+        runtime=wild(inference.model_resource, name="runtime"),
     params:
-        spec=infer_spec,
-        context=context_arg,
+        spec=wild(inference.infer_spec, as_json=True),
+        context=lambda w, input: f"--context {input.context}" if input.context else "",
     shell:
         "vlmrobust infer --spec {params.spec:q} --manifest {input.manifest}"
         " --samples {input.samples} {params.context} --threads {threads}"
@@ -88,10 +88,10 @@ rule infer:
 rule gather_outputs:
     input:
         manifest=paths.MANIFEST,
-        shards=ancient_shards,
+        shards=wild(engines.shard_files, each=ancient),
         samples=paths.SAMPLES,
-        model=model_input,
-        context=infer_context,
+        model=wild(inference.model_files),
+        context=wild(inference.infer_context),
     output:
         paths.OUTPUTS,
     log:
@@ -99,7 +99,7 @@ rule gather_outputs:
     conda:
         "../../envs/data.yaml"
     params:
-        specs=cell_specs,
+        specs=wild(engines.cell_specs, as_json=True),
     shell:
         "vlmrobust gather --manifest {input.manifest} --out {output}"
         " {input.shards} > {log} 2>&1"
@@ -116,26 +116,26 @@ rule engine_plan:
     log:
         "logs/engines/{model}/phase{phase}/engine{engine}.plan.log",
     wildcard_constraints:
-        model=alternation(LOCAL_MODELS + LLM_MODELS),
+        model=alternation(inference.local_models(PLAN) + engines.llm_models(PLAN)),
         phase=r"\d+",
         engine=r"(hf|vllm)?\d+",
     localrule: True
     params:
-        plan=engine_plan_json,
+        plan=wild(engines.engine_plan_text),
     run:
-        write_engine_plan(output[0], log[0], params.plan)
+        hooks.write_engine_plan(output[0], log[0], params.plan)
 
 
-for _model, _phase, _engine in PLAN.engines():
+for _model, _phase, _engine in engines.engines(PLAN):
 
     rule:
         name:
-            engine_rule_name(_model, _phase, _engine)
+            engines.engine_rule_name(_model, _phase, _engine)
         input:
             plan=path(paths.ENGINE, model=_model, phase=_phase, engine=_engine),
-            files=PLAN.engine_inputs(_model, _phase, _engine),
+            files=engines.engine_inputs(PLAN, _model, _phase, _engine),
         output:
-            PLAN.engine_clients(_model, _phase, _engine),
+            engines.engine_clients(PLAN, _model, _phase, _engine),
         log:
             f"logs/engines/{_model}/phase{_phase}/engine{_engine}.log",
         benchmark:
@@ -143,7 +143,7 @@ for _model, _phase, _engine in PLAN.engines():
         conda:
             (
                 "../../envs/vllm.yaml"
-                if engine_backend(_model, _engine) == "vllm"
+                if engines.engine_backend(PLAN, _model, _engine)[0] == "vllm"
                 else "../../envs/infer.yaml"
             )
         threads: config["threads"]["infer"]
@@ -151,13 +151,13 @@ for _model, _phase, _engine in PLAN.engines():
         # cells run one after another, so their runtimes add up
         resources:
             **config["cluster"]["engine_resources"],
-            gpu=engine_resource(_model, "gpu"),
-            mem_mb=engine_resource(_model, "mem_mb"),
-            runtime=PLAN.engine_runtime(_model, _phase, _engine),
+            gpu=inference.model_resource(PLAN, _model, "gpu"),
+            mem_mb=inference.model_resource(PLAN, _model, "mem_mb"),
+            runtime=engines.engine_runtime(PLAN, _model, _phase, _engine),
             # a resource, not a parameter: a change does not rerun the engine
             wait_log_s=config["service"]["wait_log_s"],
         params:
-            cli=engine_cli(_model, _engine),
+            cli=hooks.engine_cli(PLAN, _model, _engine, workflow),
         shell:
             "{params.cli} infer-engine --plan {input.plan} --threads {threads}"
             " --wait-log-s {resources.wait_log_s} > {log} 2>&1"
@@ -167,16 +167,16 @@ for _model, _phase, _engine in PLAN.engines():
 # attribute extractor), loaded once, judges a share of that LLM's judged files (config
 # `service.engines`), its calls pooled across them; its outputs are those judged files.
 # On a cluster each is one SLURM job on the LLM's GPUs (registry `resources`).
-for _model, _engine in PLAN.llm_engines():
+for _model, _engine in engines.llm_engines(PLAN):
 
     rule:
         name:
-            llm_engine_rule_name(_model, _engine)
+            engines.llm_engine_rule_name(_model, _engine)
         input:
             plan=path(paths.ENGINE, model=_model, phase=0, engine=_engine),
-            files=PLAN.llm_engine_inputs(_model, _engine),
+            files=engines.llm_engine_inputs(PLAN, _model, _engine),
         output:
-            [c.out for c in PLAN.llm_engine_cells(_model, _engine)],
+            [c.out for c in engines.llm_engine_cells(PLAN, _model, _engine)],
         log:
             f"logs/engines/{_model}/phase0/engine{_engine}.log",
         benchmark:
@@ -184,18 +184,18 @@ for _model, _engine in PLAN.llm_engines():
         conda:
             (
                 "../../envs/vllm.yaml"
-                if REGISTRY[_model]["backend"] == "vllm"
+                if PLAN.registry[_model]["backend"] == "vllm"
                 else "../../envs/judge.yaml"
             )
         threads: config["threads"]["infer"]
         resources:
             **config["cluster"]["engine_resources"],
-            gpu=engine_resource(_model, "gpu"),
-            mem_mb=engine_resource(_model, "mem_mb"),
-            runtime=PLAN.llm_engine_runtime(_model, _engine),
+            gpu=inference.model_resource(PLAN, _model, "gpu"),
+            mem_mb=inference.model_resource(PLAN, _model, "mem_mb"),
+            runtime=engines.llm_engine_runtime(PLAN, _model, _engine),
             wait_log_s=config["service"]["wait_log_s"],
         params:
-            cli=engine_cli(_model, _engine),
+            cli=hooks.engine_cli(PLAN, _model, _engine, workflow),
         shell:
             "{params.cli} llm-engine --plan {input.plan} --threads {threads}"
             " --wait-log-s {resources.wait_log_s} > {log} 2>&1"
@@ -208,18 +208,20 @@ ruleorder: import_outputs > gather_outputs
 
 rule import_outputs:
     input:
-        unpack(import_input),
+        unpack(wild(data.import_inputs)),
     output:
         paths.IMPORTED_OUTPUTS,
     log:
         "logs/import/{imported}.log",
     wildcard_constraints:
-        imported=alternation(IMPORTS),
+        imported=alternation(PLAN.output_imports),
     conda:
         "../../envs/data.yaml"
     params:
-        spec=import_spec,
-        manifest=import_manifest_arg,
+        spec=wild(data.import_spec, as_json=True),
+        manifest=lambda w, input: (
+            f"--manifest {input.manifest}" if "manifest" in input.keys() else ""
+        ),
     shell:
         "vlmrobust import-outputs --spec {params.spec:q} --samples {input.samples}"
         " --samples-report {input.samples_report} {params.manifest}"

@@ -14,8 +14,8 @@ rule judge_reference:
     conda:
         "../../envs/judge.yaml"
     params:
-        spec=reference_judge_spec,
-        released=use_released,
+        spec=wild(judges.reference_judge_spec, as_json=True),
+        released=wild(scoring.use_released),
         cache_dir=config["scoring"]["cache_dir"],
     shell:
         "vlmrobust judge-reference --outputs {input.outputs} --samples {input.samples}"
@@ -30,17 +30,17 @@ ruleorder: import_verdicts > judge_reference
 
 rule import_verdicts:
     input:
-        unpack(verdicts_input),
+        unpack(wild(data.verdict_inputs)),
     output:
         paths.IMPORTED_VERDICTS,
     log:
         "logs/import-verdicts/{imported}.log",
     wildcard_constraints:
-        imported=alternation(VERDICT_IMPORTS),
+        imported=alternation(PLAN.verdict_imports),
     conda:
         "../../envs/data.yaml"
     params:
-        spec=verdicts_spec,
+        spec=wild(data.verdict_spec, as_json=True),
     shell:
         "vlmrobust import-verdicts --spec {params.spec:q} --samples {input.samples}"
         " --references {input.references} --out {output} > {log} 2>&1"
@@ -58,11 +58,11 @@ rule judge_hallucination:
     benchmark:
         "logs/benchmarks/judge-hallucination/{model}/{dataset}/{condition}.tsv"
     wildcard_constraints:
-        condition=alternation(MASK_CONDITIONS),
+        condition=alternation(PLAN.conditions_with("mask")),
     conda:
         "../../envs/judge.yaml"
     params:
-        spec=hallucination_judge_spec,
+        spec=wild(judges.hallucination_judge_spec, as_json=True),
         cache_dir=config["scoring"]["cache_dir"],
     shell:
         "vlmrobust judge-hallucination --compared {input} --spec {params.spec:q}"
@@ -80,11 +80,11 @@ rule judge_mathverse:
         "logs/judge-mathverse/{model}/{dataset}/{condition}/{prompt}.log",
     # an LLM engine writes these files when the judge's LLM is local (inference.smk)
     wildcard_constraints:
-        dataset=alternation(MATH_JUDGED_BESIDE),
+        dataset=alternation(engines.judge_rule_datasets(PLAN)),
     conda:
         "../../envs/judge.yaml"
     params:
-        spec=math_judge_spec,
+        spec=wild(judges.math_judge_spec, as_json=True),
     shell:
         "vlmrobust judge-mathverse --outputs {input.outputs} --samples {input.samples}"
         " --spec {params.spec:q} --out {output} > {log} 2>&1"
@@ -98,19 +98,19 @@ rule judge_attributes:
         outputs=paths.OUTPUTS,
         samples=paths.SAMPLES,
         manifest=paths.MANIFEST,
-        resources=attribute_resources,
+        resources=wild(judges.attribute_resources),
     output:
         paths.ATTRIBUTES,
     log:
         "logs/judge-attributes/{extractor}/{model}/{dataset}/{condition}/{prompt}.log",
     # an LLM engine writes the files of an extractor whose LLM is local (inference.smk)
     wildcard_constraints:
-        extractor=alternation(EXTRACTORS_BESIDE),
+        extractor=alternation(engines.judge_rule_extractors(PLAN)),
     conda:
         "../../envs/judge.yaml"
     params:
-        spec=attribute_spec,
-        task=idis_task,
+        spec=wild(judges.attribute_spec, as_json=True),
+        task=wild(idis.idis_task),
     shell:
         "vlmrobust judge-attributes --outputs {input.outputs} --samples {input.samples}"
         " --manifest {input.manifest} --task {params.task} --extractor {wildcards.extractor}"

@@ -5,7 +5,7 @@
 
 rule compare_masking:
     input:
-        unpack(compare_input),
+        unpack(wild(judges.compare_inputs)),
     output:
         paths.COMPARED,
     log:
@@ -13,11 +13,11 @@ rule compare_masking:
     benchmark:
         "logs/benchmarks/compare/{model}/{dataset}/{condition}.tsv"
     wildcard_constraints:
-        condition=alternation(MASK_CONDITIONS),
+        condition=alternation(PLAN.conditions_with("mask")),
     conda:
         "../../envs/judge.yaml"
     params:
-        spec=compare_spec,
+        spec=wild(judges.compare_spec, as_json=True),
     shell:
         "vlmrobust compare-masking --spec {params.spec:q}"
         " --clean-cot {input.clean_cot} --clean-answer {input.clean_answer}"

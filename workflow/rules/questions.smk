@@ -5,7 +5,7 @@
 
 rule questions:
     input:
-        lambda wildcards: samples_input(wildcards, questions=False),
+        wild(data.samples_sources, questions=False),
     output:
         paths.QUESTIONS,
     log:
@@ -15,9 +15,9 @@ rule questions:
     conda:
         "../../envs/judge.yaml"
     params:
-        spec=dataset_spec,
+        spec=wild(data.samples_spec, as_json=True),
         cache_dir=lambda wildcards: (
-            DATASETS[wildcards.dataset]["question_writer"].get("cache_dir")
+            PLAN.datasets[wildcards.dataset]["question_writer"].get("cache_dir")
             or paths.LLM_CACHE
         ),
     shell:

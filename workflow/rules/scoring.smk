@@ -12,15 +12,15 @@ rule score:
     conda:
         "../../envs/data.yaml"
     params:
-        scorer=score_param("scorer"),
-        released=use_released,
-        fallback=score_param("fallback"),
-        unparsed_choice=score_param("unparsed_choice"),
-        cache_dir=score_param("cache_dir"),
-        mode=score_param("mode"),
-        compare=score_param("compare_modes"),
-        seed=score_param("seed"),
-        judge=score_param("judge"),
+        scorer=wild(scoring.score_param, name="scorer"),
+        released=wild(scoring.use_released),
+        fallback=wild(scoring.score_param, name="fallback"),
+        unparsed_choice=wild(scoring.score_param, name="unparsed_choice"),
+        cache_dir=wild(scoring.score_param, name="cache_dir"),
+        mode=wild(scoring.score_param, name="mode"),
+        compare=wild(scoring.score_param, name="compare_modes"),
+        seed=wild(scoring.score_param, name="seed"),
+        judge=wild(scoring.score_param, name="judge"),
     shell:
         "vlmrobust score --outputs {input.outputs} --samples {input.samples}"
         " --scorer {params.scorer} --fallback {params.fallback:q} {params.released}"
@@ -31,7 +31,7 @@ rule score:
 
 rule score_summary:
     input:
-        scored_files(),
+        scoring.scored_files(PLAN),
     output:
         paths.SCORE_SUMMARY,
     log:
@@ -47,7 +47,9 @@ rule score_summary:
 # after every table is written, and the next run asks only those requests again.
 rule check_requests:
     input:
-        outputs=[f for model in MODELS for f in output_files(model)],
+        outputs=[
+            f for model in PLAN.models for f in inference.output_files(PLAN, model)
+        ],
         after=lambda wildcards: [paths.SCORE_SUMMARY] + study_targets(),
     output:
         paths.REQUESTS,

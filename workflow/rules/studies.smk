@@ -5,7 +5,7 @@
 
 rule metrics:
     input:
-        unpack(study_inputs),
+        unpack(by_study(lambda study, scope: study.metrics_inputs(PLAN, scope))),
     output:
         metrics=paths.METRICS,
         warnings=paths.WARNINGS,
@@ -16,10 +16,12 @@ rule metrics:
     conda:
         "../../envs/report.yaml"
     params:
-        study=study_name,
-        scope=study_scope,
-        spec=study_spec,
-        inputs=study_inputs_json,
+        study=by_study(lambda study, scope: study.name),
+        scope=by_study(lambda study, scope: scope),
+        spec=by_study(lambda study, scope: spec_json(study.run_spec(PLAN, scope))),
+        inputs=by_study(
+            lambda study, scope: study.metrics_inputs(PLAN, scope), as_json=True
+        ),
     shell:
         "vlmrobust metrics --study {params.study} --scope={params.scope:q}"
         " --spec {params.spec:q} --inputs {params.inputs:q}"
@@ -31,7 +33,14 @@ rule metrics:
 # importing pandas and matplotlib); the rules below put each file in its place.
 rule views:
     input:
-        unpack(view_inputs),
+        unpack(
+            by_study(
+                lambda study, scope: {
+                    "metrics": study.metrics_path(scope),
+                    **study.view_inputs(PLAN, scope),
+                }
+            )
+        ),
     output:
         directory(paths.VIEWS),
     log:
@@ -41,10 +50,12 @@ rule views:
     conda:
         "../../envs/report.yaml"
     params:
-        study=study_name,
-        scope=study_scope,
-        spec=study_spec,
-        inputs=view_inputs_json,
+        study=by_study(lambda study, scope: study.name),
+        scope=by_study(lambda study, scope: scope),
+        spec=by_study(lambda study, scope: spec_json(study.run_spec(PLAN, scope))),
+        inputs=by_study(
+            lambda study, scope: study.view_inputs(PLAN, scope), as_json=True
+        ),
         # the formats a table is written in: a new one (html) rewrites the views
         formats=" ".join(TABLE_EXTS),
     shell:
@@ -60,7 +71,7 @@ rule table:
         report(
             f"{paths.TABLE}.csv",
             caption="../report/view.rst",
-            category=study_title,
+            category=by_study(lambda study, scope: study.title),
             subcategory="Tables",
         ),
         multiext(paths.TABLE, ".md", ".tex", ".html"),
@@ -69,7 +80,7 @@ rule table:
     conda:
         "../../envs/report.yaml"
     params:
-        caption=study_caption("table"),
+        caption=lambda w: STUDY_FOLDERS[w.folder][0].view_caption("table", w.name),
         out_dir=lambda w: path(paths.TABLES, folder=w.folder),
     shell:
         "cp {input}/tables/{wildcards.name}.csv {input}/tables/{wildcards.name}.md"
@@ -84,7 +95,7 @@ rule figure:
         report(
             f"{paths.FIGURE}.png",
             caption="../report/view.rst",
-            category=study_title,
+            category=by_study(lambda study, scope: study.title),
             subcategory="Figures",
         ),
         f"{paths.FIGURE}.pdf",
@@ -93,7 +104,7 @@ rule figure:
     conda:
         "../../envs/report.yaml"
     params:
-        caption=study_caption("figure"),
+        caption=lambda w: STUDY_FOLDERS[w.folder][0].view_caption("figure", w.name),
         out_dir=lambda w: path(paths.FIGURES, folder=w.folder),
     shell:
         "cp {input}/figures/{wildcards.name}.png {input}/figures/{wildcards.name}.pdf"

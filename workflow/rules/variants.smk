@@ -4,7 +4,7 @@
 rule variants:
     input:
         samples=paths.SAMPLES,
-        extra=condition_inputs,
+        extra=wild(data.condition_inputs),
     output:
         manifest=paths.MANIFEST,
     log:
@@ -15,9 +15,9 @@ rule variants:
         "../../envs/perturb.yaml"
     threads: config["threads"]["variants"]
     params:
-        spec=condition_spec,
+        spec=wild(data.condition_spec, as_json=True),
         seed=config["seed"],
-        max_pixels=max_pixels,
+        max_pixels=lambda w: PLAN.datasets[w.dataset]["max_pixels"],
         image_format=config["variants"]["format"],
     shell:
         "vlmrobust variants --samples {input.samples} --condition {wildcards.condition}"

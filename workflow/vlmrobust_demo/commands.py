@@ -45,7 +45,7 @@ def demo_idis(out: str, seed: int | None, config: str | None, **sizes: int | Non
 def demo_model(out: str, spec: str | None, seed: int | None) -> None:
     """A demo model (a tiny Qwen2-VL checkpoint, or with ``twin`` in the spec a paper
     model family's twin) built as --spec says (the rule passes the registry entry's
-    build, ``RunPlan.demo_model_spec``), or with random weights from --seed."""
+    build, ``vlmrobust.plan.inference.demo_model_spec``), or with random weights from --seed."""
     from .model import build_demo_model
     from .train import TrainSpec
 

@@ -1,7 +1,8 @@
 """The records of a command table: a subcommand's function, help and arguments.
 
-The ``vlmrobust`` CLI is one such table (:data:`vlmrobust.cli.COMMANDS`); the demo
-package brings its own commands in the same form.
+Each jobs module declares its commands as such a table (``COMMANDS`` of
+``vlmrobust.jobs.<stage>``), the demo package its own (``DEMO_COMMANDS``); the
+``vlmrobust`` CLI gathers them into one (:data:`vlmrobust.cli.COMMANDS`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def arg(*flags: str, **kwargs: Any) -> Arg:
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: the function that runs it (a function of this module, or
+    """A subcommand: the function that runs it (a function of the table's module, or
     ``"module:function"``, the module absolute or relative to :mod:`vlmrobust.jobs`
     (``".score"``), imported only when the command runs), its help and
     its arguments. The function gets the parsed options as keyword arguments and

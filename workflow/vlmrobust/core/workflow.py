@@ -52,7 +52,7 @@ def environment_cli(env: str | None, package_root: Path) -> str:
     (:func:`environment_python`) with this repository's package (``package_root``, the
     folder holding ``vlmrobust``) first on PYTHONPATH. Building them does not need the
     environment: the workflow checks it only before a job that runs in it starts
-    (``check_vllm_environment`` in workflow/rules/common.smk, docs/vllm.md)."""
+    (``vlmrobust.plan.hooks.check_vllm_environment``, docs/vllm.md)."""
     import shlex
 
     python = environment_python(env, who="", setting="", make="", check=False)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from ..plan import RunPlan
+from ..plan import RunPlan, judges
 from .calls import Calls, all_calls, time_calls
 from .cells import Cell, build_cell, cell_studies, inference_keys, time_cell
 from .cost import (
@@ -118,7 +118,7 @@ def build_forecast(
         ):
             rates[cell.model] = found
         cells[key] = cell
-    calls = all_calls(plan, cells, conds, facts, plan.judge_cells())
+    calls = all_calls(plan, cells, conds, facts, judges.judge_cells(plan))
     time_calls(plan, calls, gpu_type, rates)
     placed, left_out = engines_of_run(plan, cells, rates)
     llm_placed, llm_left_out = llm_engines_of_run(plan, calls, placed, rates)
@@ -150,7 +150,7 @@ def scoping_savings(
     config = copy.deepcopy(plan.config)
     config["judge"]["attributes"].update(scope="all", validation_sample=None)
     unscoped = RunPlan.from_config(config)
-    calls = all_calls(unscoped, cells, conds, facts, unscoped.judge_cells())
+    calls = all_calls(unscoped, cells, conds, facts, judges.judge_cells(unscoped))
     time_calls(unscoped, calls, gpu_type, dict(forecast.rates))
     full = totals(usage(unscoped, forecast.cells, calls))
     run = totals(forecast.usage)

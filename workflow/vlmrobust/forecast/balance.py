@@ -1,7 +1,7 @@
 """Engines per model sized from the forecast, so that no engine holds the run back.
 
 With ``service.split_cells`` every engine of a model answers the same share of every
-cell of the model (:meth:`RunPlan.cell_shards`), so a model's engines last about the
+cell of the model (:func:`vlmrobust.plan.engines.cell_shards`), so a model's engines last about the
 same, its work over its engines plus a start-up each. What remains is how many engines
 each model gets: :func:`balance` tries engines per model proportional to each model's
 forecast engine time (its cells' ``engine_s``; a model on several GPUs counts them),
@@ -34,7 +34,7 @@ import yaml
 
 from ..core.config import ConfigError, load_yaml
 from ..core.io import atomic_write_text
-from ..plan import RunPlan
+from ..plan import RunPlan, inference
 from . import Forecast
 from .cost import engines_of_run, llm_engines_of_run, schedule
 
@@ -68,7 +68,11 @@ def model_work(forecast: Forecast, plan: RunPlan) -> dict[str, float]:
     for cell in forecast.cells:
         if cell.engine_s is None or cell.kind == "api":
             continue
-        phase = int(bool(plan.infer_context(cell.model, cell.dataset, cell.condition, cell.prompt)))
+        phase = int(
+            bool(
+                inference.infer_context(plan, cell.model, cell.dataset, cell.condition, cell.prompt)
+            )
+        )
         key = (cell.model, phase)
         phases[key] = phases.get(key, 0.0) + cell.engine_s * max(1, cell.gpus)
     work: dict[str, float] = {}

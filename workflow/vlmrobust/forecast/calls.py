@@ -35,13 +35,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import paths
 from ..core.harness import HARNESS_JUDGED
+from ..core.paths import path
 from ..core.registry import LOCAL_BACKENDS, model_resources
 from ..judges.attributes import math_prompt, perception_prompt, waterbirds_prompt
 from ..judges.hallucination import HallucinationItem, build_hallucination_prompt
 from ..judges.mathverse import extract_prompt, judge_prompt
 from ..judges.reference import build_reference_prompt
-from ..plan import JudgeCell, RunPlan
+from ..plan import JudgeCell, RunPlan, idis
+from ..plan import judges as plan_judges
 from .cells import Cell
 from .tables import MissingEntry, Throughput, load_table, throughput_class
 from .tokens import CHARS_PER_TOKEN, TEMPLATE_TOKENS
@@ -204,7 +207,7 @@ def attribute_calls(plan: RunPlan, jc: JudgeCell, vlm: Cell, question_chars: flo
     traces, rows_how = _rows(vlm, jc.sample)
     found = _calls(plan, jc.spec, "extractor", "attributes", jc.where, jc.out, traces)
     found.reads = (jc.model, jc.dataset, jc.condition, jc.prompt)
-    task = plan.idis_task(jc.dataset) or "perception"
+    task = idis.idis_task(plan, jc.dataset) or "perception"
     if found.kind == "offline":
         return found
     if vlm.generated is None:
@@ -238,7 +241,7 @@ def judge_cell_calls(
     plan: RunPlan, judge_cells: list[JudgeCell], cells: dict[tuple, Cell], question_chars: dict
 ) -> list[Calls]:
     """The calls of every judged file of the MathVerse judge and the attribute
-    extractors (:meth:`RunPlan.judge_cells`)."""
+    extractors (:func:`vlmrobust.plan.judges.judge_cells`)."""
     out = []
     for jc in judge_cells:
         key = (jc.model, jc.dataset, jc.condition, jc.prompt)
@@ -255,14 +258,14 @@ def judge_cell_calls(
 
 def hallucination_calls(plan: RunPlan, cells: dict[tuple, Cell]) -> list[Calls]:
     """One call per compared row of every (model, dataset, mask condition)."""
-    spec, cot = plan.hallucination_judge_spec(), plan.config["masking"]["cot_prompt"]
+    spec, cot = plan_judges.hallucination_judge_spec(plan), plan.config["masking"]["cot_prompt"]
     where, out = "masking.hallucination", []
     for (m, d, c, p), masked in cells.items():
         if p != cot or plan.conditions[c]["perturbation"] != "mask":
             continue
         clean = cells.get((m, d, plan.clean, cot))
         found = _calls(plan, spec, "judge", "hallucination", where,
-                       plan.hallucination_path(m, d, c), masked.requests)  # fmt: skip
+                       path(paths.HALLUCINATION, model=m, dataset=d, condition=c), masked.requests)  # fmt: skip
         found.reads = (m, d, c, p)
         if found.kind != "offline":
             if clean is None or masked.generated is None or clean.generated is None:
@@ -283,13 +286,13 @@ def hallucination_calls(plan: RunPlan, cells: dict[tuple, Cell]) -> list[Calls]:
 
 def reference_calls(plan: RunPlan, cells: dict[tuple, Cell]) -> list[Calls]:
     """One call per output row under a distraction condition (``judge.reference``)."""
-    spec = plan.reference_judge_spec()
+    spec = plan_judges.reference_judge_spec(plan)
     out = []
     for (m, d, c, p), cell in cells.items():
         if plan.conditions[c]["perturbation"] != "distraction":
             continue
         found = _calls(plan, spec, "judge", "reference", "judge.reference",
-                       plan.judged_path(m, d, c, p), cell.requests)  # fmt: skip
+                       path(paths.JUDGED, model=m, dataset=d, condition=c, prompt=p), cell.requests)  # fmt: skip
         found.reads = (m, d, c, p)
         if found.kind != "offline":
             think = reasoning(plan, found.model, found.kind)[0]
@@ -318,7 +321,7 @@ def scoring_calls(plan: RunPlan, cells: dict[tuple, Cell]) -> list[Calls]:
                 continue
             share = number("fallback", "share")[0] if step == "fallback" else 1.0
             found = _calls(plan, spec, "judge", step.replace("_", "-"), where,
-                           plan.scored_path(m, d, c, p), cell.requests * share)  # fmt: skip
+                           path(paths.SCORED, model=m, dataset=d, condition=c, prompt=p), cell.requests * share)  # fmt: skip
             found.reads = (m, d, c, p)
             if found.kind != "offline":
                 think = reasoning(plan, found.model, found.kind)[0]
@@ -339,7 +342,7 @@ def writer_calls(plan: RunPlan, conds: dict[tuple, Any], facts: dict[str, Any]) 
         condition = plan.conditions[c]
         if condition["perturbation"] == "textual" and condition.get("writer"):
             found = _calls(plan, condition["writer"], "writer", "textual-writer",
-                           f"conditions.{c}.writer", plan.manifest_path(d, c),
+                           f"conditions.{c}.writer", path(paths.MANIFEST, dataset=d, condition=c),
                            cond.variants.value)  # fmt: skip
             if found.kind != "offline":
                 question = question_chars(facts[d]) / CHARS_PER_TOKEN
@@ -354,7 +357,7 @@ def writer_calls(plan: RunPlan, conds: dict[tuple, Any], facts: dict[str, Any]) 
         if condition["perturbation"] == "objects" and editor not in (None, "composite"):
             spec = editor if isinstance(editor, dict) else {"backend": editor}
             found = _calls(plan, spec, "editor", "image-editor", f"conditions.{c}.editor",
-                           plan.manifest_path(d, c), cond.variants.value)  # fmt: skip
+                           path(paths.MANIFEST, dataset=d, condition=c), cond.variants.value)  # fmt: skip
             found.prompt = found.generated = None
             found.unknown.append(f"conditions.{c}.editor: an image edit's tokens and price "
                                  "are not forecast (no registry entry)")  # fmt: skip
@@ -363,7 +366,7 @@ def writer_calls(plan: RunPlan, conds: dict[tuple, Any], facts: dict[str, Any]) 
         writer = spec.get("question_writer") or {}
         if spec["adapter"] == "visargs" and writer.get("backend", "template") != "template":
             found = _calls(plan, writer, "writer", "question-writer",
-                           f"datasets.{d}.question_writer", plan.samples_path(d),
+                           f"datasets.{d}.question_writer", path(paths.SAMPLES, dataset=d),
                            facts[d].samples.value)  # fmt: skip
             found.prompt = number("question_writer", "prompt_tokens")[0] + TEMPLATE_TOKENS
             found.generated = number("question_writer", "answer_tokens")[0]

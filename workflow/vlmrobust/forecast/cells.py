@@ -1,8 +1,8 @@
 """The forecast's unit: one inference cell, (model, dataset, condition, prompt) — one
 outputs file of the run plan — with its requests, tokens and engine time.
 
-The cells are the plan's own (:meth:`RunPlan.output_keys`, less the outputs imported
-from a release): the same planning code that makes the inference jobs. A cell's
+The cells are the plan's own (:meth:`RunPlan.cells`, less the outputs imported from a
+release): the same planning code that makes the inference jobs. A cell's
 requests are its variants x the dataset's draws per question (``n``: Idis' 5 sampled
 responses); a second stage (CRM's final answer) is a cell of its own. The studies a
 cell serves are those whose inputs are its files or files made from them
@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..core import paths
+from ..core.paths import path
 from ..core.prompts import PROMPTS
 from ..core.registry import model_kind, model_resources
-from ..plan import RunPlan
+from ..plan import CellKey, RunPlan, idis, inference, judges
 from ..studies import STUDIES
 from .counts import ConditionFacts, DatasetFacts
 from .tables import MissingEntry, Throughput, throughput_class
@@ -76,37 +78,34 @@ class Cell:
 
 def inference_keys(plan: RunPlan) -> list[tuple[str, str, str, str]]:
     """Every (model, dataset, condition, prompt) the run answers itself."""
-    imported = plan.output_imports
-    return [
-        key
-        for model in plan.models
-        for key in plan.output_keys(model)
-        if "/".join(key) not in imported
-    ]
+    return [key for model in plan.models for key in plan.cells(models=[model], imported=False)]
 
 
 def _derived_files(plan: RunPlan, keys: list[tuple[str, str, str, str]]) -> dict[str, set]:
     """Each file made from a cell's outputs (scored, judged, labelled, compared, ...),
     with the cells it is made from."""
     files: dict[str, set] = defaultdict(set)
-    by_output = {plan.output_path(*k): k for k in keys}
-    for key in keys:
-        m, d, c, p = key
-        for path in (
-            plan.output_path(*key),
-            plan.scored_path(*key),
-            plan.judged_path(*key),
-            plan.math_judged_path(*key),
-            plan.blocked_path(*key),
-            *(plan.attributes_path(e, *key) for e in plan.attribute_extractors),
+    by_output = {CellKey(*k).path(paths.OUTPUTS): k for k in keys}
+    for k in keys:
+        key = CellKey(*k)
+        m, d, c, _ = key
+        for file in (
+            key.path(paths.OUTPUTS),
+            key.path(paths.SCORED),
+            key.path(paths.JUDGED),
+            key.path(paths.MATH_JUDGED),
+            key.path(paths.BLOCKED),
+            *(key.path(paths.ATTRIBUTES, extractor=e) for e in idis.attribute_extractors(plan)),
         ):
-            files[path].add(key)
+            files[file].add(k)
         if plan.conditions[c]["perturbation"] == "mask":
             made_from = {
-                by_output[f] for f in plan.compare_inputs(m, d, c).values() if f in by_output
+                by_output[f]
+                for f in judges.compare_inputs(plan, m, d, c).values()
+                if f in by_output
             }
-            files[plan.compared_path(m, d, c)] |= made_from
-            files[plan.hallucination_path(m, d, c)] |= made_from
+            files[path(paths.COMPARED, model=m, dataset=d, condition=c)] |= made_from
+            files[path(paths.HALLUCINATION, model=m, dataset=d, condition=c)] |= made_from
     return files
 
 
@@ -117,9 +116,9 @@ def cell_studies(plan: RunPlan, keys: list[tuple[str, str, str, str]]) -> dict[t
     for name, study in STUDIES.items():
         for scope in study.scopes(plan):
             inputs = {**study.inputs(plan, scope), **study.view_inputs(plan, scope)}
-            for paths in inputs.values():
-                for path in paths:
-                    for key in files.get(path, ()):
+            for named in inputs.values():
+                for file in named:
+                    for key in files.get(file, ()):
                         if name not in found[key]:
                             found[key].append(name)
     return found
@@ -135,7 +134,7 @@ def build_cell(
 ) -> Cell:
     """A cell's requests and tokens (its engine time: :func:`time_cell`)."""
     model, dataset, condition, prompt = key
-    draws = plan.draws(dataset, prompt)[0]
+    draws = inference.draws(plan, dataset, prompt)[0]
     texts, text_how = prompt_texts(plan, facts, cond, prompt)
     counted, counter = text_tokens(plan, model, texts)
     images = cond.images_per_variant
@@ -169,7 +168,10 @@ def time_cell(plan: RunPlan, cell: Cell, gpu_type: str | None) -> Throughput | N
     """Fill in a cell's engine time from its model's throughput class (an API model
     has none; a model in no class is ``unknown``, never zero)."""
     entry = plan.registry[cell.model]
-    cell.kind, cell.backend = model_kind(entry), plan.cell_backend(cell.model, cell.dataset)
+    cell.kind, cell.backend = (
+        model_kind(entry),
+        inference.cell_backend(plan, cell.model, cell.dataset),
+    )
     if cell.kind == "api":
         return None
     cell.gpus = int(model_resources(entry)["gpu"] or 0)  # a demo model: none (CPU)

@@ -1,20 +1,20 @@
 """Wall time on N GPUs and the variants' disk.
 
 **Wall time.** The run's engines as the plan makes them (docs/architecture.md, one
-loaded model per device): per local model and phase (0: prompts on the images alone;
-1: prompts built on the model's own first-stage answers, after its phase 0) at most
+loaded model per device): per local model and phase (0: prompts on the images alone; 1:
+prompts built on the model's own first-stage answers, after its phase 0) at most
 ``service.engines.<model>`` engines, the phase's jobs dealt to them in turn
-(:meth:`RunPlan.engine_clients`), each engine holding the model's ``resources.gpu``
-GPUs for its start-up plus its jobs' time (a job's time: its cell's engine time over
-the dataset's shards). :func:`schedule` places the engines on ``gpus`` GPUs by list
-scheduling, longest first, an engine starting as soon as enough GPUs are free and its
-model's phase 0 is done (a CPU demo engine takes one slot). The local LLMs' engines
-(the judges' and extractors': :meth:`RunPlan.llm_engines`, each holding its judged files'
-calls, :mod:`.calls`) are engines of the same schedule, each starting only when every
-engine of the VLMs whose outputs its files read has ended (an API VLM's jobs hold no GPU
-and take no forecast time: they do not delay it). That is a greedy bound,
-not the cluster's queue: it takes no other users, no queueing delay and no failed
-jobs into account, and within an engine its jobs run one after another at the
+(:func:`vlmrobust.plan.engines.engine_cells`), each engine holding the model's
+``resources.gpu`` GPUs for its start-up plus its jobs' time (a job's time: its cell's
+engine time over the dataset's shards). :func:`schedule` places the engines on ``gpus``
+GPUs by list scheduling, longest first, an engine starting as soon as enough GPUs are
+free and its model's phase 0 is done (a CPU demo engine takes one slot). The local LLMs'
+engines (the judges' and extractors': :func:`vlmrobust.plan.llm_engines.llm_engines`,
+each holding its judged files' calls, :mod:`.calls`) are engines of the same schedule,
+each starting only when every engine of the VLMs whose outputs its files read has ended
+(an API VLM's jobs hold no GPU and take no forecast time: they do not delay it). That is
+a greedy bound, not the cluster's queue: it takes no other users, no queueing delay and
+no failed jobs into account, and within an engine its jobs run one after another at the
 engine's full rate.
 
 **Disk.** A perturbation that writes images (its registered ``apply``; ``none``,
@@ -43,7 +43,8 @@ import heapq
 from dataclasses import dataclass
 from statistics import fmean
 
-from ..plan import RunPlan
+from ..plan import RunPlan, inference
+from ..plan import engines as plan_engines
 from ..studies import explorer as explorer_plan
 from .calls import Calls
 from .cells import Cell
@@ -64,7 +65,7 @@ class Engine:
 
     model: str
     phase: int
-    index: str  # the engine's label (RunPlan.engine_label)
+    index: str  # the engine's label (vlmrobust.plan.engines.engine_label)
     gpus: int
     seconds: float
     start: float = 0.0
@@ -80,8 +81,9 @@ class Engine:
 def engines_of_run(
     plan: RunPlan, cells: dict[tuple, Cell], rates: dict[str, Throughput]
 ) -> tuple[list[Engine], list[str]]:
-    """The engines of every local model with a known time (:meth:`RunPlan.engines`, each
-    with the cells :meth:`RunPlan.engine_cells` deals it), and the models left out
+    """The engines of every local model with a known time
+    (:func:`vlmrobust.plan.engines.engines`, each with the cells
+    :func:`~vlmrobust.plan.engines.engine_cells` deals it), and the models left out
     (unknown time) with the reason."""
     engines = []
     known = {
@@ -94,12 +96,12 @@ def engines_of_run(
     left_out = [
         m for m, e in plan.models.items() if e["backend"] in ("hf", "vllm") and m not in known
     ]
-    for model, phase, label in plan.engines():
+    for model, phase, label in plan_engines.engines(plan):
         if model not in known:
             continue
         seconds = rates[model].startup_s + sum(
             cells[(model, d, c, p)].engine_s / shards
-            for d, c, p, _i, shards in plan.engine_cells(model, phase, label)
+            for d, c, p, _i, shards in plan_engines.engine_cells(plan, model, phase, label)
             if (model, d, c, p) in cells
         )
         gpus = max(1, cells_gpus(cells, model))
@@ -110,14 +112,14 @@ def engines_of_run(
 def llm_engines_of_run(
     plan: RunPlan, calls: list[Calls], engines: list[Engine], rates: dict[str, Throughput]
 ) -> tuple[list[Engine], list[str]]:
-    """The engines of every local LLM with a known time (:meth:`RunPlan.llm_engines`,
-    each with the judged files :meth:`RunPlan.llm_engine_cells` deals it), each after the
+    """The engines of every local LLM with a known time (:func:`~vlmrobust.plan.llm_engines.llm_engines`,
+    each with the judged files :func:`~vlmrobust.plan.engines.llm_engine_cells` deals it), each after the
     scheduled VLMs (``engines``) whose outputs it reads; and the LLMs left out."""
     by_file = {c.file: c for c in calls if c.kind == "local"}
     scheduled = {e.model for e in engines}
     out, left_out = [], []
-    for model, label in plan.llm_engines():
-        files = [by_file.get(jc.out) for jc in plan.llm_engine_cells(model, label)]
+    for model, label in plan_engines.llm_engines(plan):
+        files = [by_file.get(jc.out) for jc in plan_engines.llm_engine_cells(plan, model, label)]
         if model not in rates or any(f is None or f.engine_s is None for f in files):
             if model not in left_out:
                 left_out.append(model)
@@ -280,7 +282,7 @@ def explorer_cell(
     if cell is not None:
         rows, generated = cell.requests, cell.generated
     else:  # outputs imported from a release: answered by no engine of the run
-        rows = cond.variants.value * plan.draws(dataset, prompt)[0]
+        rows = cond.variants.value * inference.draws(plan, dataset, prompt)[0]
         try:
             generated = generated_tokens(plan, model, dataset, condition, prompt, pilot)[0]
         except MissingEntry:

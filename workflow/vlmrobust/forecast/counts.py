@@ -20,6 +20,7 @@ from PIL import Image
 
 from ..core.config import demo_folder_family
 from ..core.io import read_jsonl
+from ..core.paths import MANIFEST, SAMPLES, path
 from ..core.pixels import fit_within, max_side
 from ..core.records import Sample, Variant
 from ..plan import IMAGE_SUFFIXES, RunPlan, files_under
@@ -31,7 +32,7 @@ MAX_IMAGES = 400
 MAX_PROMPTS = 400
 #: the canvas a perturbation that pastes onto a fixed square draws on
 CANVAS_PERTURBATIONS = ("objects", "typographic", "size")
-#: composites that grow their square canvas around a large diagram (perturb/idis.py)
+#: composites that grow their square canvas around a large diagram (perturb/idis/figures.py)
 MATH_CANVAS = ("diagram", "handwritten")
 MAX_TARGET_FRACTION = 0.6
 #: the canvas of a composite whose condition names none (the `diagram` default)
@@ -113,7 +114,7 @@ def dataset_facts(plan: RunPlan, dataset: str) -> DatasetFacts:
     copy of its rows, else the configuration, the registry and ``images.yaml``."""
     spec = plan.datasets[dataset]
     assumed = image_assumption(spec["adapter"])
-    samples_file = Path(plan.samples_path(dataset))
+    samples_file = Path(path(SAMPLES, dataset=dataset))
     if samples_file.is_file():
         samples = [Sample.from_dict(r) for r in read_jsonl(samples_file)]
         paths = [p for s in samples for p in s.images]
@@ -269,7 +270,7 @@ def condition_facts(plan: RunPlan, facts: DatasetFacts, condition: str) -> Condi
     """A condition's variants: its manifest when there (measured, with the bytes of
     its images folder), else the samples times :func:`variants_per_sample`."""
     dataset = facts.name
-    manifest = Path(plan.manifest_path(dataset, condition))
+    manifest = Path(path(MANIFEST, dataset=dataset, condition=condition))
     if manifest.is_file():
         variants = [Variant.from_dict(r) for r in read_jsonl(manifest)]
         paths = [p for v in variants for p in v.images]

@@ -33,7 +33,7 @@ from ..core.io import iter_jsonl
 from ..core.prompts import DEFAULT_PROMPT, PROMPTS, build_prompt, default_prompt
 from ..core.records import Sample, Variant
 from ..core.vision_tokens import image_tokens, processor_of
-from ..plan import RunPlan
+from ..plan import RunPlan, inference
 from .counts import MAX_PROMPTS, ConditionFacts, DatasetFacts, spread
 from .tables import MissingEntry, generated_rule
 
@@ -143,7 +143,9 @@ def vision_tokens(plan: RunPlan, model: str, cond: ConditionFacts) -> float:
     """Mean vision tokens of one request of ``cond`` for ``model`` (all its images), at
     the dataset's pixel limits for the model (``pixels: harness``) where it sets any,
     else the registry's."""
-    processor = processor_of(plan.registry[model], plan.pixel_limits(model, cond.dataset))
+    processor = processor_of(
+        plan.registry[model], inference.pixel_limits(plan, model, cond.dataset)
+    )
     if processor is None:
         family = plan.registry[model].get("family")
         raise MissingEntry(
@@ -226,7 +228,7 @@ def generated_tokens(
     plan: RunPlan, model: str, dataset: str, condition: str, prompt: str, pilot: Pilot | None
 ) -> tuple[float, str, str]:
     """(mean generated tokens, how, source) of one request of a cell."""
-    cap = plan.stage_decoding(prompt, dataset)[1]
+    cap = inference.stage_decoding(plan, prompt, dataset)[1]
     found = pilot.lookup(model, dataset, condition, prompt) if pilot else None
     if found is not None:
         mean, rows, level = found

@@ -3,7 +3,7 @@
 A *cell* is one (dataset, condition, prompt, shard) of the model: what an inference job
 of an API model answers alone (:func:`vlmrobust.infer.run.run_inference`). A local
 checkpoint (backends ``hf`` and ``vllm``) would pay its load for every cell, so its
-cells of one phase are dealt to ``service.engines`` engines (``RunPlan.engine_cells``)
+cells of one phase are dealt to ``service.engines`` engines (``vlmrobust.plan.engines.engine_cells``)
 and each engine is one job, as Snakemake runs any job: its own process, the model loaded
 in it, its cells answered one after another (each with its own lock, resume cache, image
 hashes and seeds, exactly as a job of its own), its shard files its outputs. There is no

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.commands import Command, arg, required
 from ..core.paths import LLM_CACHE
 from . import json_object, log
+from .args import CACHE, SEED, spec
 
 
 def construct(
@@ -38,3 +40,28 @@ def concepts(samples: str, spec: str | None, out: str) -> None:
     existing = out if Path(out).exists() else None
     counts = write_labels(read_samples(samples), labeler, out, existing)
     log.info("%s: %s", out, counts)
+
+
+#: the construction stage's commands
+COMMANDS: dict[str, Command] = {
+    "construct": Command(
+        construct,
+        "samples -> distraction candidates (writer + editor)",
+        (
+            spec("the construction (construct.<name>)"),
+            required("--samples", nargs="+", help="samples JSONL of the source datasets"),
+            SEED,
+            CACHE,
+            required("--out-dir", help="folder of candidates.jsonl and images"),
+        ),
+    ),
+    "concepts": Command(
+        concepts,
+        "MathVerse samples -> proposed concept-family labels (a person confirms them)",
+        (
+            required("--samples", help="samples JSONL of a mathverse dataset"),
+            arg("--spec", help="labeler spec JSON (default offline rules; or an LLM spec)"),
+            required("--out", help="labels CSV (confirmed rows are kept)"),
+        ),
+    ),
+}

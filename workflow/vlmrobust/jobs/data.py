@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..core.commands import Command, arg, required
 from ..core.config import ConfigError
 from . import json_object, log
+from .args import DATASET_NAME, DATASET_SPEC
 
 
 def samples(name: str, spec: str, out: str, report: str) -> None:
@@ -55,3 +57,30 @@ def write_questions(name: str, spec: str, cache_dir: str | None, out: str) -> No
         counts["failed"],
         time.perf_counter() - t0,
     )
+
+
+#: the data stage's commands
+COMMANDS: dict[str, Command] = {
+    "samples": Command(
+        samples,
+        "datasets -> samples: load one dataset into the sample schema",
+        (
+            DATASET_NAME,
+            DATASET_SPEC,
+            required("--out", help="samples JSONL (images go beside it)"),
+            required("--report", help="report JSON (counts, skipped rows)"),
+        ),
+    ),
+    "write-questions": Command(
+        write_questions,
+        "VisArgs: write the questions of one dataset with its LLM question writer",
+        (
+            DATASET_NAME,
+            DATASET_SPEC,
+            arg(
+                "--cache-dir", help="LLM cache (default: question_writer.cache_dir, else the run's)"
+            ),
+            required("--out", help="questions JSONL (results/questions/<dataset>/questions.jsonl)"),
+        ),
+    ),
+}

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import time
 
+from ..core.commands import Command, arg, required
 from . import json_arg, json_object, log
+from .args import MANIFEST, OUTPUTS, SAMPLES, spec
 
 
 def variants(manifest: str, samples: str, out_dir: str) -> None:
@@ -85,3 +87,57 @@ def index(spec: str, cells: list[str] | None, variants: list[str] | None, out_di
         len(variants or []),
         time.perf_counter() - t0,
     )
+
+
+#: the explorer's commands
+COMMANDS: dict[str, Command] = {
+    "explorer-variants": Command(
+        variants,
+        "a condition's manifest -> the explorer's variants folder (thumbnails, boxes, data)",
+        (
+            MANIFEST,
+            SAMPLES,
+            required("--out-dir", help="results/explorer/variants/<dataset>/<condition>"),
+        ),
+    ),
+    "explorer-cell": Command(
+        cell,
+        "a scored file (vs the clean condition's), its outputs and judges -> the "
+        "explorer's cell folder (rows with flips, full texts)",
+        (
+            required("--scored", help="scored CSV of the cell"),
+            arg("--clean-scored", help="the clean condition's scored CSV (same model, prompt)"),
+            OUTPUTS,
+            arg(
+                "--judge",
+                action="append",
+                default=[],
+                metavar="KIND=PATH",
+                help="a judge file (reference, mathverse, hallucination, "
+                "attributes:<extractor>); repeatable",
+            ),
+            required(
+                "--out-dir", help="results/explorer/cells/<model>/<dataset>/<condition>/<prompt>"
+            ),
+        ),
+    ),
+    "explorer-cells": Command(
+        cells,
+        "a model's cells on one dataset, one after the other (the workflow's job: "
+        "--spec lists each cell's files and folder as explorer-cell takes them)",
+        (
+            spec("the cells: a JSON list of {scored, clean_scored, outputs, judges, out_dir}"),
+            required("--out-dir", help="results/explorer/cells/<model>/<dataset>"),
+        ),
+    ),
+    "explorer-index": Command(
+        index,
+        "every cell and variants folder -> the explorer's index and app (index.html)",
+        (
+            spec("the explorer's specification (models, datasets, studies)"),
+            arg("--cells", nargs="*", default=[], metavar="DIR", help="cell folders"),
+            arg("--variants", nargs="*", default=[], metavar="DIR", help="variants folders"),
+            required("--out-dir", help="results/explorer"),
+        ),
+    ),
+}

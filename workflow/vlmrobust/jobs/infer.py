@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..core.commands import Command, arg, required
 from . import json_object, log, set_threads
+from .args import MANIFEST, OUT_OUTPUTS, SAMPLES, THREADS, WAIT_LOG, spec
 
 
 def infer(
@@ -167,3 +169,68 @@ def block_attention(
     finally:
         backend.close()
     log.info("%s: %s", out, json.dumps(summary, sort_keys=True, default=str))
+
+
+#: inference's commands
+COMMANDS: dict[str, Command] = {
+    "infer": Command(
+        infer,
+        "variants -> outputs: one model on one manifest (resumable)",
+        (
+            spec("the inference job (model, prompt, decoding, shard)"),
+            MANIFEST,
+            SAMPLES,
+            arg("--context", help="a second-stage prompt's first-stage outputs (CRM)"),
+            THREADS,
+            required("--out", help="outputs JSONL (progress goes to <out>.partial)"),
+        ),
+    ),
+    "infer-engine": Command(
+        infer_engine,
+        "one local model, loaded once, answers every cell of an engine plan (resumable)",
+        (
+            required("--plan", help="engine plan JSON (rule engine_plan)"),
+            THREADS,
+            WAIT_LOG,
+        ),
+    ),
+    "vllm-serve": Command(
+        vllm_serve,
+        "serve a backend-vllm model through vLLM's OpenAI-compatible server (the openai "
+        "backend answers through it)",
+        (
+            required("--config", help="the run's configuration (registry, environments)"),
+            required("--model", help="the registry id of a backend-vllm model"),
+            arg("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
+            arg("--port", type=int, default=8000, help="port (default 8000)"),
+            arg(
+                "--print",
+                dest="print_only",
+                action="store_true",
+                help="print the command instead of running it",
+            ),
+        ),
+    ),
+    "gather": Command(
+        gather,
+        "concatenate the shards of one output in manifest order",
+        (
+            MANIFEST,
+            OUT_OUTPUTS,
+            arg("shards", nargs="+", help="shard files"),
+        ),
+    ),
+    "block-attention": Command(
+        block_attention,
+        "outputs -> final answers re-generated with attention to attribute phrases blocked",
+        (
+            spec("the blocking job (its inference job, settings, scorer)"),
+            required("--outputs", help="outputs JSONL of a local model"),
+            required("--attributes", help="the main extractor's attributes of those outputs"),
+            MANIFEST,
+            SAMPLES,
+            THREADS,
+            required("--out", help="blocked JSONL (one row per output and setting)"),
+        ),
+    ),
+}

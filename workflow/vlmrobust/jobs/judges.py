@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..core.commands import Command, arg, required
 from ..core.paths import LLM_CACHE
 from . import json_object, log
+from .args import CACHE, SAMPLES, spec
 
 
 def judge_reference(
@@ -108,3 +110,75 @@ def judge_hallucination(spec: str | None, compared: str, cache_dir: str | None, 
     judge_spec = json_object(spec) if spec else None
     counts = judge_compared(Path(compared), Path(out), judge_spec, Path(cache_dir or LLM_CACHE))
     log.info("%s: %s", out, counts)
+
+
+#: the judges' commands
+COMMANDS: dict[str, Command] = {
+    "judge-reference": Command(
+        judge_reference,
+        "outputs -> does each output refer to the distractor?",
+        (
+            spec("the reference judge (judge.reference)"),
+            required("--outputs", help="outputs JSONL of a distraction condition"),
+            required("--samples", help="samples JSONL (meta.edit: the distractor)"),
+            CACHE,
+            arg("--use-released", action="store_true", help="keep released verdicts"),
+            required("--out", help="judged JSONL (one row per output)"),
+        ),
+    ),
+    "judge-mathverse": Command(
+        judge_mathverse,
+        "outputs -> MathVerse two-stage judge verdicts (extract, then judge)",
+        (
+            spec("the MathVerse judge (judge.mathverse)"),
+            required("--outputs", help="outputs JSONL of a mathverse dataset"),
+            required("--samples", help="samples JSONL (meta.question_for_eval)"),
+            required("--out", help="judged JSONL (one row per output: extracted, verdict)"),
+        ),
+    ),
+    "judge-attributes": Command(
+        judge_attributes,
+        "outputs -> Idis attribute labels of each reasoning trace (one extractor)",
+        (
+            spec("the extractor's setting"),
+            required("--extractor", help="extractor name (judge.attributes.extractors)"),
+            required("--task", choices=["perception", "math", "waterbirds"], help="attribute task"),
+            required("--outputs", help="outputs JSONL of an Idis dataset"),
+            required("--samples", help="samples JSONL (the target's label or concept family)"),
+            required("--manifest", help="variant manifest JSONL (the distractors' classes)"),
+            required("--out", help="attributes JSONL (one row per output)"),
+        ),
+    ),
+    "judge-agreement": Command(
+        judge_agreement,
+        "agreement (percent, Cohen's kappa) of two judges on the same rows",
+        (
+            arg("a", help="judged JSONL or released reference JSONL"),
+            arg("b", help="judged JSONL or released reference JSONL"),
+        ),
+    ),
+    "compare-masking": Command(
+        compare_masking,
+        "outputs -> compared: CRM chains and answers, clean vs one mask condition",
+        (
+            spec("the comparison's setting (masking)"),
+            required("--clean-cot", help="clean chain-of-thought outputs"),
+            required("--clean-answer", help="clean final-answer outputs"),
+            required("--masked-cot", help="masked chain-of-thought outputs"),
+            required("--masked-answer", help="masked final-answer outputs"),
+            required("--manifest", help="the mask condition's variant manifest"),
+            SAMPLES,
+            required("--out", help="compared rows JSONL"),
+        ),
+    ),
+    "judge-hallucination": Command(
+        judge_hallucination,
+        "compared -> does each masked chain hallucinate the hidden content? (CRM)",
+        (
+            arg("--spec", help="the hallucination judge as JSON (default: the offline one)"),
+            required("--compared", help="compared rows JSONL of one mask condition"),
+            CACHE,
+            required("--out", help="judged rows JSONL"),
+        ),
+    ),
+}

@@ -4,7 +4,7 @@ every judged file dealt to it (docs/judges.md).
 A step whose setting names a local registry LLM (the MathVerse judge, an attribute
 extractor: ``llm: gpt-oss-120b``) does not run as a job per file beside Snakemake: its
 files are dealt to the model's engines (``service.engines.<model>``,
-``RunPlan.llm_engine_cells``), each one job on the model's own GPUs, as a VLM's engines
+:func:`vlmrobust.plan.engines.llm_engine_cells`), each one job on the model's own GPUs, as a VLM's engines
 are. The plan file (``results/engines/<model>/phase0/engine<k>.json``, rule
 ``engine_plan``) names the model, its registry entry and the cells: per judged file the
 step, its resolved setting and its files. The engine:
@@ -32,7 +32,9 @@ from typing import Any
 
 from ..clients.pool import RoundPool
 from ..core import watchdog
+from ..core.commands import Command, required
 from . import log, set_threads
+from .args import THREADS, WAIT_LOG
 
 #: judged files answered at once (their calls pooled), unless options.pool_cells says
 POOL_CELLS = 32
@@ -162,3 +164,18 @@ def llm_engine(plan: str, threads: int, wait_log_s: float = 600.0) -> None:
     finally:
         watchdog.stop(watcher)
     log.info("engine %s: %d cell(s) judged (%.1f s)", plan, len(cells), time.perf_counter() - t0)
+
+
+#: the LLM engine's command
+COMMANDS: dict[str, Command] = {
+    "llm-engine": Command(
+        llm_engine,
+        "one local LLM (a judge's, an extractor's), loaded once, judges every file of an "
+        "LLM engine plan (resumable through the LLM cache)",
+        (
+            required("--plan", help="LLM engine plan JSON (rule engine_plan)"),
+            THREADS,
+            WAIT_LOG,
+        ),
+    ),
+}

@@ -3,10 +3,10 @@ replay a seeded draw of a release's rows through the engine the configuration na
 compare the responses, the accuracy and the time with the release's.
 
 Everything a row is answered with is built as the run builds it: the dataset's samples
-by its adapter from the configuration (``RunPlan.samples_spec``), the condition's
-variants by the perturbation stage, the job spec by ``RunPlan.infer_spec`` (the
-registry entry's backend, or the dataset's paper engine under ``engines: papers``), the
-requests by :func:`vlmrobust.infer.run.plan_requests` inside the engine job, which runs
+by its adapter from the configuration (:func:`vlmrobust.plan.data.samples_spec`), the
+condition's variants by the perturbation stage, the job spec by
+:func:`vlmrobust.plan.inference.infer_spec` (the registry entry's backend, or the
+dataset's paper engine under ``engines: papers``), the requests by :func:`vlmrobust.infer.run.plan_requests` inside the engine job, which runs
 as the run's engine does (``vlmrobust infer-engine``; a ``vllm`` model in the vLLM
 environment, ``environments.vllm``). The comparison is
 :mod:`vlmrobust.score.preflight`.
@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.commands import Command, arg, required
 from ..core.config import ConfigError
 from ..core.io import atomic_write_text, read_jsonl
 from . import log
+from .args import THREADS
 
 #: the backends a preflight replays (a local checkpoint, loaded by an engine job)
 LOCAL = ("hf", "vllm")
@@ -140,7 +142,9 @@ def _scoring(plan: Any, dataset: str) -> dict[str, Any]:
     """How the replayed rows are scored: the dataset's scorer, unparsed choice, scoring
     mode and seed, as the score rule passes them; no LLM (no extraction fallback, no
     harness judge)."""
-    params = plan.score_params(dataset)
+    from ..plan.scoring import score_params
+
+    params = score_params(plan, dataset)
     keys = ("scorer", "unparsed_choice", "mode", "seed")
     return {**{k: params[k] for k in keys}, "llm": None}
 
@@ -165,10 +169,11 @@ def _questions(plan: Any, dataset: str, samples: str | None, root: Path) -> tupl
     from ..core.records import read_samples
     from ..core.released import Questions
     from ..data import build_samples
+    from ..plan.data import samples_spec
 
     if samples is None:
         path, report = root / "samples" / "samples.jsonl", root / "samples" / "report.json"
-        build_samples(dataset, plan.samples_spec(dataset), path, report)
+        build_samples(dataset, samples_spec(plan, dataset), path, report)
     else:
         path = Path(samples)
         report = path.parent / "report.json"
@@ -182,9 +187,10 @@ def _questions(plan: Any, dataset: str, samples: str | None, root: Path) -> tupl
 def _entry(plan: Any, model: str, cell: tuple[str, str, str], release: str) -> dict[str, Any]:
     """A model's report entry before its replay: its backend, hub id and release file;
     ``status`` says why it is not replayed (no release file, not a local model)."""
+    from ..plan.inference import infer_spec
     from ..score.preflight import release_candidates
 
-    spec = plan.infer_spec(model, cell[0], cell[2])
+    spec = infer_spec(plan, model, cell[0], cell[2])
     backend = spec["model_spec"]["backend"]
     hub_id = plan.registry[model].get("hf_repo")
     entry = {"model": model, "backend": backend, "hub_id": hub_id, "job_spec": spec}
@@ -358,3 +364,47 @@ def _compare(
         )
     else:
         entry["status"] = "ok"
+
+
+#: the preflight's command
+COMMANDS: dict[str, Command] = {
+    "preflight": Command(
+        preflight,
+        "before the run: replay N released rows per model through the configured engine and "
+        "compare responses (identical share, first differing token), accuracy and time "
+        "(docs/preflight.md)",
+        (
+            required("--config", help="run configuration YAML, e.g. config/paper.yaml"),
+            required(
+                "--release",
+                help="the release folder: <hub id with / as __>.samples.jsonl per model "
+                "(lmms-eval samples), there or under model_outputs/",
+            ),
+            arg("--rows", type=int, default=50, help="rows replayed per model (default 50)"),
+            arg("--seed", type=int, default=0, help="seed of the rows drawn (default 0)"),
+            arg(
+                "--min-identical",
+                type=float,
+                default=0.9,
+                help="fail (exit 1, naming the model) when a model's share of identical "
+                "responses is below this (default 0.9)",
+            ),
+            arg("--models", nargs="+", help="these models (default: every model of the dataset)"),
+            arg("--dataset", default="distract-bench", help="the dataset (default distract-bench)"),
+            arg(
+                "--condition",
+                help="the condition the release answered (default: the dataset's distraction "
+                "condition, else the clean one)",
+            ),
+            arg("--prompt", help="the prompt setting (default: the dataset's only one)"),
+            arg("--samples", help="the dataset's samples file, if built (default: built here)"),
+            arg(
+                "--work",
+                help="work folder, kept (a rerun reuses its answers); default a temporary one",
+            ),
+            arg("--diffs", type=int, default=3, help="differing rows printed per model (3)"),
+            THREADS,
+            arg("--out", help="the JSON report"),
+        ),
+    ),
+}

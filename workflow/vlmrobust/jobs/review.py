@@ -6,6 +6,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..core.commands import Command, arg, required
+from .args import DECIDE, SERVE
+
 
 def review(
     candidates: Any,
@@ -55,3 +58,37 @@ def concepts_review(
     from ..review.concepts import concepts_review as serve
 
     return serve(labels, samples, host=host, port=port, image_base=image_base, report=report)
+
+
+#: human review's commands
+COMMANDS: dict[str, Command] = {
+    "review": Command(
+        review,
+        "human verification: serve the review page that writes the decisions file",
+        (required("--candidates", help="candidates JSONL"), *DECIDE),
+    ),
+    "idis-review": Command(
+        idis_review,
+        "human verification of an Idis condition's images (A.3 criteria) -> decisions file",
+        (
+            required("--manifest", help="variant manifest of an Idis image condition"),
+            required("--samples", help="samples JSONL the variants were built from"),
+            required(
+                "--set",
+                choices=["idis-perception", "idis-math"],  # IDIS_CRITERIA_SETS (lazy import)
+                help="criteria set the page shows and the decisions are checked against",
+            ),
+            *DECIDE,
+        ),
+    ),
+    "concepts-review": Command(
+        concepts_review,
+        "confirm the proposed concept family of each MathVerse problem -> labels CSV",
+        (
+            required("--labels", help="concept-family labels CSV (rewritten in place)"),
+            required("--samples", help="MathVerse samples JSONL (the diagrams)"),
+            *SERVE,
+            arg("--report", action="store_true", help="print the label counts"),
+        ),
+    ),
+}

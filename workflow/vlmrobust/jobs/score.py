@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..core.commands import Command, arg, required
 from ..core.config import ConfigError
 from ..core.paths import LLM_CACHE
 from . import json_arg, json_object, log
+from .args import CACHE, OUT_OUTPUTS, OUT_SCORED, OUTPUTS, SAMPLES, UNPARSED_CHOICE, spec
 
 
 def import_outputs(
@@ -198,3 +200,131 @@ def score_released(
         compare=compare_modes,
     )
     print(f"{out}: {format_released_summary(released_summary(rows))}")
+
+
+#: the score stage's commands
+COMMANDS: dict[str, Command] = {
+    "import-outputs": Command(
+        import_outputs,
+        "released results as the outputs of one job (config `imports`)",
+        (
+            spec("the `imports` entry"),
+            SAMPLES,
+            arg(
+                "--samples-report",
+                help="the samples stage's report.json: the ids it skipped as bad rows, "
+                "whose released answers are left out (counted)",
+            ),
+            required("--released", help="the released file"),
+            arg("--manifest", help="the condition's variant manifest JSONL (format jsonl)"),
+            OUT_OUTPUTS,
+        ),
+    ),
+    "import-verdicts": Command(
+        import_verdicts,
+        "released distractor-reference verdicts alone as the judged file of one job",
+        (
+            arg("--spec", help="the `imports` entry as JSON (recorded; not needed)"),
+            SAMPLES,
+            required("--references", help="the released verdicts file"),
+            required("--out", help="judged JSONL"),
+        ),
+    ),
+    "score": Command(
+        score,
+        "outputs -> scored: the benchmark's rules on every answer",
+        (
+            OUTPUTS,
+            SAMPLES,
+            required("--scorer", help="scoring rules (a benchmark's name or generic)"),
+            arg("--fallback", help="scoring.llm_fallback as JSON (LLM answer extraction)"),
+            UNPARSED_CHOICE,
+            CACHE,
+            arg("--use-released", action="store_true", help="keep released correctness"),
+            OUT_SCORED,
+            arg(
+                "--mode",
+                choices=["extract", "harness"],
+                default="extract",
+                help="scoring.mode: the project's extraction, or the papers' harness",
+            ),
+            arg(
+                "--compare-modes",
+                action="store_true",
+                help="scoring.compare_modes: also the other mode's verdict",
+            ),
+            arg("--seed", type=int, default=0, help="seed of the harness's random guesses"),
+            arg("--judge", help="scoring.harness_judge as JSON (null: offline rules)"),
+        ),
+    ),
+    "score-summary": Command(
+        score_summary,
+        "accuracy and extraction failures per model x dataset",
+        (
+            required("--out", help="summary CSV"),
+            arg("scored", nargs="*", help="scored CSV files"),
+        ),
+    ),
+    "check-requests": Command(
+        check_requests,
+        "the run's last check: requests that failed after every retry",
+        (
+            required("--on-error", choices=["fail", "exclude"], help="scoring.on_request_error"),
+            required("--out", help="report of the failed requests (results/requests.txt)"),
+            arg("--log", dest="log_file", help="also write the message here"),
+            arg("outputs", nargs="*", help="outputs JSONL files"),
+        ),
+    ),
+    "score-released": Command(
+        score_released,
+        "score released lmms-eval / VLMEvalKit results with this project's rules",
+        (
+            arg(
+                "--format",
+                required=True,
+                help="lmms-eval (samples JSONL), vlmevalkit (predictions), mathvista "
+                "(MathVista's output_<model>.json), logicvista (LogicVista's "
+                "<model>-answers.json)",
+            ),
+            arg("--dataset", required=True, help="benchmark: mathvista, mmmu, ..."),
+            arg("--questions", required=True, help="the dataset's rows (JSON, JSONL, parquet)"),
+            arg("--samples", required=True, help="released samples / predictions file"),
+            arg("--id-field", default=None, help="the released rows' id field (dotted)"),
+            arg(
+                "--on-bad-row",
+                choices=["skip", "error"],
+                default="skip",
+                help="a question row that cannot be a sample: skip it and count it and its "
+                "released rows (default), or stop",
+            ),
+            UNPARSED_CHOICE,
+            arg(
+                "--extraction-field",
+                default=None,
+                help="score this released field (e.g. extraction: MathVista's official "
+                "GPT-4 extraction) instead of the response",
+            ),
+            arg(
+                "--response-field",
+                default=None,
+                help="mathvista/logicvista: the field holding the response (default: the "
+                "format's: response / answer)",
+            ),
+            arg("--model", default="released", help="model id recorded in the rows"),
+            arg("--condition", default="clean", help="condition recorded in the rows"),
+            OUT_SCORED,
+            arg(
+                "--mode",
+                choices=["extract", "harness"],
+                default="extract",
+                help="the project's extraction (default), or the papers' harness "
+                "(lmms-eval's task code; docs/scoring.md)",
+            ),
+            arg(
+                "--compare-modes",
+                action="store_true",
+                help="also the other mode's verdict (column other_correct)",
+            ),
+        ),
+    ),
+}

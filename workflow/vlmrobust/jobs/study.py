@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core import paths
+from ..core.commands import Command
 from ..core.config import ConfigError
 from ..core.paths import path
 from . import json_arg, log
+from .args import study_args
 
 
 def _spec_and_inputs(
@@ -123,3 +125,21 @@ def figure(name: str, **options: Any) -> None:
 def page(name: str, **options: Any) -> None:
     """One HTML page of a study."""
     _view("page", name, **options)
+
+
+#: the study commands
+COMMANDS: dict[str, Command] = {
+    command: Command(function, what, study_args(command))
+    for command, function, what in (
+        ("metrics", metrics, "stage files -> a study's tidy metrics (and warnings)"),
+        ("table", table, "metrics -> one table of a study (csv, md, tex)"),
+        ("figure", figure, "metrics -> one figure of a study (png, pdf)"),
+        ("page", page, "metrics -> one HTML page of a study"),
+        (
+            "views",
+            views,
+            "metrics -> every table, figure and page of a study's scope, in one "
+            "process (OUT_DIR/tables/, OUT_DIR/figures/)",
+        ),
+    )
+}

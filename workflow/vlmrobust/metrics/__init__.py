@@ -4,7 +4,8 @@ compared chains, variant manifests) to tidy metric tables.
 :mod:`.core` is shared by every study (columns, rows, pairs, bootstrap, the
 perturbation engine, the files, the index views read); each study has one module of
 its own (:mod:`.corruption`, :mod:`.distraction`, :mod:`.masking`) that imports the
-core and no other study.
+core and no other study. :mod:`.scoring` adds to a study's metrics what its scored rows
+record about their scoring (the tables' scoring footnote).
 """
 
 from __future__ import annotations

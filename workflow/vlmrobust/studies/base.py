@@ -34,6 +34,7 @@ from ..core import paths
 from ..core.io import atomic_write_text
 from ..core.paths import path
 from ..metrics.core import read_metrics, write_metrics
+from ..metrics.scoring import NOTE_UNRECORDED, recorded_scoring, without_scoring_rows
 from ..plan import RunPlan
 from ..report.common import save_figure
 from ..report.tables.render import Table, write_table
@@ -88,13 +89,10 @@ class Study(ABC):
         """What the metrics and views need from the configuration and the registry."""
 
     def run_spec(self, plan: RunPlan, scope: str) -> dict[str, Any]:
-        """The spec the rules pass: :meth:`spec` plus how its datasets were scored
-        (``scoring``: :meth:`RunPlan.scoring_modes`), which every table states."""
-        spec = self.spec(plan, scope)
-        datasets = spec.get("datasets")
-        names = list(datasets) if isinstance(datasets, Mapping) else ([scope] if scope else [])
-        spec["scoring"] = plan.scoring_modes(names)
-        return spec
+        """The spec the rules pass: :meth:`spec`. How the verdicts were made is not in
+        it: the metrics read that from the scored rows (:mod:`vlmrobust.metrics.scoring`)
+        and every table states it from there (:func:`with_scoring_note`)."""
+        return self.spec(plan, scope)
 
     @abstractmethod
     def inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
@@ -190,7 +188,7 @@ class Study(ABC):
         inputs = self.inputs(plan, scope)
         folders = {part for paths in inputs.values() for p in paths for part in Path(p).parts}
         names = sorted(folders & set(plan.datasets))
-        return {**inputs, "samples_reports": [plan.samples_report_path(d) for d in names]}
+        return {**inputs, "samples_reports": [path(paths.SAMPLES_REPORT, dataset=d) for d in names]}
 
     def write_metrics(self, inputs: Inputs, spec: Mapping[str, Any], out: Path, warnings: Path):
         metrics, found = self.compute(inputs, spec)
@@ -205,7 +203,7 @@ class Study(ABC):
         make = {"table": self.tables, "figure": self.figures, "page": self.pages}[kind]
         return make(metrics, inputs, spec)[name]
 
-    def _view(self, kind: str, name: str, metrics: Path, inputs: Inputs, spec):
+    def _view(self, kind: str, name: str, metrics: pd.DataFrame, inputs: Inputs, spec):
         names = {
             "table": self.table_names,
             "figure": self.figure_names,
@@ -214,7 +212,7 @@ class Study(ABC):
         if name not in names:
             known = ", ".join(names) or "none"
             raise ValueError(f"study {self.name}: no {kind} {name!r} (its {kind}s: {known})")
-        return self.view(kind, name, read_metrics(metrics), inputs, spec)
+        return self.view(kind, name, without_scoring_rows(metrics), inputs, spec)
 
     def write_table(
         self,
@@ -228,19 +226,20 @@ class Study(ABC):
         """One table's files; with ``folder`` (the scope's :meth:`folder`) also its
         .html, and its .md and .html link cells to the explorer (links relative to
         ``results/tables/<folder>/``)."""
-        table = self._view("table", name, metrics, inputs, spec)
-        return write_table(with_scoring_note(table, spec), Path(out_dir) / name, folder)
+        frame = read_metrics(metrics)
+        table = self._view("table", name, frame, inputs, spec)
+        return write_table(with_scoring_note(table, frame), Path(out_dir) / name, folder)
 
     def write_figure(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
         import matplotlib.style
 
         with matplotlib.style.context("default"):
-            fig = self._view("figure", name, metrics, inputs, spec)
+            fig = self._view("figure", name, read_metrics(metrics), inputs, spec)
             return save_figure(fig, Path(out_dir) / name)
 
     def write_page(self, name: str, metrics: Path, inputs: Inputs, spec, out_dir: Path):
         path = Path(out_dir) / f"{name}.html"
-        atomic_write_text(path, self._view("page", name, metrics, inputs, spec))
+        atomic_write_text(path, self._view("page", name, read_metrics(metrics), inputs, spec))
         return [path]
 
     def write_views(
@@ -255,12 +254,13 @@ class Study(ABC):
         import matplotlib.pyplot as plt
         import matplotlib.style
 
-        frame = read_metrics(metrics)
+        recorded = read_metrics(metrics)
+        frame = without_scoring_rows(recorded)
         out_dir = Path(out_dir)
         paths: list[Path] = []
         tables = self.tables(frame, inputs, spec) if self.table_names(spec) else {}
         for name in self.table_names(spec):
-            table = with_scoring_note(tables[name], spec)
+            table = with_scoring_note(tables[name], recorded)
             paths += write_table(table, out_dir / "tables" / name, folder)
         if self.figure_names(spec):
             with matplotlib.style.context("default"):
@@ -287,15 +287,18 @@ def model_fields(plan: RunPlan, models: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def scoring_note(scoring: Mapping[str, Any] | None) -> str:
-    """The footnote that says how a table's verdicts were made (``spec["scoring"]``)."""
+    """The footnote that says how a table's verdicts were made, from what its scored
+    rows record (:func:`vlmrobust.metrics.scoring.recorded_scoring`; "" for None)."""
     if not scoring:
         return ""
-    if scoring.get("mode") != "harness":
-        line = "Scoring: the project's answer extraction (scoring.mode extract)"
-    else:
-        from ..core.harness import version_note
+    unrecorded = list(scoring.get("unrecorded") or [])
+    if scoring.get("mode") == "harness":
+        version = scoring.get("version")
+        if version is None:
+            from ..core.harness import version_note
 
-        line = f"Scoring: the papers' harness, {version_note()} task code (scoring.mode harness)"
+            version = version_note()
+        line = f"Scoring: the papers' harness, {version} task code (scoring.mode harness)"
         if scoring.get("harness"):
             line += " on " + ", ".join(scoring["harness"])
         if scoring.get("extract"):
@@ -304,14 +307,25 @@ def scoring_note(scoring: Mapping[str, Any] | None) -> str:
         if scoring.get("offline"):
             line += "; without the harness's GPT-4 judge on " + ", ".join(scoring["offline"])
             line += " (offline rules, counted in the notes)"
+    elif scoring.get("mode") == "extract":
+        line = "Scoring: the project's answer extraction (scoring.mode extract)"
+        if unrecorded:
+            line += " on " + ", ".join(scoring.get("extract") or [])
+    else:
+        line = f"Scoring: the mode is {NOTE_UNRECORDED} (no mode column: files of an older "
+        line += "version, or released verdicts)"
+    if unrecorded and scoring.get("mode"):
+        line += f"; the mode is {NOTE_UNRECORDED} of " + ", ".join(unrecorded)
     if scoring.get("compare"):
         line += "; the other mode's differing verdicts are counted in the notes"
     return line + "."
 
 
-def with_scoring_note(table: Table, spec: Mapping[str, Any]) -> Table:
-    """``table`` with :func:`scoring_note` as its last footnote."""
-    note = scoring_note(spec.get("scoring"))
+def with_scoring_note(table: Table, metrics: pd.DataFrame) -> Table:
+    """``table`` with :func:`scoring_note` of its study's ``metrics`` (what their scored
+    rows record) as its last footnote; unchanged when the metrics have no scoring rows
+    (a study whose numbers rest on no scored verdict)."""
+    note = scoring_note(recorded_scoring(metrics))
     if not note:
         return table
     return dataclasses.replace(table, footnotes=(*table.footnotes, note))

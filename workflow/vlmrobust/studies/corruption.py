@@ -11,8 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from ..core import paths
+from ..core.paths import path
 from ..metrics.core import read_inputs
 from ..metrics.corruption import compute_corruption_metrics
+from ..metrics.scoring import add_scoring_rows
 from ..plan import RunPlan
 from ..report.figures.corruption import corruption_figure_names, corruption_figures
 from ..report.tables.corruption import corruption_table_names, corruption_tables
@@ -73,24 +76,20 @@ class CorruptionStudy(Study):
         }
 
     def inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
-        corrupt = self.conditions(plan)
-        scored, manifests = [], []
-        for d in self.datasets(plan):
-            for c in plan.datasets[d]["conditions"]:
-                if c != plan.clean and c not in corrupt:
-                    continue
-                if c != plan.clean:
-                    manifests.append(plan.manifest_path(d, c))
-                scored += [
-                    plan.scored_path(m, d, c, p)
-                    for m in plan.models_of(d)
-                    for p in plan.prompts_of(d)
-                ]
-        return {"scored": scored, "manifests": manifests}
+        corrupt, datasets = self.conditions(plan), self.datasets(plan)
+        cells = plan.cells(datasets, [plan.clean, *corrupt], outputs=False)
+        manifests = [
+            path(paths.MANIFEST, dataset=d, condition=c)
+            for d in datasets
+            for c in plan.datasets[d]["conditions"]
+            if c != plan.clean and c in corrupt
+        ]
+        return {"scored": [key.path(paths.SCORED) for key in cells], "manifests": manifests}
 
     def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:
         scored, variants = read_inputs(inputs["scored"], inputs.get("manifests") or [])
-        return compute_corruption_metrics(scored, variants, spec)
+        metrics, warnings = compute_corruption_metrics(scored, variants, spec)
+        return add_scoring_rows(metrics, scored, spec, warnings), warnings
 
     def table_names(self, spec: Mapping[str, Any]) -> list[str]:
         return corruption_table_names(spec)

@@ -13,9 +13,12 @@ from typing import Any
 
 import pandas as pd
 
+from ..core import paths
+from ..core.paths import path
 from ..metrics.core import read_inputs
 from ..metrics.distraction import compute_distraction_metrics, read_judged
-from ..plan import RunPlan
+from ..metrics.scoring import add_scoring_rows
+from ..plan import RunPlan, scoring
 from ..report.figures.distraction import distraction_figure_names, distraction_figures
 from ..report.tables.distraction import distraction_table_names, distraction_tables
 from .base import Inputs, Study, model_fields
@@ -80,9 +83,15 @@ class DistractionStudy(Study):
         conditions = [spec[k] for k in keys if spec[k] and spec[k] in answered]
         models, prompts = spec["model_order"], plan.prompts_of(scope)
         return {
-            "scored": plan.scored_of(scope, models, conditions),
+            "scored": scoring.scored_of(plan, scope, models, conditions),
             "judged": [
-                plan.judged_path(m, scope, spec["distracted_condition"], p)
+                path(
+                    paths.JUDGED,
+                    model=m,
+                    dataset=scope,
+                    condition=spec["distracted_condition"],
+                    prompt=p,
+                )
                 for m in models
                 for p in prompts
             ],
@@ -90,7 +99,9 @@ class DistractionStudy(Study):
 
     def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:
         scored, _ = read_inputs(inputs["scored"], [])
-        return compute_distraction_metrics(scored, read_judged(inputs.get("judged") or []), spec)
+        judged = read_judged(inputs.get("judged") or [])
+        metrics, warnings = compute_distraction_metrics(scored, judged, spec)
+        return add_scoring_rows(metrics, scored, spec, warnings), warnings
 
     def table_names(self, spec: Mapping[str, Any]) -> list[str]:
         return distraction_table_names(spec)

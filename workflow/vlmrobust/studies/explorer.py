@@ -15,7 +15,8 @@ from typing import Any
 
 from ..core import paths
 from ..core.paths import path
-from ..plan import RunPlan
+from ..plan import CellKey, RunPlan, judges
+from ..plan import idis as idis_plan
 
 __all__ = [
     "cell_dir",
@@ -42,7 +43,7 @@ def enabled(plan: RunPlan) -> bool:
 
 def cells(plan: RunPlan) -> list[Cell]:
     """(model, dataset, condition, prompt) of every scored file of the run."""
-    return [key for model in plan.models for key in plan.output_keys(model)]
+    return [key for model in plan.models for key in plan.cells(models=[model])]
 
 
 def cell_dir(model: str, dataset: str, condition: str, prompt: str) -> str:
@@ -111,10 +112,10 @@ _JUDGE_FILES: dict[int, tuple[RunPlan, frozenset[str]]] = {}
 def _judge_files(plan: RunPlan) -> frozenset[str]:
     found = _JUDGE_FILES.get(id(plan))
     if found is None or found[0] is not plan:
-        files = set(plan.judged_files()) | set(plan.math_judged_files())
+        files = set(judges.judged_files(plan)) | set(judges.math_judged_files(plan))
         for dataset in plan.datasets:
-            if plan.idis_task(dataset):
-                files |= set(plan.attribute_files(dataset))
+            if idis_plan.idis_task(plan, dataset):
+                files |= set(judges.attribute_files(plan, dataset))
         found = (plan, frozenset(files | _hallucination_files(plan)))
         _JUDGE_FILES[id(plan)] = found
     return found[1]
@@ -123,24 +124,30 @@ def _judge_files(plan: RunPlan) -> frozenset[str]:
 def cell_inputs(plan: RunPlan, model: str, dataset: str, condition: str, prompt: str) -> dict:
     """What one cell's job reads: its scored and outputs files, the clean cell's scored
     file (a perturbed cell), and every judge file of these outputs, by kind."""
-    key = (model, dataset, condition, prompt)
+    key = CellKey(model, dataset, condition, prompt)
     out: dict[str, Any] = {
-        "scored": plan.scored_path(*key),
-        "outputs": plan.output_path(*key),
+        "scored": key.path(paths.SCORED),
+        "outputs": key.path(paths.OUTPUTS),
     }
     clean = plan.clean
     answered = plan.datasets[dataset]["conditions"]
     if condition != clean and clean in answered and plan.has_outputs(model, dataset, clean, prompt):
-        out["clean_scored"] = plan.scored_path(model, dataset, clean, prompt)
+        out["clean_scored"] = path(
+            paths.SCORED, model=model, dataset=dataset, condition=clean, prompt=prompt
+        )
     candidates = {
-        "reference": plan.judged_path(*key),
-        "mathverse": plan.math_judged_path(*key),
+        "reference": key.path(paths.JUDGED),
+        "mathverse": key.path(paths.MATH_JUDGED),
     }
     # the hallucination judge reads the masked chain: the chain-of-thought stage's cell
     if prompt == plan.config["masking"]["cot_prompt"]:
-        candidates["hallucination"] = plan.hallucination_path(model, dataset, condition)
-    for extractor in plan.attribute_extractors_of(dataset) if plan.idis_task(dataset) else []:
-        candidates[f"attributes:{extractor}"] = plan.attributes_path(extractor, *key)
+        candidates["hallucination"] = path(
+            paths.HALLUCINATION, model=model, dataset=dataset, condition=condition
+        )
+    for extractor in (
+        judges.attribute_extractors_of(plan, dataset) if idis_plan.idis_task(plan, dataset) else []
+    ):
+        candidates[f"attributes:{extractor}"] = key.path(paths.ATTRIBUTES, extractor=extractor)
     files = _judge_files(plan)
     out["judges"] = {kind: file for kind, file in sorted(candidates.items()) if file in files}
     return out
@@ -148,8 +155,8 @@ def cell_inputs(plan: RunPlan, model: str, dataset: str, condition: str, prompt:
 
 def variants_inputs(plan: RunPlan, dataset: str, condition: str) -> dict[str, str]:
     return {
-        "manifest": plan.manifest_path(dataset, condition),
-        "samples": plan.samples_path(dataset),
+        "manifest": path(paths.MANIFEST, dataset=dataset, condition=condition),
+        "samples": path(paths.SAMPLES, dataset=dataset),
     }
 
 

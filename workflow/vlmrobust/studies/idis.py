@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..core import paths
+from ..core.paths import path
 from ..core.prompts import prompt_role
 from ..metrics.core import read_inputs
 from ..metrics.idis import (
@@ -29,7 +31,9 @@ from ..metrics.idis import (
     read_math_judged,
     read_sample_meta,
 )
-from ..plan import RunPlan
+from ..metrics.scoring import add_scoring_rows
+from ..plan import RunPlan, inference, judges, scoring
+from ..plan import idis as idis_plan
 from ..report.figures.idis import FIGURE_CAPTIONS, idis_figure_names, idis_figures, idis_view
 from ..report.tables.idis import TABLE_CAPTIONS, idis_table_names, idis_tables
 from .base import Inputs, Study, model_fields
@@ -105,19 +109,19 @@ class IdisStudy(Study):
             "model_order": models,
             "dataset": scope,
             "adapter": plan.datasets[scope]["adapter"],
-            "task": plan.idis_task(scope),
+            "task": idis_plan.idis_task(plan, scope),
             "kinds": self.kinds(plan, scope),
             "clean_condition": plan.clean,
-            "draws": plan.draws(scope)[0],
+            "draws": inference.draws(plan, scope)[0],
             # a prompt's own draws (datasets.<d>.prompt_decoding): the greedy mitigation
             # prompt answers once where the base prompt samples 5
-            "prompt_draws": {p: plan.draws(scope, p)[0] for p in prompts},
+            "prompt_draws": {p: inference.draws(plan, scope, p)[0] for p in prompts},
             "main_prompt": prompts[0],
             "prompts": prompts,
             "mitigation_prompts": [p for p, (role, _) in roles.items() if role == "mitigation"],
             "budget_prompts": {p: n for p, (role, n) in roles.items() if role == "budget"},
-            "extractors": plan.attribute_extractors_of(scope),
-            "blocking": bool(plan.blocked_files(scope)),
+            "extractors": judges.attribute_extractors_of(plan, scope),
+            "blocking": bool(idis_plan.blocked_files(plan, scope)),
             "bootstrap": plan.bootstrap,
         }
 
@@ -126,13 +130,15 @@ class IdisStudy(Study):
         models = plan.models_of(scope)
         idis = set(self.conditions(plan))
         return {
-            "scored": plan.scored_of(scope, models, conditions),
-            "manifests": [plan.manifest_path(scope, c) for c in conditions if c in idis],
-            "samples": [plan.samples_path(scope)],
-            "math_judged": plan.math_judged_files(scope),
-            "attributes": plan.attribute_files(scope),
-            "areas": plan.area_files(scope),
-            "blocked": plan.blocked_files(scope),
+            "scored": scoring.scored_of(plan, scope, models, conditions),
+            "manifests": [
+                path(paths.MANIFEST, dataset=scope, condition=c) for c in conditions if c in idis
+            ],
+            "samples": [path(paths.SAMPLES, dataset=scope)],
+            "math_judged": judges.math_judged_files(plan, scope),
+            "attributes": judges.attribute_files(plan, scope),
+            "areas": idis_plan.area_files(plan, scope),
+            "blocked": idis_plan.blocked_files(plan, scope),
         }
 
     def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:
@@ -144,7 +150,7 @@ class IdisStudy(Study):
         attributes = inputs.get("attributes") or []
         areas = inputs.get("areas") or []
         blocked = inputs.get("blocked") or []
-        return compute_idis_metrics(
+        metrics, warnings = compute_idis_metrics(
             scored,
             variants,
             spec,
@@ -154,6 +160,7 @@ class IdisStudy(Study):
             areas=read_areas(areas) if areas else None,
             blocked=read_blocked(blocked) if blocked else None,
         )
+        return add_scoring_rows(metrics, scored, spec, warnings), warnings
 
     def table_names(self, spec: Mapping[str, Any]) -> list[str]:
         return idis_table_names(spec)

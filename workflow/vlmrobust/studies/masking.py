@@ -13,8 +13,12 @@ from typing import Any
 
 import pandas as pd
 
+from ..core import paths
+from ..core.paths import path
+from ..metrics.core import read_inputs
 from ..metrics.masking import compute_masking_metrics, read_compared
-from ..plan import RunPlan
+from ..metrics.scoring import add_scoring_rows
+from ..plan import RunPlan, scoring
 from ..report.figures.masking import masking_examples_views, masking_figure_names
 from ..report.tables.masking import masking_table_names, masking_tables
 from .base import Inputs, Study, model_fields
@@ -78,15 +82,31 @@ class MaskingStudy(Study):
         spec = self.spec(plan, scope)
         pairs = [(m, c) for m in spec["model_order"] for c in spec["masked_conditions"]]
         return {
-            "compared": [plan.compared_path(m, scope, c) for m, c in pairs],
-            "hallucination": [plan.hallucination_path(m, scope, c) for m, c in pairs],
+            "compared": [
+                path(paths.COMPARED, model=m, dataset=scope, condition=c) for m, c in pairs
+            ],
+            "hallucination": [
+                path(paths.HALLUCINATION, model=m, dataset=scope, condition=c) for m, c in pairs
+            ],
         }
+
+    def metrics_inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
+        """Besides the compared chains: the scored files of the answers they compare (the
+        clean and masked conditions, every prompt), whose record of how they were scored
+        is the tables' scoring footnote (:mod:`vlmrobust.metrics.scoring`)."""
+        spec = self.spec(plan, scope)
+        conditions = [plan.clean, *spec["masked_conditions"]]
+        scored = scoring.scored_of(plan, scope, spec["model_order"], conditions)
+        return {**super().metrics_inputs(plan, scope), "scored": scored}
 
     def view_inputs(self, plan: RunPlan, scope: str) -> dict[str, list[str]]:
         return self.inputs(plan, scope)
 
     def compute(self, inputs: Inputs, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, list[str]]:
-        return compute_masking_metrics(_rows(inputs), spec), []
+        warnings: list[str] = []
+        scored, _ = read_inputs(inputs.get("scored") or [], [])
+        metrics = compute_masking_metrics(_rows(inputs), spec)
+        return add_scoring_rows(metrics, scored, spec, warnings), warnings
 
     def table_names(self, spec: Mapping[str, Any]) -> list[str]:
         return masking_table_names(spec)
