@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.api_server import FAKE_KEY_ENV, FakeAPIServer
 from vlmrobust.core.io import read_jsonl
@@ -43,15 +44,22 @@ def _copy_ignore(directory: str, names: list[str]) -> set[str]:
     return ignored
 
 
+#: The tiny configurations the workflow tests and CI share (config/test/: each is checked,
+#: dry-run and linted by tests/test_test_configs.py).
+TEST_CONFIGS = REPO / "config" / "test"
 #: A short demo-model training for workflow tests (`demo.train`): the DAG is under test,
 #: not what the models learn (tests/test_demo_train.py checks the training itself).
-QUICK_TRAIN = {
-    "n_per_family": 8,
-    "steps": 4,
-    "pretrain_steps": 2,
-    "reasoning_steps": 2,
-    "batch_size": 4,
-}
+QUICK_TRAIN = yaml.safe_load((TEST_CONFIGS / "quick-train.yaml").read_text())["demo"]["train"]
+#: ``--configfile`` of the default run, small (3 samples a family, the short training)
+SMALL_CONFIGS = ("config/config.yaml", "config/test/quick-train.yaml", "config/test/small.yaml")
+
+
+def tiny_config(name: str) -> dict:
+    """config/test/<name>.yaml with the short training, as a dict a test may change and
+    write (a copy: the file is shared)."""
+    config = yaml.safe_load((TEST_CONFIGS / f"{name}.yaml").read_text())
+    config["demo"]["train"] = dict(QUICK_TRAIN)
+    return config
 
 
 def tool_env() -> dict[str, str]:
@@ -105,6 +113,14 @@ def copy_repo(dest: Path) -> Path:
     """A copy of the working tree (without generated files) to run the workflow in."""
     shutil.copytree(REPO, dest, ignore=_copy_ignore, symlinks=True)
     return dest
+
+
+def pytest_collection_modifyitems(items):
+    """A test on the SLURM cluster or the vLLM engine is as long as a whole workflow run:
+    it is marked ``workflow`` too (`pytest -m "not workflow"`: the everyday loop)."""
+    for item in items:
+        if item.get_closest_marker("slurm") or item.get_closest_marker("vllm"):
+            item.add_marker(pytest.mark.workflow)
 
 
 @pytest.fixture(scope="session")

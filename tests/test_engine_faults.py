@@ -32,6 +32,10 @@ from vlmrobust.core.io import read_jsonl
 
 from .conftest import BIN, QUICK_TRAIN, copy_repo, job_processes, run, tool_env
 
+# Whole workflow runs (engine runs killed, stopped and resumed):
+# `pytest -m "not workflow"` leaves them out.
+pytestmark = pytest.mark.workflow
+
 MODEL = "demo-base"
 CONFIG = "config/test-faults.yaml"
 # the answers of the run: demo-chart 6 samples x 3 draws, demo-yesno 6, each x 2 conditions

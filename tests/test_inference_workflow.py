@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,11 @@ import yaml
 from vlmrobust.core.io import read_jsonl
 
 from .api_server import FakeAPIServer
-from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, run, run_files, tool_env
+from .conftest import BIN, REPO, copy_repo, run, run_files, tiny_config, tool_env
+
+# Whole workflow runs (API and demo-model runs, interrupted and resumed):
+# `pytest -m "not workflow"` leaves them out.
+pytestmark = pytest.mark.workflow
 
 SENTINEL = "vlmrobust-sentinel-key-0123456789abcdefXYZ"
 
@@ -30,33 +35,11 @@ def _registry_with(workdir: Path, name: str, entry: dict) -> str:
 
 
 def _config(workdir: Path, registry: str, models: list[str], **extra) -> str:
-    config = {
-        "model_registry": registry,
-        "models": models,
-        "demo": {"n_per_family": 4, "families": ["chart", "yesno"], "train": QUICK_TRAIN},
-        "decoding": {"max_new_tokens": 16},
-        "conditions": {
-            "clean": {"perturbation": "none"},
-            "corrupt": {"perturbation": "corruption"},
-        },
-        "datasets": {
-            "demo-chart": {
-                "adapter": "demo",
-                "source": "local",
-                "path": "results/raw/demo/chart",
-                "conditions": ["clean", "corrupt"],
-            },
-            "demo-yesno": {
-                "adapter": "demo",
-                "source": "local",
-                "path": "results/raw/demo/yesno",
-                "conditions": ["clean"],
-            },
-        },
-        **extra,
-    }
+    """config/test/two-datasets.yaml (demo charts clean and corrupted, yes/no questions
+    clean: 4 samples each) answered by ``models`` of ``registry``."""
+    config = {**tiny_config("two-datasets"), "model_registry": registry, "models": models}
     path = workdir / "config" / "test-run.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump({**config, **extra}))
     return "config/test-run.yaml"
 
 
@@ -111,8 +94,38 @@ def _api_entry(server: FakeAPIServer, **options) -> dict:
     }
 
 
+@contextmanager
+def _api_run(workdir: Path, faults: int, fault: str = "500"):
+    """The API model's run in ``workdir``, its first request failing ``faults`` times
+    with ``fault``: the running server, the command and its environment."""
+    server = FakeAPIServer().start()
+    server.reply_fn = lambda text, body: "The answer is yes."
+    for _ in range(faults):  # both attempts of the first request (max_retries 1)
+        server.add_fault(fault, seconds=3.0, interval=0.5)
+    entry = _api_entry(server)
+    entry["options"]["timeout_s"] = 1
+    registry = _registry_with(workdir, "local-api", entry)
+    configfile = _config(workdir, registry, ["local-api"])
+    cmd = [str(BIN / "snakemake"), "--cores", "1", "--configfile", configfile]
+    env = {"VLMROBUST_TEST_KEY": SENTINEL}
+    try:
+        yield server, cmd, env
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict[str, bytes]:
+    """The files of the API model's run without a fault: built once, the reference of
+    every interrupted run below."""
+    workdir = copy_repo(tmp_path_factory.mktemp("uninterrupted") / "repo")
+    with _api_run(workdir, faults=0) as (_, cmd, env):
+        run(cmd, workdir, env=env)
+    return run_files(workdir)
+
+
 @pytest.mark.parametrize("fault", ["500", "timeout", "trickle"])
-def test_a_rerun_after_failed_requests_asks_only_them_and_completes(tmp_path, fault):
+def test_a_rerun_after_failed_requests_asks_only_them_and_completes(tmp_path, fault, uninterrupted):
     """One request fails after every retry, with a server error, because the server
     holds it past the client's timeout (a stopped or silent server) or because it sends
     its headers and then trickles the body, a byte every 0.5 s, never done within
@@ -121,45 +134,33 @@ def test_a_rerun_after_failed_requests_asks_only_them_and_completes(tmp_path, fa
     The run writes every table, then fails at its last check; the next snakemake (the
     server healthy again) asks that request and no other, completes, and every table,
     scored file and answer equals an uninterrupted run's."""
-    runs = {}
-    for name, faults in (("uninterrupted", 0), ("failed", 2)):
-        workdir = copy_repo(tmp_path / name)
-        with FakeAPIServer() as server:
-            server.reply_fn = lambda text, body: "The answer is yes."
-            for _ in range(faults):  # both attempts of the first request (max_retries 1)
-                server.add_fault(fault, seconds=3.0, interval=0.5)
-            entry = _api_entry(server)
-            entry["options"]["timeout_s"] = 1
-            registry = _registry_with(workdir, "local-api", entry)
-            configfile = _config(workdir, registry, ["local-api"])
-            cmd = [str(BIN / "snakemake"), "--cores", "1", "--configfile", configfile]
-            env = {"VLMROBUST_TEST_KEY": SENTINEL}
-            first = run(cmd, workdir, env=env, check=not faults)
-            if faults:
-                assert first.returncode != 0
-                text = first.stdout + first.stderr
-                assert "1 request(s) failed after every retry" in text
-                errors = {  # the failed rows wait in the shards' resume caches
-                    row["error"]
-                    for path in (workdir / "results/outputs").rglob("*.partial")
-                    for row in read_jsonl(path)
-                    if row.get("error")
-                }
-                (error,) = errors  # one request failed, the model named
-                assert error.startswith("openai fake-vlm request ")
-                assert "failed after 2 attempts (retries exhausted)" in error
-                if fault == "trickle":
-                    assert "request's deadline of 1 s (timeout_s)" in error
-                asked = server.count
-                second = run(cmd, workdir, env=env)
-                assert "Nothing to be done" not in second.stdout + second.stderr
-                assert server.count - asked == 1  # exactly the failed request again
-                third = run([*cmd, "-n"], workdir, env=env)
-                assert "Nothing to be done" in third.stdout + third.stderr
-        runs[name] = run_files(workdir)
-    assert runs["failed"].keys() == runs["uninterrupted"].keys()
-    assert any("/tables/" in k for k in runs["failed"])
-    assert runs["failed"] == runs["uninterrupted"]
+    workdir = copy_repo(tmp_path / "failed")
+    with _api_run(workdir, faults=2, fault=fault) as (server, cmd, env):
+        first = run(cmd, workdir, env=env, check=False)
+        assert first.returncode != 0
+        text = first.stdout + first.stderr
+        assert "1 request(s) failed after every retry" in text
+        errors = {  # the failed rows wait in the shards' resume caches
+            row["error"]
+            for path in (workdir / "results/outputs").rglob("*.partial")
+            for row in read_jsonl(path)
+            if row.get("error")
+        }
+        (error,) = errors  # one request failed, the model named
+        assert error.startswith("openai fake-vlm request ")
+        assert "failed after 2 attempts (retries exhausted)" in error
+        if fault == "trickle":
+            assert "request's deadline of 1 s (timeout_s)" in error
+        asked = server.count
+        second = run(cmd, workdir, env=env)
+        assert "Nothing to be done" not in second.stdout + second.stderr
+        assert server.count - asked == 1  # exactly the failed request again
+        third = run([*cmd, "-n"], workdir, env=env)
+        assert "Nothing to be done" in third.stdout + third.stderr
+    failed = run_files(workdir)
+    assert failed.keys() == uninterrupted.keys()
+    assert any("/tables/" in k for k in failed)
+    assert failed == uninterrupted
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from vlmrobust.core.records import Sample, Variant
 from vlmrobust.core.registry import INFERENCE_KEYS, inference_fields, model_resources
 from vlmrobust.infer.run import Job, plan_requests
 
-from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, run
+from .conftest import BIN, REPO, copy_repo, run, tiny_config
 
 DISPLAY_KEYS = {"name", "family", "role", "base", "studies", "resources"}
 
@@ -66,7 +66,7 @@ def test_backends_read_only_inference_fields():
         read |= set(re.findall(r"spec(?:\.get\(|\[)\s*[\"'](\w+)[\"']", path.read_text()))
     assert read, "no registry key read found: the pattern is out of date"
     # `kind` is read for a `kind: llm` entry alone (engine_kwargs: no image inputs), whose
-    # LLM engine plan carries it (RunPlan.llm_engine_plan); absent, a VLM's is `vlm`
+    # LLM engine plan carries it (plan.engines.llm_engine_plan); absent, a VLM's is `vlm`
     assert read <= {*INFERENCE_KEYS, "kind"}, read - set(INFERENCE_KEYS)
 
 
@@ -126,22 +126,13 @@ def test_bad_resources_name_the_key(resources, message):
 
 
 def _write_run(workdir: Path, models: dict, run_models: list[str], **extra) -> str:
-    """A registry with ``models`` and a run of them on two demo charts (clean only)."""
+    """A registry with ``models`` and a run of them on two demo charts, clean
+    (config/test/chart.yaml)."""
     (workdir / "config" / "test-models.yaml").write_text(yaml.safe_dump({"models": models}))
     config = {
+        **tiny_config("chart"),
         "model_registry": "config/test-models.yaml",
         "models": run_models,
-        "demo": {"n_per_family": 2, "families": ["chart"], "train": QUICK_TRAIN},
-        "decoding": {"max_new_tokens": 8},
-        "conditions": {"clean": {"perturbation": "none"}},
-        "datasets": {
-            "demo-chart": {
-                "adapter": "demo",
-                "source": "local",
-                "path": "results/raw/demo/chart",
-                "conditions": ["clean"],
-            }
-        },
         **extra,
     }
     (workdir / "config" / "test-run.yaml").write_text(yaml.safe_dump(config))
@@ -159,7 +150,7 @@ def _infer_jobs(out: str, workdir: Path) -> dict[str, dict]:
     its spec in the command) and the engines (a local model's cells, their specs in the
     engine's plan, which a dry run does not write: read from the run plan that writes
     it)."""
-    from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import RunPlan, engines
 
     with contextlib.chdir(workdir):
         plan = RunPlan.load("config/test-run.yaml")
@@ -175,7 +166,7 @@ def _infer_jobs(out: str, workdir: Path) -> dict[str, dict]:
             spec, cli = json.loads(args[args.index("--spec") + 1]), args[: args.index("infer")]
         else:
             m = re.search(r"results/engines/([^/]+)/phase(\d+)/engine(\d+)\.json", command)
-            cells = plan.engine_plan(m.group(1), int(m.group(2)), int(m.group(3)))["cells"]
+            cells = engines.engine_plan(plan, m.group(1), int(m.group(2)), int(m.group(3)))["cells"]
             spec = next(c for c in cells if "/demo-chart/clean/" in c["out"])["spec"]
             cli = args[: args.index("infer-engine")]
         resources = dict(
@@ -261,6 +252,7 @@ def test_infer_params_change_with_the_checkpoint_only(tmp_path):
     assert resources("m-api") == ("infer", 0, 2000, 30)
 
 
+@pytest.mark.workflow  # a whole run of two models
 def test_editing_a_display_name_reruns_no_inference(tmp_path):
     """(b) A finished tiny run, then the registry's display keys (and resources) edited:
     only the explorer's index, which shows the display names, is written again; a changed
@@ -424,20 +416,22 @@ def test_openvlthinker_is_the_distract_bench_release_checkpoint():
     ],
 )
 def test_paper_generation_config_per_model_and_dataset(model, dataset, prompt, choice, in_spec):
-    from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import RunPlan, inference
 
-    spec = RunPlan.load(str(REPO / "config/paper.yaml")).infer_spec(model, dataset, prompt)
+    spec = inference.infer_spec(
+        RunPlan.load(str(REPO / "config/paper.yaml")), model, dataset, prompt
+    )
     assert spec.get("generation_config") == in_spec
     assert Job(**spec).generation == choice
 
 
 def test_the_demo_run_decodes_explicitly_with_unchanged_job_specs():
-    from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import RunPlan, inference
 
     plan = RunPlan.load(str(REPO / "config/config.yaml"))
     for model in plan.models:
         for dataset in plan.datasets:
-            spec = plan.infer_spec(model, dataset, "default")
+            spec = inference.infer_spec(plan, model, dataset, "default")
             assert "generation_config" not in spec
             assert "generation_config" not in spec["model_spec"].get("options", {})
             assert Job(**spec).generation == "explicit"

@@ -34,10 +34,14 @@ DATA = real_data(REPO)
 MATHV = DATA / "mathvision"
 LOGICVISTA = DATA / "logicvista" / "data"
 
-pytestmark = pytest.mark.skipif(
-    not (MATHV / "data" / "test.jsonl").is_file() or not (LOGICVISTA / "dataset.json").is_file(),
-    reason=f"the released MATH-V and LogicVista files are not at {DATA} (docs/real-data.md)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not (MATHV / "data" / "test.jsonl").is_file()
+        or not (LOGICVISTA / "dataset.json").is_file(),
+        reason=f"the released MATH-V and LogicVista files are not at {DATA} (docs/real-data.md)",
+    ),
+    pytest.mark.workflow,  # a whole run on the slice
+]
 
 #: rows 1-17, the two letter answers without options (59, 434: options pictured, with
 #: <image2>... parts) and the largest image of the test set (2935)

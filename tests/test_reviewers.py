@@ -15,6 +15,10 @@ from PIL import Image
 
 from .conftest import BIN, FIXTURES, copy_repo, run
 
+# Whole workflow runs (the reviewers' runs from released files):
+# `pytest -m "not workflow"` leaves them out.
+pytestmark = pytest.mark.workflow
+
 DB = FIXTURES / "distract-bench"
 QWEN = DB / "model_outputs" / "Qwen__Qwen2.5-VL-7B-Instruct.samples.jsonl"
 EUREKA = DB / "model_outputs" / "FanqingM__MM-Eureka-Qwen-7B.samples.jsonl"
@@ -258,19 +262,20 @@ def test_agreement_of_our_judge_with_the_released_verdicts(reviewer_run):
     assert 0.0 <= result["percent"] <= 1.0
 
 
-# --- the README's reviewers example, run exactly as written -------------------------------
+# --- the reviewers' example of docs/reviewers.md, run exactly as written ----------------
 
 
 @pytest.fixture(scope="module")
 def readme_run(tmp_path_factory) -> Path:
-    """The README's 'For reviewers' configuration, copied verbatim, run in a copy of the
-    repository: released distracted outputs of two models, the released verdicts of a
-    third model without outputs, no images."""
-    from .test_readme_snippets import yaml_snippets
+    """The reviewers' configuration of docs/reviewers.md ("The Distract-Bench release"),
+    copied verbatim, run in a copy of the repository as the page says: released
+    distracted outputs of two models, the released verdicts of a third model without
+    outputs, no images."""
+    from .test_readme_snippets import REVIEWERS, yaml_snippets
 
     workdir = copy_repo(tmp_path_factory.mktemp("readme") / "repo")
-    readme = (workdir / "README.md").read_text(encoding="utf-8")
-    _, block, _ = yaml_snippets(readme[readme.index("## For reviewers") :])[0]
+    page = (workdir / REVIEWERS).read_text(encoding="utf-8")
+    _, block, _ = yaml_snippets(page[page.index("## The Distract-Bench release") :])[0]
     (workdir / "config" / "reviewers.yaml").write_text(block)
     cmd = [str(BIN / "snakemake"), "--cores", "2", "--configfile", "config/reviewers.yaml"]
     dry = run([*cmd, "-n"], workdir)

@@ -16,6 +16,10 @@ from vlmrobust.core.io import read_jsonl
 
 from .conftest import BIN, copy_repo, run
 
+# Whole workflow runs (the reviewers' Idis run from released files):
+# `pytest -m "not workflow"` leaves them out.
+pytestmark = pytest.mark.workflow
+
 MODELS = ["qwen3-vl-8b-thinking", "r1-onevision-7b-rl"]
 PERCEPTION = "imagenet9-released"
 WATERBIRDS = "waterbirds-released"

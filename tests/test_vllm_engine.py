@@ -454,25 +454,16 @@ def test_workflow_runs_demo_vllm_through_its_engine(tmp_path):
     environment, and the rows are scored like any model's."""
     import yaml
 
-    from tests.conftest import QUICK_TRAIN, copy_repo, run
+    from tests.conftest import copy_repo, run, tiny_config
 
     require_vllm()
     workdir = copy_repo(tmp_path / "repo")
-    config = {
+    config = {  # two demo charts, clean (config/test/chart.yaml)
+        **tiny_config("chart"),
         "models": ["demo-vllm"],
         "environments": {"vllm": str(Path(vllm_cli()[0]).parent.parent)},
-        "demo": {"n_per_family": 3, "families": ["chart"], "train": QUICK_TRAIN},
-        "decoding": {"max_new_tokens": 8},
-        "conditions": {"clean": {"perturbation": "none"}},
-        "datasets": {
-            "demo-chart": {
-                "adapter": "demo",
-                "source": "local",
-                "path": "results/raw/demo/chart",
-                "conditions": ["clean"],
-            }
-        },
     }
+    config["demo"]["n_per_family"] = 3
     (workdir / "config" / "vllm-run.yaml").write_text(yaml.safe_dump(config))
     cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", "2",
            "--configfile=config/vllm-run.yaml",

@@ -15,11 +15,24 @@ import pytest
 from vlmrobust.core.io import read_jsonl, sha256_file
 from vlmrobust.core.paths import real_data
 
-from .conftest import BIN, QUICK_TRAIN, REPO, copy_repo, job_processes, run, run_files
+from .conftest import (
+    BIN,
+    QUICK_TRAIN,
+    REPO,
+    SMALL_CONFIGS,
+    copy_repo,
+    job_processes,
+    run,
+    run_files,
+)
+
+# Whole workflow runs (the default run, small, and what reruns after it):
+# `pytest -m "not workflow"` leaves them out.
+pytestmark = pytest.mark.workflow
 
 # Small demo data and a short training (the models learn little; the DAG is the point).
-DEMO = f"demo={{n_per_family: 3, train: {json.dumps(QUICK_TRAIN)}}}"
-SMALL = ["--config", DEMO]
+#: the default run, small (config/test/small.yaml: 3 samples a family, a short training)
+SMALL = ["--configfile", *SMALL_CONFIGS]
 FAMILIES = ["diagram", "chart", "yesno", "text", "objects", "geometry", "premises"]
 IDIS_PERCEPTION = ["clean", "idis-objects", "idis-typographic", "idis-size", "idis-res"]
 IDIS_MATH = ["clean", "idis-diagram", "idis-handwritten", "idis-mathwriting", "idis-textual"]
@@ -158,7 +171,7 @@ def test_changed_condition_reruns_only_its_jobs(demo_run):
 
     conditions = load_yaml(demo_run / "config/config.yaml")["conditions"]
     conditions["corrupt"]["severities"] = [5]
-    proc = snakemake(demo_run, "-n", "--config", DEMO, f"conditions={json.dumps(conditions)}")
+    proc = snakemake(demo_run, "-n", *SMALL, "--config", f"conditions={json.dumps(conditions)}")
     out = proc.stdout + proc.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     # Only the corrupt variants and what reads them: 8 datasets (the seven demo families
@@ -199,7 +212,7 @@ def test_a_changed_scoring_mode_reruns_scoring_never_inference(demo_run):
     harness reruns every score job and what reads them, and no variants, inference or
     engine job."""
     scoring = json.dumps({"mode": "harness", "compare_modes": True})
-    proc = snakemake(demo_run, "-n", "--config", DEMO, f"scoring={scoring}")
+    proc = snakemake(demo_run, "-n", *SMALL, "--config", f"scoring={scoring}")
     out = proc.stdout + proc.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     scored = list(demo_run.glob("results/scored/*/*/*/*.csv"))
@@ -246,18 +259,21 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     # service.split_cells), the 22 of the API models by one job each
     assert jobs["infer"] == "22"
     from vlmrobust.plan import RunPlan
+    from vlmrobust.plan import engines as plan_engines
 
     with contextlib.chdir(workdir):
         plan = RunPlan.load("config/paper.yaml")
-    engines = plan.engines()
+    engines = plan_engines.engines(plan)
     assert len(engines) == 32  # the balance block's engines (config/paper.yaml)
-    cells = {(e[0], *c[:3]) for e in engines for c in plan.engine_cells(*e)}
+    cells = {(e[0], *c[:3]) for e in engines for c in plan_engines.engine_cells(plan, *e)}
     assert len(cells) == 281
     engine_jobs = {k: v for k, v in jobs.items() if k.startswith("engine_") and k != "engine_plan"}
     assert len(engine_jobs) == len(engines) and set(engine_jobs.values()) == {"1"}
     # the vLLM engines are listed, to run with the (missing) environment's Python
     blocks = re.split(r"\n(?=rule \w+:)", proc.stdout + proc.stderr)
-    vllm_engines = [e for e in engines if plan.engine_backend(e[0], e[2])[0] == "vllm"]
+    vllm_engines = [
+        e for e in engines if plan_engines.engine_backend(plan, e[0], e[2])[0] == "vllm"
+    ]
     assert vllm_engines
     for model, phase, label in vllm_engines:
         slug = "".join(ch if ch.isalnum() else "_" for ch in model)
@@ -269,11 +285,15 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     assert sorted(llm_jobs) == [f"llm_engine_gpt_oss_120b_{k}" for k in range(5)] + [
         f"llm_engine_qwen3_5_27b_{k}" for k in range(2)
     ]
-    assert plan.llm_engines() == [("gpt-oss-120b", str(k)) for k in range(5)] + [
+    assert plan_engines.llm_engines(plan) == [("gpt-oss-120b", str(k)) for k in range(5)] + [
         ("qwen3.5-27b", "0"),
         ("qwen3.5-27b", "1"),
     ]
-    judged = [c for m, k in plan.llm_engines() for c in plan.llm_engine_cells(m, k)]
+    judged = [
+        c
+        for m, k in plan_engines.llm_engines(plan)
+        for c in plan_engines.llm_engine_cells(plan, m, k)
+    ]
     assert sum(c.step == "mathverse" for c in judged) == 16 and len(judged) == 16 + 28
     assert int(jobs["engine_plan"]) == len(engines) + len(llm_jobs)
     assert jobs["score"] == "303"
@@ -297,8 +317,8 @@ def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
     proc = snakemake(
         demo_run,
         "-n",
+        *SMALL,
         "--config",
-        DEMO,
         "models=[demo-base, demo-reasoning, demo-extra]",
     )
     out = proc.stdout + proc.stderr
