@@ -128,6 +128,20 @@ def repo() -> Path:
     return REPO
 
 
+@pytest.fixture(scope="session")
+def plan():
+    """The default run's plan (config/config.yaml; its registry path is relative to the
+    repository); a test module may define its own ``plan``."""
+    from vlmrobust.plan import RunPlan
+
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        return RunPlan.load("config/config.yaml")
+    finally:
+        os.chdir(cwd)
+
+
 @pytest.fixture
 def fake_api(monkeypatch):
     """A running fake OpenAI / Gemini API (tests/api_server.py) with a test key in

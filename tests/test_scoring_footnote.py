@@ -4,11 +4,9 @@ from the configuration's ``scoring`` section (docs/scoring.md)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from vlmrobust.core.scored import SCORED_COLUMNS
 from vlmrobust.metrics.core import read_metrics
@@ -17,22 +15,9 @@ from vlmrobust.plan import RunPlan
 from vlmrobust.studies import STUDIES
 from vlmrobust.studies.base import scoring_note
 
-from .conftest import REPO
-
 RELEASE = "lmms-eval 0.7.2 (= 13fd645a)"
 MODELS = ("demo-base", "demo-reasoning")
 DATASETS = ("demo-chart", "demo-yesno")
-
-
-@pytest.fixture(scope="module")
-def plan() -> RunPlan:
-    """The default run's plan: ``scoring.mode extract``, ``compare_modes`` false."""
-    cwd = os.getcwd()
-    os.chdir(REPO)
-    try:
-        return RunPlan.load("config/config.yaml")
-    finally:
-        os.chdir(cwd)
 
 
 def scored_rows(dataset: str, model: str, condition: str, how: dict) -> list[dict]:

@@ -11,21 +11,6 @@ from vlmrobust.plan import RunPlan
 from vlmrobust.studies import STUDIES, get_study, study_folders
 from vlmrobust.studies.base import Study
 
-from .conftest import REPO
-
-
-@pytest.fixture(scope="module")
-def plan() -> RunPlan:
-    """The default run's plan (its registry path is relative to the repository)."""
-    import os
-
-    cwd = os.getcwd()
-    os.chdir(REPO)
-    try:
-        return RunPlan.load("config/config.yaml")
-    finally:
-        os.chdir(cwd)
-
 
 def test_every_study_module_is_found():
     assert list(STUDIES) == ["corruption", "distraction", "idis", "masking"]
