@@ -23,6 +23,7 @@ from vlmrobust.clients.vlm.blocking import (  # noqa: E402
     token_positions,
 )
 from vlmrobust.clients.vlm.hf import HFBackend  # noqa: E402
+from vlmrobust.clients.vlm.hf_blocking import prefilled_inputs  # noqa: E402
 from vlmrobust.clients.vlm.thinking import split_thinking  # noqa: E402
 from vlmrobust.core.idis import attribute_roles  # noqa: E402
 from vlmrobust.core.prompts import build_prompt  # noqa: E402
@@ -106,7 +107,7 @@ def test_token_positions_by_hand():
 
 def test_prefill_tokens_match_the_phrases(env):
     backend = env["sdpa"]
-    inputs, positions = backend.prefilled_inputs(_request(env["image"]), PREFILL, DOG_BOWL)
+    inputs, positions = prefilled_inputs(backend, _request(env["image"]), PREFILL, DOG_BOWL)
     ids = inputs["input_ids"][0]
     assert len(positions) == 8 and positions == sorted(positions)
     first, second = positions[:4], positions[4:]
@@ -130,7 +131,7 @@ def test_prefill_tokens_match_the_phrases(env):
 
 def test_blocked_keys_get_zero_attention_weight(env):
     backend = env["eager"]
-    inputs, positions = backend.prefilled_inputs(_request(env["image"]), PREFILL, DOG_BOWL)
+    inputs, positions = prefilled_inputs(backend, _request(env["image"]), PREFILL, DOG_BOWL)
     length = inputs["input_ids"].shape[1]
     first = length - 3
     with torch.no_grad(), blocked_attention(backend.model, positions, first) as state:
@@ -157,7 +158,7 @@ def test_blocked_keys_get_zero_attention_weight(env):
 
 def test_blocking_changes_only_the_answer_positions(env):
     backend = env["sdpa"]
-    inputs, positions = backend.prefilled_inputs(_request(env["image"]), PREFILL, DOG_BOWL)
+    inputs, positions = prefilled_inputs(backend, _request(env["image"]), PREFILL, DOG_BOWL)
     length = inputs["input_ids"].shape[1]
     with torch.no_grad():
         plain = backend.model(**inputs).logits[0]
@@ -189,7 +190,7 @@ def test_blocking_is_undone_after_an_error(env):
 def test_no_blocking_equals_plain_greedy_generation(env):
     backend = env["sdpa"]
     req = _request(env["image"], 8)
-    inputs, _ = backend.prefilled_inputs(req, PREFILL)
+    inputs, _ = prefilled_inputs(backend, req, PREFILL)
     plain_ids = _greedy(backend, inputs, 8)
     text, blocked = backend.answer_with_blocked(req, PREFILL, [], 8)
     assert blocked == 0
@@ -412,7 +413,7 @@ def test_block_attention_end_to_end(env, tmp_path):
     built = build_prompt(samples[0], variants[0], "label")
     req = Request("x", built.content, max_new_tokens=4, system=built.system)
     prefill = TRACES["s1"].rsplit(" Dog", 1)[0]
-    inputs, _ = env["sdpa"].prefilled_inputs(req, prefill)
+    inputs, _ = prefilled_inputs(env["sdpa"], req, prefill)
     text = env["sdpa"].decode_completion(_greedy(env["sdpa"], inputs, 4))[0]
     assert rows[0]["answer_text"] == split_thinking(prefill + text)[1]
     assert summary == {

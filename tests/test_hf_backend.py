@@ -21,6 +21,10 @@ import torch  # noqa: E402
 
 from vlmrobust.clients.vlm.base import Request  # noqa: E402
 from vlmrobust.clients.vlm.hf import HFBackend, RowSampler  # noqa: E402
+from vlmrobust.clients.vlm.hf_generation import (  # noqa: E402
+    checkpoint_top_k,
+    generation_settings,
+)
 from vlmrobust.clients.vlm.media import ImageLoadError, load_image  # noqa: E402
 from vlmrobust_demo.model import build_demo_model  # noqa: E402
 
@@ -283,7 +287,7 @@ def test_checkpoint_generation_config_applies_the_checkpoint_defaults(env):
     try:
         explicit = _run(backend, reqs("explicit"), 8)
         checkpoint = _run(backend, reqs("checkpoint"), 8)
-        settings = {m: backend.generation_settings(m, 24) for m in ("explicit", "checkpoint")}
+        settings = {m: generation_settings(backend, m, 24) for m in ("explicit", "checkpoint")}
     finally:
         backend.model.generation_config = saved
     # the penalty bites: greedy tokens differ
@@ -328,11 +332,11 @@ def test_checkpoint_top_k_defaults_to_transformers(env):
     saved = copy.deepcopy(backend.model.generation_config)
     try:
         backend.model.generation_config.top_k = None
-        assert backend.checkpoint_top_k() == 50  # transformers' global default
+        assert checkpoint_top_k(backend) == 50  # transformers' global default
         backend.model.generation_config.top_k = 20
-        assert backend.checkpoint_top_k() == 20
+        assert checkpoint_top_k(backend) == 20
         backend.model.generation_config.top_k = 0
-        assert backend.checkpoint_top_k() is None
+        assert checkpoint_top_k(backend) is None
     finally:
         backend.model.generation_config = saved
     bad = _one(env["images"][0], "q", "bad", generation_config="neutral")

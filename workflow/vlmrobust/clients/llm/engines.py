@@ -491,7 +491,7 @@ class HFTextEngine(TextEngine):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from ..vlm.hf import _DTYPES, _has_accelerate, _torch_dtype
+        from ..vlm.hf_setup import _DTYPES, _has_accelerate, _torch_dtype
 
         self.source = self._source()
         opts = self.options
