@@ -115,12 +115,37 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
+#: the test files that take minutes, longest first (measured: docs/development.md). They
+#: run first, so that the two processes of `pytest -n 2` share them instead of one
+#: process starting the longest last (`--dist loadfile --no-loadscope-reorder`, in
+#: pyproject.toml, keeps each file in one process and this order).
+LONG_FILES = (
+    "test_workflow.py",
+    "test_cluster.py",
+    "test_vllm_engine.py",
+    "test_engine_faults.py",
+    "test_inference_workflow.py",
+    "test_llm_engines.py",
+    "test_twins.py",
+    "test_reviewers_idis.py",
+    "test_wrapper_tensors.py",
+    "test_gpu_check.py",
+    "test_real_slice.py",
+    "test_reviewers.py",
+    "test_models_registry.py",
+    "test_preflight.py",
+)
+
+
 def pytest_collection_modifyitems(items):
     """A test on the SLURM cluster or the vLLM engine is as long as a whole workflow run:
-    it is marked ``workflow`` too (`pytest -m "not workflow"`: the everyday loop)."""
+    it is marked ``workflow`` too (`pytest -m "not workflow"`: the everyday loop). The
+    files of :data:`LONG_FILES` go first, in that order (each file's own order kept)."""
     for item in items:
         if item.get_closest_marker("slurm") or item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.workflow)
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))
 
 
 @pytest.fixture(scope="session")

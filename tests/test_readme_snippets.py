@@ -226,13 +226,13 @@ def test_the_readme_keeps_the_commands_ci_runs():
     quick = quick[: quick.index("\n## ")]
     assert (
         '.venv/bin/pip install -e ".[dev]" && .venv/bin/snakemake --cores 2' in quick
-        and ".venv/bin/pytest" in quick
+        and ".venv/bin/pytest -n 2" in quick
     )
     tests = readme[readme.index("## Tests") :]
-    assert "```bash\n.venv/bin/pytest\n```" in tests
+    assert "```bash\n.venv/bin/pytest -n 2\n```" in tests
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert '.venv/bin/pip install --quiet -e ".[dev]"' in ci
-    assert ci.rstrip().endswith(".venv/bin/pytest")
+    assert ci.rstrip().endswith(".venv/bin/pytest -n 2")
 
 
 def test_a_target_after_configfile_is_found():
