@@ -153,6 +153,18 @@ def repo() -> Path:
     return REPO
 
 
+@pytest.fixture(autouse=True)
+def _truncated_images_fail():
+    """After each test PIL's LOAD_TRUNCATED_IMAGES is off again: an lmms-eval module a
+    test imports directly turns it on for the whole process, and a later test in the
+    same process (with `-n 2`, whichever file comes next) would then load a truncated
+    image where the workflow fails naming it."""
+    yield
+    from PIL import ImageFile
+
+    ImageFile.LOAD_TRUNCATED_IMAGES = False
+
+
 @pytest.fixture(scope="session")
 def plan():
     """The default run's plan (config/config.yaml; its registry path is relative to the

@@ -340,8 +340,14 @@ def _task(prompt: str, model_name: str) -> Any:
     """lmms-eval's ``ConfigurableMessagesTask`` of ``prompt``'s task, set up as its
     ``__init__`` does (config, model-specific kwargs, output type) without loading the
     dataset; ``generation_kwargs`` updated with ``max_new_tokens`` as ``--gen_kwargs``."""
+    from PIL import ImageFile
+
+    truncated = ImageFile.LOAD_TRUNCATED_IMAGES
     from lmms_eval.api.task import ConfigurableMessagesTask, TaskConfig
 
+    # the task module turns on PIL's LOAD_TRUNCATED_IMAGES at import: not for the
+    # tests after this one (core/harness.py keeps it likewise)
+    ImageFile.LOAD_TRUNCATED_IMAGES = truncated
     config = harness.task_config(harness.HARNESS_TASKS[prompt].yaml)
     fields = {
         k: harness.task_function(v) if isinstance(v, harness.FunctionRef) else copy.deepcopy(v)
