@@ -228,10 +228,15 @@ def test_bad_config_stops_before_any_job(demo_run, tmp_path):
     assert "key 'seed': -1 is less than the minimum of 0" in proc.stdout + proc.stderr
 
 
-def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
+@pytest.fixture(scope="module")
+def paper_dry(tmp_path_factory):
+    """``snakemake -n -p`` of config/paper.yaml in a copy without the vLLM environment:
+    its text, its jobs by rule and the plan it was made from."""
     import time
 
-    workdir = copy_repo(tmp_path / "repo")
+    from vlmrobust.plan import RunPlan
+
+    workdir = copy_repo(tmp_path_factory.mktemp("paper") / "repo")
     # the local datasets' folders (ImageNet-9, LogicVista, Waterbirds): empty stand-ins
     for folder in ("bg_challenge", "LogicVista/data", "waterbird_complete95_forest2water2"):
         (workdir / "data" / folder).mkdir(parents=True)
@@ -240,8 +245,16 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     t0 = time.perf_counter()
     proc = snakemake(workdir, "-n", "-p", "--configfile", "config/paper.yaml")
     print(f"paper DAG: {time.perf_counter() - t0:.1f} s")
-    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, flags=re.M))
+    text = proc.stdout + proc.stderr
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.M))
     print(f"paper DAG: {jobs.get('total')} jobs")
+    with contextlib.chdir(workdir):
+        plan = RunPlan.load("config/paper.yaml")
+    return text, jobs, plan
+
+
+def test_paper_dag_has_one_job_per_dataset_and_condition(paper_dry):
+    _, jobs, _ = paper_dry
     assert jobs["samples"] == "16"
     # 9 x (clean, corrupt) + Distract-Bench's distracted + VisArgs x (clean, 2 masks) +
     # Idis: ImageNet-9 x 3, its 64-draw copy x 1, its Gemini (App. G) copy x 2,
@@ -258,11 +271,27 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     # one model load each; each cell split over all its model's engines:
     # service.split_cells), the 22 of the API models by one job each
     assert jobs["infer"] == "22"
-    from vlmrobust.plan import RunPlan
+    assert jobs["score"] == "303"
+    assert "judge_mathverse" not in jobs
+    # the Idis outputs a table or figure reads (judge.attributes.scope: read) of the
+    # datasets the paper analyses (judge.attributes.datasets: ImageNet-9, MathVerse,
+    # Waterbirds): the main extractor on ImageNet-9's base and mitigation prompts (24),
+    # MathVerse's 16 and Waterbirds' 8 (48); the alternative prompt on ImageNet-9's base
+    # prompt, the clean images left out (8); the lexical matcher on the base prompt:
+    # ImageNet-9 8, MathVerse 16, Waterbirds 4 (28; Qwen3.5-27B's 28 are written by its
+    # LLM engines, not by this rule); areas of the released visual and typographic
+    # conditions; attention blocking for Qwen3-VL-Thinking
+    assert jobs["judge_attributes"] == str(48 + 8 + 28)
+    assert jobs["idis_areas"] == "6" and jobs["block_attention"] == "1"
+    assert jobs["compare_masking"] == "8"  # 4 models x 2 mask conditions
+    assert jobs["judge_hallucination"] == "8"  # each compared file judged once
+    assert "demo_data" not in jobs
+
+
+def test_paper_dag_answers_the_local_models_and_judges_with_engine_jobs(paper_dry):
+    text, jobs, plan = paper_dry
     from vlmrobust.plan import engines as plan_engines
 
-    with contextlib.chdir(workdir):
-        plan = RunPlan.load("config/paper.yaml")
     engines = plan_engines.engines(plan)
     assert len(engines) == 32  # the balance block's engines (config/paper.yaml)
     cells = {(e[0], *c[:3]) for e in engines for c in plan_engines.engine_cells(plan, *e)}
@@ -270,7 +299,7 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     engine_jobs = {k: v for k, v in jobs.items() if k.startswith("engine_") and k != "engine_plan"}
     assert len(engine_jobs) == len(engines) and set(engine_jobs.values()) == {"1"}
     # the vLLM engines are listed, to run with the (missing) environment's Python
-    blocks = re.split(r"\n(?=rule \w+:)", proc.stdout + proc.stderr)
+    blocks = re.split(r"\n(?=rule \w+:)", text)
     vllm_engines = [
         e for e in engines if plan_engines.engine_backend(plan, e[0], e[2])[0] == "vllm"
     ]
@@ -296,21 +325,6 @@ def test_paper_dag_has_one_job_per_dataset_and_condition(tmp_path):
     ]
     assert sum(c.step == "mathverse" for c in judged) == 16 and len(judged) == 16 + 28
     assert int(jobs["engine_plan"]) == len(engines) + len(llm_jobs)
-    assert jobs["score"] == "303"
-    assert "judge_mathverse" not in jobs
-    # the Idis outputs a table or figure reads (judge.attributes.scope: read) of the
-    # datasets the paper analyses (judge.attributes.datasets: ImageNet-9, MathVerse,
-    # Waterbirds): the main extractor on ImageNet-9's base and mitigation prompts (24),
-    # MathVerse's 16 and Waterbirds' 8 (48); the alternative prompt on ImageNet-9's base
-    # prompt, the clean images left out (8); the lexical matcher on the base prompt:
-    # ImageNet-9 8, MathVerse 16, Waterbirds 4 (28; Qwen3.5-27B's 28 are written by its
-    # LLM engines, not by this rule); areas of the released visual and typographic
-    # conditions; attention blocking for Qwen3-VL-Thinking
-    assert jobs["judge_attributes"] == str(48 + 8 + 28)
-    assert jobs["idis_areas"] == "6" and jobs["block_attention"] == "1"
-    assert jobs["compare_masking"] == "8"  # 4 models x 2 mask conditions
-    assert jobs["judge_hallucination"] == "8"  # each compared file judged once
-    assert "demo_data" not in jobs
 
 
 def test_adding_a_model_runs_only_its_jobs_and_the_aggregation(demo_run):
