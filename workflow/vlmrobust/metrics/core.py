@@ -346,7 +346,8 @@ def _parse_spec(spec: Mapping[str, Any], scored: pd.DataFrame) -> _Run:
 # --------------------------------------------------------------------------- inputs
 
 
-def _text(series: pd.Series) -> pd.Series:
+def text_column(series: pd.Series) -> pd.Series:
+    """``series`` as text, a missing value as ""."""
     return series.astype(object).where(series.notna(), "").astype(str)
 
 
@@ -359,7 +360,7 @@ def _prepare_scored(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.
     df["draw"] = pd.to_numeric(df["draw"], errors="coerce").fillna(0).astype(np.int64)
     setting = _prompt_settings(df, run, warnings)
     if "prompt_setting" in df:
-        given = _text(df["prompt_setting"])
+        given = text_column(df["prompt_setting"])
         setting = given.where(given != "", setting)
         df = df.drop(columns="prompt_setting")
     df["setting"] = setting
@@ -389,7 +390,7 @@ def scoring_notes(df: pd.DataFrame, warnings: list[str]) -> dict[tuple[str, str,
     if "mode" not in df.columns:
         return {}
     key = "benchmark" if "benchmark" in df.columns else "dataset"
-    method = _text(df["method"]) if "method" in df.columns else pd.Series("", index=df.index)
+    method = text_column(df["method"]) if "method" in df.columns else pd.Series("", index=df.index)
     fixed = _flags(df["corrected"]) if "corrected" in df.columns else None
     other = _flags(df["other_correct"]) if "other_correct" in df.columns else None
     notes: dict[tuple[str, str, str], str] = {}
@@ -408,7 +409,7 @@ def scoring_notes(df: pd.DataFrame, warnings: list[str]) -> dict[tuple[str, str,
             f = fixed.loc[idx]
             changed = int((f.notna() & (f != rows["correct"])).sum())
             corrected = float(f.fillna(rows["correct"]).mean())
-            bugs = ", ".join(sorted(set(_text(rows["harness_bug"])) - {""})) or "harness bug"
+            bugs = ", ".join(sorted(set(text_column(rows["harness_bug"])) - {""})) or "harness bug"
             parts.append(
                 f"{bugs}: {changed} verdict(s) the harness gets wrong by its own bug "
                 f"(kept); accuracy without it {corrected * 100:.1f}%"
@@ -416,7 +417,7 @@ def scoring_notes(df: pd.DataFrame, warnings: list[str]) -> dict[tuple[str, str,
         if other is not None and other.loc[idx].notna().any():
             o = other.loc[idx]
             differ = int((o.notna() & (o != rows["correct"])).sum())
-            modes = "/".join(sorted(set(_text(rows["mode"])) - {""}))
+            modes = "/".join(sorted(set(text_column(rows["mode"])) - {""}))
             parts.append(
                 f"{differ} of {int(o.notna().sum())} verdict(s) differ in the other scoring mode than {modes}"
             )
@@ -440,7 +441,7 @@ def _study_rows(scored: pd.DataFrame, run: _Run, warnings: list[str]) -> pd.Data
     cols = list(SCORED_REQUIRED) + optional
     df = scored.loc[:, cols].copy()
     for c in ("variant_id", "sample_id", "dataset", "condition", "prompt", "model"):
-        df[c] = _text(df[c])
+        df[c] = text_column(df[c])
     df = df[df["condition"].isin(run.conditions)]
     stray = sorted(set(df.loc[df["condition"].isin(run.perturbed), "dataset"]) - set(run.datasets))
     if stray:
@@ -569,7 +570,7 @@ def drop_failed_requests(
     condition) and named in ``warnings``."""
     if "error" not in df.columns:
         return df
-    bad = _text(df["error"]) != ""
+    bad = text_column(df["error"]) != ""
     if bad.any():
         key = "benchmark" if "benchmark" in df.columns else "dataset"
         counts = df[bad].groupby(["model", key, "condition"], sort=True).size()
@@ -593,7 +594,7 @@ def _prepare_variants(variants: pd.DataFrame | None, run: _Run) -> pd.DataFrame:
         )
     v = variants.loc[:, list(VARIANT_COLUMNS)].copy()
     for c in ("variant_id", "dataset", "condition", "method"):
-        v[c] = _text(v[c])
+        v[c] = text_column(v[c])
     v["severity"] = pd.to_numeric(v["severity"], errors="coerce").astype(float)
     v = v[v["condition"].isin(run.perturbed)].drop_duplicates()
     dup = v.duplicated(["dataset", "condition", "variant_id"])

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .core import FLOAT_COLUMNS, METRIC_COLUMNS, metric_row, spec_dataset
+from .core import FLOAT_COLUMNS, METRIC_COLUMNS, metric_row, spec_dataset, text_column
 
 __all__ = [
     "NOTE_UNRECORDED",
@@ -64,8 +64,7 @@ _MODE_ORDER = {"harness": 0, "extract": 1}
 def _text(scored: pd.DataFrame, column: str) -> pd.Series:
     if column not in scored.columns:
         return pd.Series("", index=scored.index, dtype=object)
-    series = scored[column]
-    return series.astype(object).where(series.notna(), "").astype(str)
+    return text_column(scored[column])
 
 
 def study_datasets(spec: Mapping[str, Any]) -> list[str]:
